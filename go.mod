@@ -1,0 +1,3 @@
+module github.com/livesync-go/livesync-go
+
+go 1.26
