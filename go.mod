@@ -1,3 +1,5 @@
 module github.com/livesync-go/livesync-go
 
 go 1.26
+
+require github.com/cespare/xxhash/v2 v2.3.0
