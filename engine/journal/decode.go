@@ -18,6 +18,7 @@ type ParseError struct {
 	Reason string
 }
 
+// Error returns "journal: parse: line N: reason".
 func (e *ParseError) Error() string {
 	return fmt.Sprintf("journal: parse: line %d: %s", e.Line, e.Reason)
 }
