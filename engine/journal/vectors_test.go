@@ -46,9 +46,11 @@ type manifestFile struct {
 
 func (f manifestFile) isPack() bool { return f.InflatedSize > 0 }
 
+func readFile(name string) ([]byte, error) { return os.ReadFile(testvectors.Path(name)) }
+
 func readVector(tb testing.TB, name string) []byte {
 	tb.Helper()
-	b, err := os.ReadFile(testvectors.Path(name))
+	b, err := readFile(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
