@@ -265,14 +265,14 @@ func TestInflate(t *testing.T) {
 		}
 	})
 	t.Run("zip bomb", func(t *testing.T) {
-		bomb, err := journal.Deflate(make([]byte, 8<<20))
+		bomb, err := journal.Deflate(make([]byte, 4<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(bomb) > 64<<10 {
+		if len(bomb) > 16<<10 {
 			t.Fatalf("bomb is %d bytes", len(bomb))
 		}
-		_, err = journal.Open("k", bomb, nil, 1<<20)
+		_, err = journal.Open("k", bomb, nil, 256<<10)
 		var ee *engine.Error
 		if !errors.Is(err, journal.ErrTooLarge) || !errors.As(err, &ee) || ee.Stage != engine.StageDecode ||
 			ee.DocID != "k" || !strings.Contains(err.Error(), "inflate") {
