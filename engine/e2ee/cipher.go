@@ -445,19 +445,19 @@ func decodeBase64Pooled(s string) (bp *[]byte, bin []byte, err error) {
 	// RawStdEncoding.DecodedLen bounds both the padded and the loose
 	// (unpadded) decode.
 	dl := base64.RawStdEncoding.DecodedLen(len(s))
-	bp = getBuf(len(s) + dl)
-	src := (*bp)[:len(s)]
-	copy(src, s)
-	dst := (*bp)[len(s):]
-	n, err := base64.StdEncoding.Decode(dst, src)
-	if err != nil {
-		n, err = decodeBase64Loose(dst, src)
-		if err != nil {
-			putBuf(bp)
-			return nil, nil, err
-		}
+	bp = getBuf(dl)
+	if n, ok := decodeBase64Fast(*bp, s); ok {
+		return bp, (*bp)[:n], nil
 	}
-	return bp, dst[:n], nil
+	// Rare: unpadded, wrapped or invalid input. Copy it for the forgiving
+	// decoder, which compacts its input in place.
+	src := []byte(s)
+	n, err := decodeBase64Loose(*bp, src)
+	if err != nil {
+		putBuf(bp)
+		return nil, nil, err
+	}
+	return bp, (*bp)[:n], nil
 }
 
 // decodeBase64Loose follows the WHATWG forgiving-base64 decode that atob

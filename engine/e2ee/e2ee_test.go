@@ -661,3 +661,56 @@ func TestDecryptAllocations(t *testing.T) {
 		t.Errorf("DecryptString 1 KiB made %.1f allocations, want ≤ 4", allocs)
 	}
 }
+
+// TestBase64Fast compares the fast decoder with encoding/base64 and the
+// forgiving decoder with what atob accepts.
+func TestBase64Fast(t *testing.T) {
+	for n := range 70 {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*37 + n)
+		}
+		enc := base64.StdEncoding.EncodeToString(src)
+		dst := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+		m, ok := decodeBase64Fast(dst, enc)
+		if !ok || !bytes.Equal(dst[:m], src) {
+			t.Fatalf("len %d: fast decode = %x, %v; want %x", n, dst[:m], ok, src)
+		}
+		// Every single-character corruption is rejected or decodes as the
+		// standard library does.
+		for i := range enc {
+			for _, c := range []byte{'*', '=', '-', '_', ' ', 0x80, 'A'} {
+				bad := []byte(enc)
+				bad[i] = c
+				want, werr := base64.StdEncoding.DecodeString(string(bad))
+				m, ok := decodeBase64Fast(dst, string(bad))
+				if ok != (werr == nil) || ok && !bytes.Equal(dst[:m], want) {
+					t.Fatalf("len %d, %q at %d: fast = %x, %v; std = %x, %v", n, c, i, dst[:m], ok, want, werr)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"QUJD", "ABC", true},
+		{"QUI", "AB", true},
+		{"QUI=", "AB", true},
+		{"QQ", "A", true},
+		{"QQ==", "A", true},
+		{" Q U\nI=\r\n", "AB", true},
+		{"Q", "", false},
+		{"QUJDR", "", false},
+		{"QU=I", "", false},
+		{"QQ===", "", false},
+		{"QUJD*", "", false},
+	} {
+		dst := make([]byte, 16)
+		n, err := decodeBase64Loose(dst, []byte(tc.in))
+		if (err == nil) != tc.ok || string(dst[:n]) != tc.want {
+			t.Errorf("decodeBase64Loose(%q) = %q, %v", tc.in, dst[:n], err)
+		}
+	}
+}
