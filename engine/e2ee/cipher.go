@@ -217,12 +217,13 @@ func (c *Cipher) EncryptString(plain string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var iv [IVSize]byte
-	var hs [HKDFSaltSize]byte
-	if err := c.readRand(hs[:], iv[:]); err != nil {
+	// One read for both draws: the HKDF salt is the first 32 bytes of
+	// the stream, the IV the next 12, as upstream draws them.
+	var r [HKDFSaltSize + IVSize]byte
+	if err := c.readRand(r[:]); err != nil {
 		return "", err
 	}
-	return encodeV2String(PrefixHKDF, nil, k, &hs, &iv, plain)
+	return encodeV2String(PrefixHKDF, nil, k, (*[HKDFSaltSize]byte)(r[:HKDFSaltSize]), (*[IVSize]byte)(r[HKDFSaltSize:]), plain)
 }
 
 // encodeV2String builds prefix + base64(head | iv | hkdfSalt | ct | tag)
@@ -242,13 +243,9 @@ func encodeV2String(prefix string, head []byte, k *Key, hs *[HKDFSaltSize]byte, 
 		return "", err
 	}
 	aead.Seal(body[:0], iv[:], body[:len(plain)], nil)
-	var sb strings.Builder
-	sb.Grow(len(prefix) + base64.StdEncoding.EncodedLen(n))
-	sb.WriteString(prefix)
-	enc := base64.NewEncoder(base64.StdEncoding, &sb)
-	enc.Write(bin)
-	enc.Close()
-	return sb.String(), nil
+	out := make([]byte, len(prefix), len(prefix)+base64.StdEncoding.EncodedLen(n))
+	copy(out, prefix)
+	return string(base64.StdEncoding.AppendEncode(out, bin)), nil
 }
 
 // v2AEAD returns AES-256-GCM keyed with the HKDF chunk key of hkdfSalt.
