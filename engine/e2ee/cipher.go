@@ -122,8 +122,8 @@ type Cipher struct {
 	key        atomic.Pointer[Key]
 	randMu     sync.Mutex
 	legacy     legacyWriter
-	// legacyIter and v2Iter override the iteration counts; tests lower
-	// them to fuzz without spending 100000 PBKDF2 rounds per input.
+	// legacyIter overrides the fixed legacy iteration count; tests lower
+	// it to fuzz without spending 100000 PBKDF2 rounds per input.
 	legacyIter int
 }
 
