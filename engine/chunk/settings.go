@@ -46,7 +46,9 @@ const PieceUnit = 102400
 // plug-in's settings dialog offers and keep the arithmetic of the
 // splitters inside int range on every platform.
 const (
-	MaxCustomChunkSize  = 1 << 20
+	// MaxCustomChunkSize is the largest CustomChunkSize accepted.
+	MaxCustomChunkSize = 1 << 20
+	// MaxMinimumChunkSize is the largest MinimumChunkSize accepted.
 	MaxMinimumChunkSize = 1 << 30
 )
 

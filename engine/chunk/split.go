@@ -95,7 +95,7 @@ func Piece(b []byte, isText bool) string {
 		return ""
 	}
 	buf := make([]byte, base64.StdEncoding.EncodedLen(len(b)))
-	base64.StdEncoding.Encode(buf, b)
+	encodeBase64(buf, b)
 	// buf is never written again, so sharing it with the string is safe
 	// and saves a copy of every binary piece.
 	return unsafe.String(&buf[0], len(buf))

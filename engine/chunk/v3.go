@@ -25,15 +25,16 @@ const (
 	rkMaxFloor = 30 * 1024
 )
 
-// rkPow is 31^(rkWindow-1) mod 2^32, the weight of the byte leaving the
-// window; rkPow31 is rkPow × 31, its weight after the next multiply.
-var rkPow, rkPow31 = func() (uint32, uint32) {
-	p := uint32(1)
-	for range rkWindow - 1 {
-		p *= rkPrime
-	}
-	return p, p * rkPrime
-}()
+// rkPow is 31^(rkWindow−1) mod 2^32 (upstream P_pow_w), the weight of
+// the byte leaving the window; rkPow31 = rkPow·31 mod 2^32 is its weight
+// after the next multiply. TestRKPow checks both against upstream's
+// Math.imul loop.
+const (
+	rkPow   uint32 = rkPowValue
+	rkPow31 uint32 = rkPowValue * rkPrime % (1 << 32)
+
+	rkPowValue = 0x39CAA1DF
+)
 
 // rkSizes are the boundary parameters of one V3 split.
 type rkSizes struct {
@@ -100,21 +101,27 @@ func splitV3Fixed(data []byte, size int, isText bool, emit func(start, end int) 
 	}
 }
 
-// divisor tests x ≡ 1 (mod d) for uint32 x without a division, by
-// Lemire, Kaser and Kurz's divisibility test ("Faster remainder by direct
-// computation", 2019): x−1 is a multiple of d iff (x−1)·c mod 2^64 < c
-// with c = ⌈2^64 / d⌉.
-type divisor struct {
-	c uint64
+// boundary tests upstream's boundary condition hash % avg == 1 for a
+// uint32 hash without a division. A mask test on the low bits comes
+// first: avg's power-of-two factor g (at least 128 for every avg the
+// default sizes produce) divides avg, so hash ≡ 1 (mod avg) implies
+// hash & (g−1) == 1 & (g−1), and only one hash in g reaches the exact
+// test. That is Lemire, Kaser and Kurz's divisibility test ("Faster
+// remainder by direct computation", 2019): for d ≥ 2, x−1 is a multiple
+// of d iff (x−1)·c mod 2^64 < c with c = ⌊(2^64−1)/d⌋ + 1.
+type boundary struct {
+	mask, want uint32 // low-bit prefilter
+	c          uint64 // divisibility constant for avg
 }
 
-func newDivisor(d uint32) divisor {
-	return divisor{c: ^uint64(0)/uint64(d) + 1}
+func newBoundary(avg uint32) boundary {
+	g := min(avg&-avg, 1<<16)
+	return boundary{mask: g - 1, want: 1 & (g - 1), c: ^uint64(0)/uint64(avg) + 1}
 }
 
-// isOne reports x % d == 1.
-func (dv divisor) isOne(x uint32) bool {
-	return uint64(x-1)*dv.c < dv.c && x != 0
+// isOne reports x % avg == 1 (avg ≥ 2).
+func (bd boundary) isOne(x uint32) bool {
+	return x&bd.mask == bd.want && uint64(x-1)*bd.c < bd.c && x != 0
 }
 
 // splitV3Rolling is the content-defined case (min < max). For each chunk
@@ -124,7 +131,7 @@ func (dv divisor) isOne(x uint32) bool {
 // forced (length ≥ max, until a text cut is safe).
 func splitV3Rolling(data []byte, sz rkSizes, isText bool, emit func(start, end int) bool) {
 	n := len(data)
-	dv := newDivisor(uint32(sz.avg))
+	bd := newBoundary(uint32(sz.avg))
 	var h uint32
 	start, pos := 0, 0
 	for pos < n {
@@ -149,7 +156,7 @@ func splitV3Rolling(data []byte, sz rkSizes, isText bool, emit func(start, end i
 		cut := -1
 		for pos < lim {
 			var hit bool
-			h, hit, pos = scanV3(h, data, pos, lim, dv)
+			h, hit, pos = scanV3(h, data, pos, lim, bd)
 			if !hit {
 				break
 			}
@@ -186,26 +193,67 @@ func splitV3Rolling(data []byte, sz rkSizes, isText bool, emit func(start, end i
 	}
 }
 
+// The rolling step h' = (h − old·31^47)·31 + in is computed as
+// h·31 + (in − old·31^48): the second term does not depend on h, which
+// keeps the loop-carried dependency to one multiply and one add.
+
 // rollV3 rolls h over in (old holds the bytes leaving the window, same
-// length) and returns the new hash.
+// length) and returns the new hash. Four steps are combined into
+// h·31^4 + (((t0·31 + t1)·31 + t2)·31 + t3), which shortens the
+// dependency chain through h fourfold.
 func rollV3(h uint32, old, in []byte) uint32 {
+	const p2 = rkPrime * rkPrime
+	const p4 = p2 * p2
 	old = old[:len(in)]
-	for i, b := range in {
-		h = h*rkPrime + (uint32(b) - uint32(old[i])*rkPow31)
+	i := 0
+	for ; i+4 <= len(in); i += 4 {
+		t0 := uint32(in[i]) - uint32(old[i])*rkPow31
+		t1 := uint32(in[i+1]) - uint32(old[i+1])*rkPow31
+		t2 := uint32(in[i+2]) - uint32(old[i+2])*rkPow31
+		t3 := uint32(in[i+3]) - uint32(old[i+3])*rkPow31
+		h = h*p4 + (((t0*rkPrime+t1)*rkPrime+t2)*rkPrime + t3)
+	}
+	for ; i < len(in); i++ {
+		h = h*rkPrime + (uint32(in[i]) - uint32(old[i])*rkPow31)
 	}
 	return h
 }
 
+// rkOut[b] is b·31^48 mod 2^32, the term of a byte b leaving the window
+// (a table load is cheaper here than a second multiply per byte).
+var rkOut = func() (t [256]uint32) {
+	for b := range t {
+		t[b] = uint32(b) * rkPow31
+	}
+	return t
+}()
+
 // scanV3 rolls h over data[pos:lim] (pos ≥ rkWindow) until the hash is
-// ≡ 1 mod the divisor. It returns the hash, whether it hit, and the
-// position of the hit (or lim).
-func scanV3(h uint32, data []byte, pos, lim int, dv divisor) (uint32, bool, int) {
+// ≡ 1 mod avg. It returns the hash, whether it hit, and the position of
+// the hit (or lim). The step is written as (h<<5) + (t − h) = h·31 + t,
+// a two-instruction dependency through h, and unrolled twice.
+func scanV3(h uint32, data []byte, pos, lim int, bd boundary) (uint32, bool, int) {
 	in := data[pos:lim]
 	old := data[pos-rkWindow : lim-rkWindow]
 	old = old[:len(in)]
-	for i, b := range in {
-		h = h*rkPrime + (uint32(b) - uint32(old[i])*rkPow31)
-		if dv.isOne(h) {
+	out := &rkOut
+	mask, want := bd.mask, bd.want
+	i := 0
+	for ; i+2 <= len(in); i += 2 {
+		t0 := uint32(in[i]) - out[old[i]]
+		t1 := uint32(in[i+1]) - out[old[i+1]]
+		h0 := h<<5 + (t0 - h)
+		h = h0<<5 + (t1 - h0)
+		if h0&mask == want && bd.isOne(h0) {
+			return h0, true, pos + i
+		}
+		if h&mask == want && bd.isOne(h) {
+			return h, true, pos + i + 1
+		}
+	}
+	for ; i < len(in); i++ {
+		h = h<<5 + (uint32(in[i]) - out[old[i]] - h)
+		if h&mask == want && bd.isOne(h) {
 			return h, true, pos + i
 		}
 	}

@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"encoding/base64"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -37,8 +38,8 @@ func TestRKPow(t *testing.T) {
 	if rkPow != 0x39CAA1DF || rkPowCheck() != 0x39CAA1DF {
 		t.Fatalf("rkPow = %#x, check %#x; want 0x39caa1df", rkPow, rkPowCheck())
 	}
-	if rkPow31 != rkPow*31 {
-		t.Fatalf("rkPow31 = %#x, want %#x", rkPow31, rkPow*31)
+	if p := rkPow; rkPow31 != p*31 {
+		t.Fatalf("rkPow31 = %#x, want %#x", rkPow31, p*31)
 	}
 }
 
@@ -50,18 +51,18 @@ func rkPowCheck() uint32 {
 	return uint32(p)
 }
 
-// TestDivisor checks the division-free x % d == 1 test against %.
-func TestDivisor(t *testing.T) {
+// TestBoundary checks the division-free x % d == 1 test against %.
+func TestBoundary(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	divisors := []uint32{128, 192, 256, 255, 257, 384, 1000, 1024, 65535, 65537, 102400, 1 << 20, 1<<22 - 3, 3 * 5 * 17 * 257}
+	divisors := []uint32{2, 3, 7, 128, 192, 256, 255, 257, 384, 1000, 1024, 65535, 65537, 102400, 1 << 20, 1<<22 - 3, 3 * 5 * 17 * 257}
 	for _, d := range divisors {
-		dv := newDivisor(d)
+		bd := newBoundary(d)
 		xs := []uint32{0, 1, 2, d - 1, d, d + 1, 2*d + 1, ^uint32(0), ^uint32(0) - 1}
 		for range 20000 {
 			xs = append(xs, r.Uint32(), r.Uint32N(4)*d+1)
 		}
 		for _, x := range xs {
-			if got, want := dv.isOne(x), x%d == 1; got != want {
+			if got, want := bd.isOne(x), x%d == 1; got != want {
 				t.Fatalf("d=%d x=%d: isOne = %v, want %v", d, x, got, want)
 			}
 		}
@@ -174,4 +175,31 @@ func collect(out *[][2]int) func(int, int) bool {
 
 func head(r [][2]int) [][2]int {
 	return r[:min(len(r), 8)]
+}
+
+// TestEncodeBase64 compares the pair-table encoder with encoding/base64
+// for every length up to 200 and a few large ones.
+func TestEncodeBase64(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	lengths := []int{1000, 4095, 102400, 102401, 102402}
+	for n := range 201 {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(r.Uint32())
+		}
+		if n == 200 {
+			for i := range src {
+				src[i] = byte(i) // every byte value pattern near the start
+			}
+		}
+		want := base64.StdEncoding.EncodeToString(src)
+		dst := make([]byte, base64.StdEncoding.EncodedLen(n))
+		encodeBase64(dst, src)
+		if string(dst) != want {
+			t.Fatalf("length %d: got %q, want %q", n, dst, want)
+		}
+	}
 }
