@@ -102,7 +102,7 @@ func runImport(env *cliEnv, args []string) error {
 				continue
 			}
 			seen[c.ID] = true
-			rd, err := codec.EncodeRemote(c.Doc())
+			rd, err := codec.EncodeRemote(livesync.ChunkDoc(c))
 			if err != nil {
 				return err
 			}

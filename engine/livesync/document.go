@@ -234,12 +234,11 @@ func (m Meta) Doc() Doc {
 	return d
 }
 
-// Chunk is a chunk ("leaf") document in the local, plaintext form: Data is
-// the piece exactly as stored (text, or base64 for binary files).
-type Chunk struct {
-	ID   string
-	Data string
-}
+// Chunk is a chunk ("leaf") in the local, plaintext form: Data is the
+// piece exactly as stored (text, or base64 for binary files). It is the
+// engine's Chunk, so chunks flow unchanged between documents and the
+// retrieval ports.
+type Chunk = engine.Chunk
 
 // ParseChunk reads a chunk document. Encrypted (e_) chunks must be
 // decoded with Codec.DecodeRemote first; ParseChunk refuses them.
@@ -265,8 +264,8 @@ func ParseChunk(d Doc) (Chunk, error) {
 	return Chunk{ID: id, Data: data}, nil
 }
 
-// Doc returns the chunk as a local leaf document {_id, data, type}.
-func (c Chunk) Doc() Doc {
+// ChunkDoc returns a chunk as a local leaf document {_id, data, type}.
+func ChunkDoc(c Chunk) Doc {
 	d := Doc{}
 	d.setString("_id", c.ID)
 	d.setString("data", c.Data)

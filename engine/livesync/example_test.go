@@ -30,7 +30,7 @@ func Example() {
 	fmt.Println(meta.ID, meta.Type, meta.Size, meta.Children)
 
 	// Local -> remote form: chunk data is encrypted and flagged e_.
-	remote, err := codec.EncodeRemote(chunks[0].Doc())
+	remote, err := codec.EncodeRemote(livesync.ChunkDoc(chunks[0]))
 	if err != nil {
 		log.Fatal(err)
 	}

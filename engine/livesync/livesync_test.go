@@ -185,7 +185,7 @@ func TestCompressionRoundTrip(t *testing.T) {
 	c, _ := New(Config{Settings: Settings{Compression: true}})
 	_, chunks, _ := c.FileDocs("a.md", []byte(text), 1, 1)
 	for _, ch := range chunks {
-		r, err := c.EncodeRemote(ch.Doc())
+		r, err := c.EncodeRemote(ChunkDoc(ch))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -199,7 +199,7 @@ func TestVaultDumpEncode(t *testing.T) {
 				}
 				sameJSON(t, f.VaultPath+" remote metadata", gotRemote, withoutRev(wantRemote))
 				for _, ch := range chunks {
-					sameJSON(t, f.VaultPath+" local chunk", ch.Doc(), withoutRev(local[ch.ID]))
+					sameJSON(t, f.VaultPath+" local chunk", ChunkDoc(ch), withoutRev(local[ch.ID]))
 					wantRemote := remote[ch.ID]
 					if wantRemote == nil {
 						t.Fatalf("%s: chunk %s not on the remote", f.VaultPath, ch.ID)
@@ -207,7 +207,7 @@ func TestVaultDumpEncode(t *testing.T) {
 					if data, _ := wantRemote.str("data"); strings.HasPrefix(data, "%=") {
 						rnd.queueFrom(t, data)
 					}
-					got, err := c.EncodeRemote(ch.Doc())
+					got, err := c.EncodeRemote(ChunkDoc(ch))
 					if err != nil {
 						t.Fatal(err)
 					}
