@@ -342,3 +342,57 @@ func TestTweakValuesMatchPlugin(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeRemoteBadCiphertext: altered, truncated and non-base64
+// ciphertext in a chunk or in obfuscated metadata gives an *engine.Error
+// that names the document and the decrypt stage, and never panics.
+func TestDecodeRemoteBadCiphertext(t *testing.T) {
+	d := loadDump(t, "vault-dump-e2ee.json")
+	c := newTestCodec(t, d, nil)
+	var chunkDoc, metaDoc Doc
+	for _, r := range d.Remote.AllDocs {
+		if chunkDoc == nil && docid.IsChunkID(r.ID) {
+			chunkDoc = r.Doc
+		}
+		if metaDoc == nil && strings.HasPrefix(r.ID, "f:") {
+			metaDoc = r.Doc
+		}
+	}
+	flip := func(s string) string {
+		b := []byte(s)
+		i := len(b) / 2
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	cases := []struct {
+		name   string
+		doc    Doc
+		field  string
+		mutate func(string) string
+		want   error
+	}{
+		{"chunk altered", chunkDoc, "data", flip, engine.ErrDecrypt},
+		{"chunk truncated", chunkDoc, "data", func(s string) string { return s[:len(s)-8] }, engine.ErrDecrypt},
+		{"chunk too short", chunkDoc, "data", func(s string) string { return s[:10] }, engine.ErrMalformed},
+		{"chunk not base64", chunkDoc, "data", func(s string) string { return "%=***" + s[5:] }, engine.ErrMalformed},
+		{"chunk unknown scheme", chunkDoc, "data", func(s string) string { return "[" + s }, engine.ErrUnsupported},
+		{"metadata altered", metaDoc, "path", flip, engine.ErrDecrypt},
+		{"metadata truncated", metaDoc, "path", func(s string) string { return s[:len(s)-8] }, engine.ErrDecrypt},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := tc.doc.Clone()
+			v, _ := doc.str(tc.field)
+			doc.setString(tc.field, tc.mutate(v))
+			_, err := c.DecodeRemote(doc)
+			var ee *engine.Error
+			if !errors.As(err, &ee) || ee.DocID != doc.ID() || ee.Stage != engine.StageDecrypt || !errors.Is(err, tc.want) {
+				t.Fatalf("got %v; want a decrypt-stage error naming %s wrapping %v", err, doc.ID(), tc.want)
+			}
+		})
+	}
+}
