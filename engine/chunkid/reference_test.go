@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -261,5 +262,39 @@ func TestConcurrentID(t *testing.T) {
 	close(errs)
 	for got := range errs {
 		t.Errorf("concurrent ID %q differs from the sequential one", got)
+	}
+}
+
+// TestUTF8DFA checks utf16Len's validation and count against
+// utf8.ValidString and unicode/utf16 on every sequence of up to four
+// bytes drawn from the edges of the UTF-8 byte classes, placed at each
+// offset of a 16-byte block (the DFA path) and in the tail.
+func TestUTF8DFA(t *testing.T) {
+	edges := []byte{0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
+		0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF}
+	var seqs [][]byte
+	var gen func(prefix []byte)
+	gen = func(prefix []byte) {
+		seqs = append(seqs, prefix)
+		if len(prefix) == 4 {
+			return
+		}
+		for _, b := range edges {
+			gen(append(prefix[:len(prefix):len(prefix)], b))
+		}
+	}
+	gen(nil)
+	pad := strings.Repeat("x", 40)
+	for _, q := range seqs {
+		for _, off := range []int{0, 5, 13, 15, 30} {
+			s := pad[:off] + string(q) + pad[:17]
+			n, valid := utf16Len(s)
+			if want := utf8.ValidString(s); valid != want {
+				t.Fatalf("utf16Len(%q) valid = %v, want %v", s, valid, want)
+			}
+			if want := len(utf16.Encode([]rune(s))); n != want {
+				t.Fatalf("utf16Len(%q) = %d, want %d", s, n, want)
+			}
+		}
 	}
 }

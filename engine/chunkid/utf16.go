@@ -1,7 +1,6 @@
 package chunkid
 
 import (
-	"math/bits"
 	"unicode/utf8"
 )
 
@@ -9,95 +8,123 @@ import (
 // eight bytes of w are ASCII.
 const hi8 = 0x8080808080808080
 
-// utf16Len returns the number of UTF-16 code units of the JavaScript
-// string that the Go string s stands for (JavaScript's s.length), and
-// whether s is valid UTF-8. It validates and counts in one pass, taking
-// eight ASCII bytes at a time wherever it can (also after a non-ASCII
-// character, unlike utf8.ValidString). A code point of 4 UTF-8 bytes is
-// a surrogate pair (2 units), any other 1. For invalid UTF-8 every byte
-// that is not part of a valid sequence counts one unit (U+FFFD).
-func utf16Len(s string) (n int, valid bool) {
-	i := 0
-	for i < len(s) {
-		for len(s)-i >= 16 { // long ASCII runs (base64 pieces)
-			t := s[i : i+16]
-			w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
-				uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
-			v := uint64(t[8]) | uint64(t[9])<<8 | uint64(t[10])<<16 | uint64(t[11])<<24 |
-				uint64(t[12])<<32 | uint64(t[13])<<40 | uint64(t[14])<<48 | uint64(t[15])<<56
-			if (w|v)&hi8 != 0 {
-				break
-			}
-			n += 16
-			i += 16
-		}
-		for len(s)-i >= 8 {
-			t := s[i : i+8]
-			w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
-				uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
-			if m := w & hi8; m != 0 {
-				// Skip the ASCII bytes before the first non-ASCII one.
-				k := bits.TrailingZeros64(m) >> 3
-				n += k
-				i += k
-				break
-			}
-			n += 8
-			i += 8
-		}
-		// A run of non-ASCII characters, or an ASCII tail shorter than a
-		// word; return to the word loops at the next ASCII byte that has
-		// a whole word after it.
-		for i < len(s) {
-			c := s[i]
-			if c < utf8.RuneSelf {
-				if len(s)-i >= 8 {
-					break
-				}
-				n++
-				i++
-				continue
-			}
-			// The accepted second-byte ranges follow the Unicode table of
-			// well-formed UTF-8 byte sequences (RFC 3629).
-			lo, hi := byte(0x80), byte(0xBF)
-			switch {
-			case c < 0xC2:
-				return slowUTF16Len(s, i, n), false
-			case c < 0xE0:
-				if i+1 >= len(s) || s[i+1] < lo || s[i+1] > hi {
-					return slowUTF16Len(s, i, n), false
-				}
-				n++
-				i += 2
-			case c < 0xF0:
-				if c == 0xE0 {
-					lo = 0xA0
-				} else if c == 0xED {
-					hi = 0x9F // U+D800..U+DFFF are not valid UTF-8
-				}
-				if i+2 >= len(s) || s[i+1] < lo || s[i+1] > hi || s[i+2]&0xC0 != 0x80 {
-					return slowUTF16Len(s, i, n), false
-				}
-				n++
-				i += 3
-			case c < 0xF5:
-				if c == 0xF0 {
-					lo = 0x90
-				} else if c == 0xF4 {
-					hi = 0x8F
-				}
-				if i+3 >= len(s) || s[i+1] < lo || s[i+1] > hi || s[i+2]&0xC0 != 0x80 || s[i+3]&0xC0 != 0x80 {
-					return slowUTF16Len(s, i, n), false
-				}
-				n += 2
-				i += 4
-			default:
-				return slowUTF16Len(s, i, n), false
-			}
+// lo1 has the low bit of every byte of a word set.
+const lo1 = 0x0101010101010101
+
+// UTF-8 is validated with a shift-based DFA: each state is a bit offset
+// (a multiple of 6) and utf8DFA[b] packs, for every state s, the next
+// state after byte b at bits s..s+5. One step is then
+// state = utf8DFA[b] >> (state & 63): a single shift depends on the
+// previous state, so a byte costs about one cycle of latency. The state
+// carries garbage above its low 6 bits, which the & 63 (free in the
+// shift instruction) ignores. dfaErr is 0, so the error state maps every
+// byte to itself.
+const (
+	dfaErr = 6 * iota // invalid; absorbing
+	dfaAcc            // between characters
+	dfaC1             // one continuation byte 80..BF due
+	dfaC2             // two continuation bytes due
+	dfaC3             // three continuation bytes due
+	dfaE0             // after E0: A0..BF, then one more
+	dfaED             // after ED: 80..9F (no surrogates), then one more
+	dfaF0             // after F0: 90..BF, then two more
+	dfaF4             // after F4: 80..8F (at most U+10FFFF), then two more
+)
+
+// utf8DFA follows the Unicode table of well-formed UTF-8 byte sequences
+// (RFC 3629 §4); TestUTF8DFA checks it against utf8.ValidString on every
+// sequence of up to four bytes from a representative byte set.
+var utf8DFA = func() (t [256]uint64) {
+	set := func(from, to int, lo, hi int) {
+		for b := lo; b <= hi; b++ {
+			t[b] |= uint64(to) << from
 		}
 	}
-	return n, true
+	set(dfaAcc, dfaAcc, 0x00, 0x7F)
+	set(dfaAcc, dfaC1, 0xC2, 0xDF)
+	set(dfaAcc, dfaE0, 0xE0, 0xE0)
+	set(dfaAcc, dfaC2, 0xE1, 0xEC)
+	set(dfaAcc, dfaED, 0xED, 0xED)
+	set(dfaAcc, dfaC2, 0xEE, 0xEF)
+	set(dfaAcc, dfaF0, 0xF0, 0xF0)
+	set(dfaAcc, dfaC3, 0xF1, 0xF3)
+	set(dfaAcc, dfaF4, 0xF4, 0xF4)
+	set(dfaC1, dfaAcc, 0x80, 0xBF)
+	set(dfaC2, dfaC1, 0x80, 0xBF)
+	set(dfaC3, dfaC2, 0x80, 0xBF)
+	set(dfaE0, dfaC1, 0xA0, 0xBF)
+	set(dfaED, dfaC1, 0x80, 0x9F)
+	set(dfaF0, dfaC2, 0x90, 0xBF)
+	set(dfaF4, dfaC2, 0x80, 0x8F)
+	return t
+}()
+
+// utf16Len returns the number of UTF-16 code units of the JavaScript
+// string that the Go string s stands for (JavaScript's s.length), and
+// whether s is valid UTF-8. A code point of 4 UTF-8 bytes is a surrogate
+// pair (2 units), any other 1. For invalid UTF-8 every byte that is not
+// part of a valid sequence counts one unit (U+FFFD).
+//
+// It validates with utf8DFA and counts without branches: in valid UTF-8
+// every character has exactly one byte that is not a continuation byte
+// (10xxxxxx), and exactly the 4-byte characters have a lead byte ≥ F0,
+// so units = len − continuation bytes + bytes ≥ F0. Both counts are
+// taken eight bytes at a time. Sixteen ASCII bytes after a complete
+// character skip the DFA. Once the DFA reports invalid UTF-8 the count
+// is redone by slowUTF16Len, where the formula does not hold.
+func utf16Len(s string) (n int, valid bool) {
+	dfa := &utf8DFA
+	st := uint64(dfaAcc)
+	// extra accumulates bytes ≥ F0 minus continuation bytes.
+	extra := 0
+	i := 0
+	for ; len(s)-i >= 16; i += 16 {
+		t := s[i : i+16]
+		w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
+			uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
+		v := uint64(t[8]) | uint64(t[9])<<8 | uint64(t[10])<<16 | uint64(t[11])<<24 |
+			uint64(t[12])<<32 | uint64(t[13])<<40 | uint64(t[14])<<48 | uint64(t[15])<<56
+		if (w|v)&hi8 == 0 && st&63 == dfaAcc {
+			continue
+		}
+		// Continuation bytes (10xxxxxx) and bytes ≥ F0 as 0x80 flags:
+		// shifting a word left by k moves bit 7−k of every byte to its
+		// bit 7 (bits crossing into the next byte land below bit 7 and
+		// are masked off by hi8).
+		cont := (w&^(w<<1))>>7&lo1 + (v&^(v<<1))>>7&lo1
+		f := (w&(w<<1)&(w<<2)&(w<<3))>>7&lo1 + (v&(v<<1)&(v<<2)&(v<<3))>>7&lo1
+		// Each byte lane of cont and f holds 0..2; multiplying by lo1
+		// sums the lanes into the top byte.
+		extra += int(f*lo1>>56) - int(cont*lo1>>56)
+		st = dfa[byte(w)] >> (st & 63)
+		st = dfa[byte(w>>8)] >> (st & 63)
+		st = dfa[byte(w>>16)] >> (st & 63)
+		st = dfa[byte(w>>24)] >> (st & 63)
+		st = dfa[byte(w>>32)] >> (st & 63)
+		st = dfa[byte(w>>40)] >> (st & 63)
+		st = dfa[byte(w>>48)] >> (st & 63)
+		st = dfa[w>>56] >> (st & 63)
+		st = dfa[byte(v)] >> (st & 63)
+		st = dfa[byte(v>>8)] >> (st & 63)
+		st = dfa[byte(v>>16)] >> (st & 63)
+		st = dfa[byte(v>>24)] >> (st & 63)
+		st = dfa[byte(v>>32)] >> (st & 63)
+		st = dfa[byte(v>>40)] >> (st & 63)
+		st = dfa[byte(v>>48)] >> (st & 63)
+		st = dfa[v>>56] >> (st & 63)
+	}
+	for _, c := range []byte(s[i:]) {
+		st = dfa[c] >> (st & 63)
+		if c >= 0xF0 {
+			extra++
+		} else if c&0xC0 == 0x80 {
+			extra--
+		}
+	}
+	if st&63 != dfaAcc {
+		return slowUTF16Len(s, 0, 0), false
+	}
+	return len(s) + extra, true
 }
 
 // slowUTF16Len continues utf16Len from byte i (n units counted so far)
