@@ -125,34 +125,50 @@ func (bd boundary) isOne(x uint32) bool {
 }
 
 // splitV3Rolling is the content-defined case (min < max). For each chunk
-// it runs three loops over the positions where upstream's test has a
-// fixed outcome: first only the hash is updated (chunk shorter than
-// min), then hash and test (min ≤ length < max), and finally a cut is
-// forced (length ≥ max, until a text cut is safe).
+// it jumps to the first position where upstream's boundary test is due
+// (length min), then scans with hash and test while length < max, and
+// finally forces a cut (length ≥ max, until a text cut is safe).
+//
+// The jump. Let S_p = Σ_{i<48} b_{p−i}·31^i (mod 2^32) be the plain hash
+// of the 48 bytes ending at p (b_j = 0 for j < 0), which obeys
+// S_p = 31·S_{p−1} − b_{p−48}·31^48 + b_p at every p. Upstream's hash h_p
+// obeys the same recurrence once p ≥ start+48, but for the first 48
+// bytes of a chunk it only adds (h_p = 31·h_{p−1} + b_p: the hash is
+// never reset). The difference r_p = h_p − S_p therefore follows
+// r_p = 31·r_{p−1} + b_{p−48}·31^48 for start ≤ p < start+48 and
+// r_p = 31·r_{p−1} after. Unrolling the first 48 steps (h_{start+47} =
+// h_{start−1}·31^48 + S_{start+47}, the chunk's first 48 bytes added to
+// the carried hash) gives r_{start+47} = h_{start−1}·31^48, and then
+// r_p = h_{start−1}·31^(p−start+1). So, for L = p−start+1 ≥ 48,
+//
+//	h_p = S_p + h_{start−1}·31^L   (mod 2^32)
+//
+// which needs only the 48 bytes ending at p and the hash carried into
+// the chunk: the bytes between start and p−47 are never read.
+// TestV3MatchesReference checks this against the byte-by-byte oracle.
 func splitV3Rolling(data []byte, sz rkSizes, isText bool, emit func(start, end int) bool) {
 	n := len(data)
 	bd := newBoundary(uint32(sz.avg))
-	var h uint32
-	start, pos := 0, 0
-	for pos < n {
-		// Window filling: the first rkWindow bytes of a chunk are added
-		// on top of the hash carried over from the previous chunk.
-		// min > rkWindow always holds (min ≥ 128), so no test is due.
-		fill := min(n, start+rkWindow)
-		for _, b := range data[pos:fill] {
-			h = h*rkPrime + uint32(b)
+	// The scan resumes at length min, so the jump lands on length
+	// min−1, which must be ≥ rkWindow (min ≥ 128 for every size
+	// v3Sizes derives).
+	if sz.min-1 < rkWindow {
+		panic("chunk: V3 minimum chunk size below the rolling window")
+	}
+	powJump := pow31(sz.min - 1)
+	var h uint32 // hash of the byte before start (upstream's carried hash)
+	start := 0
+	for {
+		// Jump to the position of length min−1; if the data ends before
+		// a boundary test is due, the rest is the last chunk.
+		pos := start + sz.min - 1
+		if pos >= n {
+			break
 		}
-		pos = fill
-
-		// Rolling, no boundary test while length < min.
-		lim := min(n, start+sz.min-1)
-		if pos < lim {
-			h = rollV3(h, data[pos-rkWindow:lim-rkWindow], data[pos:lim])
-			pos = lim
-		}
+		h = windowHash(data[pos-rkWindow:pos]) + h*powJump
 
 		// Rolling with the boundary test while length < max.
-		lim = min(n, start+sz.max-1)
+		lim := min(n, start+sz.max-1)
 		cut := -1
 		for pos < lim {
 			var hit bool
@@ -193,30 +209,33 @@ func splitV3Rolling(data []byte, sz rkSizes, isText bool, emit func(start, end i
 	}
 }
 
-// The rolling step h' = (h − old·31^47)·31 + in is computed as
-// h·31 + (in − old·31^48): the second term does not depend on h, which
-// keeps the loop-carried dependency to one multiply and one add.
+// pow31 returns 31^k mod 2^32 (square and multiply).
+func pow31(k int) uint32 {
+	r, b := uint32(1), uint32(rkPrime)
+	for ; k > 0; k >>= 1 {
+		if k&1 != 0 {
+			r *= b
+		}
+		b *= b
+	}
+	return r
+}
 
-// rollV3 rolls h over in (old holds the bytes leaving the window, same
-// length) and returns the new hash. Four steps are combined into
-// h·31^4 + (((t0·31 + t1)·31 + t2)·31 + t3), which shortens the
-// dependency chain through h fourfold.
-func rollV3(h uint32, old, in []byte) uint32 {
+// windowHash returns the plain hash Σ w[len(w)−1−i]·31^i of the window
+// w, evaluated as four interleaved Horner chains over the bytes
+// i ≡ 0, 1, 2, 3 (mod 4) with multiplier 31^4, combined as
+// ((c0·31 + c1)·31 + c2)·31 + c3; len(w) must be a multiple of 4.
+func windowHash(w []byte) uint32 {
 	const p2 = rkPrime * rkPrime
 	const p4 = p2 * p2
-	old = old[:len(in)]
-	i := 0
-	for ; i+4 <= len(in); i += 4 {
-		t0 := uint32(in[i]) - uint32(old[i])*rkPow31
-		t1 := uint32(in[i+1]) - uint32(old[i+1])*rkPow31
-		t2 := uint32(in[i+2]) - uint32(old[i+2])*rkPow31
-		t3 := uint32(in[i+3]) - uint32(old[i+3])*rkPow31
-		h = h*p4 + (((t0*rkPrime+t1)*rkPrime+t2)*rkPrime + t3)
+	var c0, c1, c2, c3 uint32
+	for ; len(w) >= 4; w = w[4:] {
+		c0 = c0*p4 + uint32(w[0])
+		c1 = c1*p4 + uint32(w[1])
+		c2 = c2*p4 + uint32(w[2])
+		c3 = c3*p4 + uint32(w[3])
 	}
-	for ; i < len(in); i++ {
-		h = h*rkPrime + (uint32(in[i]) - uint32(old[i])*rkPow31)
-	}
-	return h
+	return ((c0*rkPrime+c1)*rkPrime+c2)*rkPrime + c3
 }
 
 // rkOut[b] is b·31^48 mod 2^32, the term of a byte b leaving the window

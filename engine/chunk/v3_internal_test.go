@@ -123,6 +123,50 @@ func TestV3MatchesReference(t *testing.T) {
 	}
 }
 
+// TestV3JumpMatchesReference stresses splitV3Rolling's jump to length
+// min (h_p = S_p + h_{start−1}·31^L, see splitV3Rolling) with many short
+// chunks: min from the smallest the jump allows (49) up, small avg so
+// that boundaries are frequent, and max close to min so that forced cuts
+// (and the hash they carry into the next chunk) occur too.
+func TestV3JumpMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for iter := range 3000 {
+		isText := iter%2 == 0
+		n := r.IntN(3000)
+		data := make([]byte, 0, n+4)
+		for len(data) < n {
+			if isText {
+				data = append(data, []string{"a", "é", "日", "😀", "\n", "xyz "}[r.IntN(6)]...)
+			} else {
+				data = append(data, byte(r.Uint32()))
+			}
+		}
+		var sz rkSizes
+		sz.min = 49 + r.IntN(4)*r.IntN(60)
+		sz.max = sz.min + 1 + r.IntN(300)
+		sz.avg = min(max(sz.min, 2+r.IntN(64)), sz.max)
+		want := referenceV3(data, sz, isText)
+		var got [][2]int
+		if len(data) > 0 {
+			splitV3Rolling(data, sz, isText, collect(&got))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iter %d (n=%d text=%v sizes %+v): got %d ranges, want %d\n got %v\nwant %v", iter, len(data), isText, sz, len(got), len(want), head(got), head(want))
+		}
+	}
+}
+
+// TestPow31 checks pow31 against repeated multiplication.
+func TestPow31(t *testing.T) {
+	p := uint32(1)
+	for k := range 5000 {
+		if got := pow31(k); got != p {
+			t.Fatalf("pow31(%d) = %#x, want %#x", k, got, p)
+		}
+		p *= 31
+	}
+}
+
 // TestV3Sizes pins the derived sizes of FORMAT.md §3.2.
 func TestV3Sizes(t *testing.T) {
 	for _, tc := range []struct {
