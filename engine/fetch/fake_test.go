@@ -31,9 +31,9 @@ type fakeSource struct {
 	mu        sync.Mutex
 	remote    map[engine.ChunkID]string
 	calls     []call
-	err       error                           // every request fails with err
+	err       error                                             // every request fails with err
 	answer    func([]engine.ChunkID) (engine.FetchResult, bool) // optional override
-	block     map[engine.ChunkID]chan struct{} // a request containing the id waits for the channel
+	block     map[engine.ChunkID]chan struct{}                  // a request containing the id waits for the channel
 	inflight  map[engine.ChunkID]bool
 	delivered map[engine.ChunkID]bool
 	dups      []string

@@ -94,7 +94,7 @@ type Fetcher struct {
 	wire       map[engine.ChunkID]*entry // ids reserved by a request, by the entry that holds them
 	processing int
 	lastStart  time.Time // the latest shared request start
-	nextTicket time.Time // the next free start slot for a waiting request
+	nextTicket time.Time // the next free start slot, ticketed when a batch forms
 	seq        uint64
 	timer      *time.Timer
 	timerAt    time.Time
@@ -199,7 +199,10 @@ func (f *Fetcher) Request(ids []engine.ChunkID) {
 	rec := &claimRec{seq: f.seq, live: len(fresh)}
 	f.seq++
 	for _, id := range fresh {
-		e := &entry{id: id, claim: cl, state: stEntering, idx: -1}
+		// recheck: the caller's local miss may predate a delivery that
+		// settled a previous claim of this id; a local read before the
+		// first request keeps a delivered id off the wire.
+		e := &entry{id: id, claim: cl, state: stEntering, idx: -1, recheck: true}
 		f.entries[id] = e
 		rec.entries = append(rec.entries, e)
 	}
@@ -407,9 +410,13 @@ func (f *Fetcher) pump(now time.Time, fx *effects) {
 		if len(batch) == 0 {
 			continue
 		}
+		// The start slot is ticketed in formation order, so batches go
+		// on the wire first-come first-served whatever their rechecks.
+		ticket := later(now, f.nextTicket)
+		f.nextTicket = ticket.Add(f.cfg.MinInterval)
 		f.processing++
 		f.wg.Add(1)
-		go f.send(batch)
+		go f.send(batch, ticket)
 	}
 	f.armTimer(now)
 }
@@ -449,15 +456,17 @@ func (f *Fetcher) wake() {
 // the local store when asked, waits for the minimum interval, reserves
 // its start synchronously against the latest shared request time, and
 // puts the request on the wire.
-func (f *Fetcher) send(batch []*entry) {
+func (f *Fetcher) send(batch []*entry, ticket time.Time) {
 	defer f.wg.Done()
-	var ticket time.Time
 	for {
 		var fx effects
 		f.mu.Lock()
 		now := time.Now()
 		batch = f.keepCurrent(batch, now)
 		if f.closed || len(batch) == 0 {
+			if f.nextTicket.Equal(ticket.Add(f.cfg.MinInterval)) {
+				f.nextTicket = ticket // hand an unused last slot back
+			}
 			f.finish(now, &fx)
 			f.mu.Unlock()
 			fx.run()
@@ -505,10 +514,6 @@ func (f *Fetcher) send(batch []*entry) {
 
 		iv := f.cfg.MinInterval
 		if now.Before(ticket) || (!f.lastStart.IsZero() && now.Before(f.lastStart.Add(iv))) {
-			if ticket.IsZero() {
-				ticket = later(now, f.nextTicket)
-				f.nextTicket = ticket.Add(iv)
-			}
 			d := later(ticket, f.lastStart.Add(iv)).Sub(now)
 			f.mu.Unlock()
 			sleep(f.ctx, d)
