@@ -338,3 +338,21 @@ func (rd *read) wait(t *testing.T) []fetch.Result {
 func ids(s ...string) []engine.ChunkID { return s }
 
 func sec(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// eventLog records coordinator events as "offset id" strings, safely.
+type eventLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *eventLog) add(s string) {
+	l.mu.Lock()
+	l.got = append(l.got, s)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
