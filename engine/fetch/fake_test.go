@@ -37,6 +37,13 @@ type fakeSource struct {
 	inflight  map[engine.ChunkID]bool
 	delivered map[engine.ChunkID]bool
 	dups      []string
+
+	latency    time.Duration // each answer takes this long
+	active     int           // requests in flight now
+	maxActive  int
+	lastStart  time.Time
+	minGap     time.Duration // smallest gap between two request starts
+	deliveredN int
 }
 
 func newSource(direct bool) *fakeSource {
@@ -63,7 +70,14 @@ func (s *fakeSource) blockOn(id engine.ChunkID) (release func()) {
 
 func (s *fakeSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
 	s.mu.Lock()
-	s.calls = append(s.calls, call{time.Since(s.t0), slices.Clone(ids)})
+	now := time.Now()
+	if len(s.calls) > 0 && (s.minGap == 0 || now.Sub(s.lastStart) < s.minGap) {
+		s.minGap = now.Sub(s.lastStart)
+	}
+	s.lastStart = now
+	s.active++
+	s.maxActive = max(s.maxActive, s.active)
+	s.calls = append(s.calls, call{now.Sub(s.t0), slices.Clone(ids)})
 	var wait []chan struct{}
 	for _, id := range ids {
 		if s.inflight[id] {
@@ -80,11 +94,21 @@ func (s *fakeSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		s.active--
 		for _, id := range ids {
 			delete(s.inflight, id)
 		}
 		s.mu.Unlock()
 	}()
+	if s.latency > 0 {
+		t := time.NewTimer(s.latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return engine.FetchResult{}, ctx.Err()
+		}
+	}
 	for _, ch := range wait {
 		select {
 		case <-ch:
@@ -107,6 +131,7 @@ func (s *fakeSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 		if d, ok := s.remote[id]; ok {
 			r.Found = append(r.Found, engine.Chunk{ID: id, Data: d})
 			s.delivered[id] = true
+			s.deliveredN++
 		} else {
 			r.Missing = append(r.Missing, id)
 		}
