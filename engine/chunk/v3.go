@@ -121,7 +121,7 @@ func newBoundary(avg uint32) boundary {
 
 // isOne reports x % avg == 1 (avg ≥ 2).
 func (bd boundary) isOne(x uint32) bool {
-	return x&bd.mask == bd.want && uint64(x-1)*bd.c < bd.c && x != 0
+	return x&bd.mask == bd.want && isZeroY(x-1, bd.c)
 }
 
 // splitV3Rolling is the content-defined case (min < max). For each chunk
@@ -238,43 +238,130 @@ func windowHash(w []byte) uint32 {
 	return ((c0*rkPrime+c1)*rkPrime+c2)*rkPrime + c3
 }
 
-// rkOut[b] is b·31^48 mod 2^32, the term of a byte b leaving the window
-// (a table load is cheaper here than a second multiply per byte).
-var rkOut = func() (t [256]uint32) {
+// rkOutY[b] is b·31^48 − 30 mod 2^32, the term of a byte b leaving the
+// window in the recurrence of y = h − 1 (see scanV3); a table load is
+// cheaper here than a multiply per byte.
+var rkOutY = func() (t [256]uint32) {
 	for b := range t {
-		t[b] = uint32(b) * rkPow31
+		t[b] = uint32(b)*rkPow31 - (rkPrime - 1)
 	}
 	return t
 }()
 
-// scanV3 rolls h over data[pos:lim] (pos ≥ rkWindow) until the hash is
-// ≡ 1 mod avg. It returns the hash, whether it hit, and the position of
-// the hit (or lim). The step is written as (h<<5) + (t − h) = h·31 + t,
-// a two-instruction dependency through h, and unrolled twice.
+// scanBlock is the length of each of the two streams of scanPair.
+const scanBlock = 256
+
+// rkPowBlock and rkPow2Block are 31^scanBlock and 31^(2·scanBlock)
+// mod 2^32.
+var rkPowBlock, rkPow2Block = pow31(scanBlock), pow31(2 * scanBlock)
+
+// scanV3 rolls h over data[pos:lim] until the hash is ≡ 1 mod avg. It
+// returns the hash, whether it hit, and the position of the hit (or
+// lim). Position pos−1 must be at least rkWindow−1 bytes into its chunk
+// (the scan starts at length min), so that h_q = S_q + r_q with
+// r_q = 31·r_{q−1} from pos−1 on (see splitV3Rolling).
+//
+// The loops carry y = h − 1 instead of h: h ≡ 1 (mod avg) becomes
+// y ≡ 0, whose low-bit prefilter y & mask == 0 is one test instruction.
+// From h' = 31·h + in − old·31^48,
+// y' = 31·(y + 1) + in − old·31^48 − 1 = 31·y + in − (old·31^48 − 30),
+// so only the table of leaving bytes changes (rkOutY).
+//
+// One step, y' = (y<<5) + ((in − out) − y), is a two-cycle dependency
+// through y, longer than its throughput cost; so the range is scanned
+// as pairs of adjacent blocks, [p, p+scanBlock) and
+// [p+scanBlock, p+2·scanBlock), rolled in lockstep as two independent
+// chains. The second chain starts from
+// h_{p+scanBlock−1} = S_{p+scanBlock−1} + r_{p−1}·31^scanBlock, a plain
+// hash of the 48 bytes before it plus the carried residual.
 func scanV3(h uint32, data []byte, pos, lim int, bd boundary) (uint32, bool, int) {
-	in := data[pos:lim]
-	old := data[pos-rkWindow : lim-rkWindow]
-	old = old[:len(in)]
-	out := &rkOut
-	mask, want := bd.mask, bd.want
-	i := 0
-	for ; i+2 <= len(in); i += 2 {
-		t0 := uint32(in[i]) - out[old[i]]
-		t1 := uint32(in[i+1]) - out[old[i+1]]
-		h0 := h<<5 + (t0 - h)
-		h = h0<<5 + (t1 - h0)
-		if h0&mask == want && bd.isOne(h0) {
-			return h0, true, pos + i
-		}
-		if h&mask == want && bd.isOne(h) {
-			return h, true, pos + i + 1
+	y := h - 1
+	// The two streams return at every prefilter hit; with a weak
+	// prefilter (avg with a small power-of-two factor, never from the
+	// default sizes) a single stream that tests in place is faster.
+	if lim-pos >= 2*scanBlock && bd.mask >= 63 {
+		r := h - windowHash(data[pos-rkWindow:pos]) // r_{pos−1}
+		for lim-pos >= 2*scanBlock {
+			mid := pos + scanBlock
+			ya := y
+			yb := windowHash(data[mid-rkWindow:mid]) + r*rkPowBlock - 1
+			w := data[pos-rkWindow:][:2*scanBlock+rkWindow]
+			for i := 0; ; i++ {
+				ya, yb, i = scanPair(ya, yb, w, i, bd.mask)
+				if i == scanBlock {
+					break
+				}
+				if ya&bd.mask == 0 && isZeroY(ya, bd.c) {
+					return ya + 1, true, pos + i
+				}
+				if yb&bd.mask == 0 && isZeroY(yb, bd.c) {
+					// The second block hits at mid+i; the first one has
+					// been scanned up to pos+i and may still hit before
+					// mid.
+					if ya, hit, at := scan1(ya, data, pos+i+1, mid, bd); hit {
+						return ya + 1, true, at
+					}
+					return yb + 1, true, mid + i
+				}
+			}
+			y = yb
+			r *= rkPow2Block
+			pos += 2 * scanBlock
 		}
 	}
-	for ; i < len(in); i++ {
-		h = h<<5 + (uint32(in[i]) - out[old[i]] - h)
-		if h&mask == want && bd.isOne(h) {
-			return h, true, pos + i
+	y, hit, pos := scan1(y, data, pos, lim, bd)
+	return y + 1, hit, pos
+}
+
+// scanPair rolls two y chains in lockstep from offset i on, ya over
+// w[rkWindow:][:scanBlock] and yb over w[rkWindow+scanBlock:] (w[k]
+// leaves the window when w[k+rkWindow] enters). It stops at the first
+// offset where ya or yb passes the prefilter y & mask == 0, returning
+// both chains' values there and the offset, or scanBlock.
+func scanPair(ya, yb uint32, w []byte, i int, mask uint32) (uint32, uint32, int) {
+	w = w[:2*scanBlock+rkWindow]
+	for k := uint(i); k < scanBlock; k++ {
+		da := uint32(w[k+rkWindow]) - rkOutY[w[k]] - ya
+		db := uint32(w[k+scanBlock+rkWindow]) - rkOutY[w[k+scanBlock]] - yb
+		ya = ya<<5 + da
+		yb = yb<<5 + db
+		if ya&mask == 0 || yb&mask == 0 {
+			return ya, yb, int(k)
+		}
+		if k++; k == scanBlock {
+			break
+		}
+		da = uint32(w[k+rkWindow]) - rkOutY[w[k]] - ya
+		db = uint32(w[k+scanBlock+rkWindow]) - rkOutY[w[k+scanBlock]] - yb
+		ya = ya<<5 + da
+		yb = yb<<5 + db
+		if ya&mask == 0 || yb&mask == 0 {
+			return ya, yb, int(k)
 		}
 	}
-	return h, false, lim
+	return ya, yb, scanBlock
+}
+
+// scan1 rolls y over data[pos:lim] alone, stopping where y ≡ 0 mod avg;
+// it returns y, whether it hit, and the position (lim without a hit).
+func scan1(y uint32, data []byte, pos, lim int, bd boundary) (uint32, bool, int) {
+	out := &rkOutY
+	mask, c := bd.mask, bd.c
+	// w[k] leaves the window when w[k+rkWindow] enters it.
+	w := data[pos-rkWindow : lim]
+	for len(w) > rkWindow {
+		y = y<<5 + (uint32(w[rkWindow]) - out[w[0]] - y)
+		w = w[1:]
+		if y&mask == 0 && isZeroY(y, c) {
+			return y, true, lim - (len(w) - rkWindow) - 1
+		}
+	}
+	return y, false, lim
+}
+
+// isZeroY completes the boundary test on y = h − 1 once the prefilter
+// passed: y is a multiple of avg (boundary's test with c), and h did not
+// wrap to 0 (h = 0 gives y = 2^32 − 1, a multiple of some avg).
+func isZeroY(y uint32, c uint64) bool {
+	return uint64(y)*c < c && y != ^uint32(0)
 }

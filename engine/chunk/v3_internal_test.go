@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"bytes"
 	"encoding/base64"
 	"math/rand/v2"
 	"slices"
@@ -127,12 +128,18 @@ func TestV3MatchesReference(t *testing.T) {
 // min (h_p = S_p + h_{start−1}·31^L, see splitV3Rolling) with many short
 // chunks: min from the smallest the jump allows (49) up, small avg so
 // that boundaries are frequent, and max close to min so that forced cuts
-// (and the hash they carry into the next chunk) occur too.
+// (and the hash they carry into the next chunk) occur too. A third of
+// the cases have long scans with sparser boundaries, for scanV3's two
+// streams (either one hitting first, or both in one pair of blocks).
 func TestV3JumpMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for iter := range 3000 {
 		isText := iter%2 == 0
 		n := r.IntN(3000)
+		long := iter%3 == 0 // long scans: the two-stream path of scanV3
+		if long {
+			n = r.IntN(20000)
+		}
 		data := make([]byte, 0, n+4)
 		for len(data) < n {
 			if isText {
@@ -145,6 +152,10 @@ func TestV3JumpMatchesReference(t *testing.T) {
 		sz.min = 49 + r.IntN(4)*r.IntN(60)
 		sz.max = sz.min + 1 + r.IntN(300)
 		sz.avg = min(max(sz.min, 2+r.IntN(64)), sz.max)
+		if long {
+			sz.max = sz.min + 1 + r.IntN(5000)
+			sz.avg = min(max(sz.min, 2+r.IntN(3000)), sz.max)
+		}
 		want := referenceV3(data, sz, isText)
 		var got [][2]int
 		if len(data) > 0 {
@@ -246,4 +257,28 @@ func TestEncodeBase64(t *testing.T) {
 			t.Fatalf("length %d: got %q, want %q", n, dst, want)
 		}
 	}
+}
+
+// FuzzV3Reference compares splitV3Rolling with referenceV3 for any bytes
+// and any sizes the rolling splitter accepts (min > rkWindow, min < max).
+// Short inputs are repeated to reach the long scans of the two-stream
+// path.
+func FuzzV3Reference(f *testing.F) {
+	f.Add([]byte("# Title\nSome text, with: punctuation; here <b>.\n"), uint16(49), uint16(2000), uint16(300), uint8(40), true)
+	f.Add([]byte{0, 1, 2, 0xFF, 0xF0, 0x9F, 0x98, 0x80}, uint16(128), uint16(5000), uint16(256), uint8(200), false)
+	f.Fuzz(func(t *testing.T, data []byte, minC, span, avg uint16, repeat uint8, isText bool) {
+		if len(data) == 0 {
+			return
+		}
+		data = bytes.Repeat(data, 1+int(repeat)*(1+2000/len(data)))
+		sz := rkSizes{min: rkWindow + 1 + int(minC)%4000}
+		sz.max = sz.min + 1 + int(span)
+		sz.avg = min(max(sz.min, 2+int(avg)), sz.max)
+		want := referenceV3(data, sz, isText)
+		var got [][2]int
+		splitV3Rolling(data, sz, isText, collect(&got))
+		if !slices.Equal(got, want) {
+			t.Fatalf("n=%d text=%v sizes %+v: got %d ranges, want %d\n got %v\nwant %v", len(data), isText, sz, len(got), len(want), head(got), head(want))
+		}
+	})
 }
