@@ -249,7 +249,7 @@ var rkOutY = func() (t [256]uint32) {
 }()
 
 // scanBlock is the length of each of the two streams of scanPair.
-const scanBlock = 256
+const scanBlock = 1024
 
 // rkPowBlock and rkPow2Block are 31^scanBlock and 31^(2·scanBlock)
 // mod 2^32.

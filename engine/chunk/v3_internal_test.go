@@ -138,7 +138,7 @@ func TestV3JumpMatchesReference(t *testing.T) {
 		n := r.IntN(3000)
 		long := iter%3 == 0 // long scans: the two-stream path of scanV3
 		if long {
-			n = r.IntN(20000)
+			n = r.IntN(40000)
 		}
 		data := make([]byte, 0, n+4)
 		for len(data) < n {
@@ -153,8 +153,8 @@ func TestV3JumpMatchesReference(t *testing.T) {
 		sz.max = sz.min + 1 + r.IntN(300)
 		sz.avg = min(max(sz.min, 2+r.IntN(64)), sz.max)
 		if long {
-			sz.max = sz.min + 1 + r.IntN(5000)
-			sz.avg = min(max(sz.min, 2+r.IntN(3000)), sz.max)
+			sz.max = sz.min + 1 + r.IntN(12000)
+			sz.avg = min(max(sz.min, 2+r.IntN(6000)), sz.max)
 		}
 		want := referenceV3(data, sz, isText)
 		var got [][2]int
@@ -270,9 +270,9 @@ func FuzzV3Reference(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		data = bytes.Repeat(data, 1+int(repeat)*(1+2000/len(data)))
+		data = bytes.Repeat(data, 1+int(repeat)*(1+4000/len(data)))
 		sz := rkSizes{min: rkWindow + 1 + int(minC)%4000}
-		sz.max = sz.min + 1 + int(span)
+		sz.max = sz.min + 1 + int(span)%20000
 		sz.avg = min(max(sz.min, 2+int(avg)), sz.max)
 		want := referenceV3(data, sz, isText)
 		var got [][2]int
