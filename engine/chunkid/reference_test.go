@@ -298,3 +298,21 @@ func TestUTF8DFA(t *testing.T) {
 		}
 	}
 }
+
+// TestUTF16LenLongASCII puts one non-ASCII sequence (valid or not) at
+// every offset of a long ASCII string, so that it falls into each part
+// of utf16Len's 16- and 32-byte ASCII loops.
+func TestUTF16LenLongASCII(t *testing.T) {
+	ascii := strings.Repeat("abcdefghijklmnopqrstuvwxyz0123456789+/", 6)
+	for _, q := range []string{"é", "日", "😀", "\xff", "\xe2\x82", "\xf0\x9f\x98"} {
+		for off := 0; off <= len(ascii); off++ {
+			for _, n := range []int{off, min(off+70, len(ascii)), len(ascii)} {
+				s := ascii[:off] + q + ascii[off:n]
+				got, valid := utf16Len(s)
+				if want := len(utf16.Encode([]rune(s))); got != want || valid != utf8.ValidString(s) {
+					t.Fatalf("utf16Len(%q) = %d, %v; want %d, %v", s, got, valid, want, utf8.ValidString(s))
+				}
+			}
+		}
+	}
+}

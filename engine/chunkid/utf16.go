@@ -31,6 +31,13 @@ const (
 	dfaF4             // after F4: 80..8F (at most U+10FFFF), then two more
 )
 
+// load64 returns the first eight bytes of s as a little-endian word.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // utf8DFA follows the Unicode table of well-formed UTF-8 byte sequences
 // (RFC 3629 §4); TestUTF8DFA checks it against utf8.ValidString on every
 // sequence of up to four bytes from a representative byte set.
@@ -85,6 +92,14 @@ func utf16Len(s string) (n int, valid bool) {
 		v := uint64(t[8]) | uint64(t[9])<<8 | uint64(t[10])<<16 | uint64(t[11])<<24 |
 			uint64(t[12])<<32 | uint64(t[13])<<40 | uint64(t[14])<<48 | uint64(t[15])<<56
 		if (w|v)&hi8 == 0 && st&63 == dfaAcc {
+			// Long ASCII runs (base64 pieces): 32 bytes per test.
+			for len(s)-i >= 48 {
+				t := s[i+16 : i+48]
+				if (load64(t[0:])|load64(t[8:])|load64(t[16:])|load64(t[24:]))&hi8 != 0 {
+					break
+				}
+				i += 32
+			}
 			continue
 		}
 		// Continuation bytes (10xxxxxx) and bytes ≥ F0 as 0x80 flags:
