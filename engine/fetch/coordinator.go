@@ -84,6 +84,7 @@ type Coordinator struct {
 	nextSub uint64
 	stalls  uint64
 	closed  bool
+	wire    map[engine.ChunkID]*wireRec // the single flight of requests (wire.go)
 }
 
 type eventSub struct {
@@ -93,7 +94,8 @@ type eventSub struct {
 
 // NewCoordinator returns an empty Coordinator.
 func NewCoordinator() *Coordinator {
-	return &Coordinator{active: make(map[engine.ChunkID]int), live: make(map[*Claim]struct{})}
+	return &Coordinator{active: make(map[engine.ChunkID]int), live: make(map[*Claim]struct{}),
+		wire: make(map[engine.ChunkID]*wireRec)}
 }
 
 // ClaimOptions configures one claim.

@@ -10,6 +10,11 @@
 //     Claim owns it; each Claim has an inactivity fuse (5 minutes).
 //     Events (claimed, delivered, remote-missing, failed, released) are
 //     published to subscribers.
+//   - Wire registry (Coordinator.Reserve, Flight): the single flight per
+//     identifier shared by every Fetcher and the purgatory hunt. An id is
+//     put on the wire only by the party that reserved it; a loser waits
+//     for that flight to land, rechecks the local store (the winner
+//     persisted first) and only then asks for what is still missing.
 //   - Fetcher: direct fetch by id from an engine.ChunkSource, batched,
 //     throttled and retried.
 //   - Layer: the arrival wait. One shared waiter per missing id; it
@@ -32,7 +37,9 @@
 //     takes up to BatchSize (100) eligible ids, retries and new ids
 //     mixed. After every wait or local recheck it checks MinInterval
 //     (50 ms) against the latest shared request start and reserves its
-//     start synchronously. No id is ever on the wire twice at once.
+//     start synchronously. No id is ever on the wire twice at once, by
+//     this fetcher or by anyone sharing its Coordinator: an id another
+//     party's flight carries is blocked until it lands, then rechecked.
 //  4. Request and persist. Found chunks are validated, persisted with
 //     LocalChunks.PutChunks, and only then settled (EventDelivered), so
 //     the claim covers persistence.

@@ -373,18 +373,38 @@ func (f *Fetcher) settle(e *entry, ev Event, fx *effects) {
 	*fx = append(*fx, func() { cl.Settle(ev) })
 }
 
-// unwire frees e's reservation of its id on the wire and requeues a
-// replacement entry that was blocked on it.
-func (f *Fetcher) unwire(e *entry, now time.Time) {
+// unwire frees e's reservation of its id on the wire, in this fetcher
+// and in the Coordinator's wire registry, and requeues a replacement
+// entry that was blocked on it. Other parties waiting for the id are told
+// through fx, after the lock is released.
+func (f *Fetcher) unwire(e *entry, now time.Time, fx *effects) {
 	if f.wire[e.id] != e {
 		return
 	}
 	delete(f.wire, e.id)
+	*fx = append(*fx, f.co.freeWire(f, []engine.ChunkID{e.id}))
 	if b := f.blocked[e.id]; b != nil {
 		delete(f.blocked, e.id)
 		b.recheck = true
 		f.push(b, now)
 	}
+}
+
+// wireFreed is the Coordinator's callback when another party's flight of
+// id landed: an entry blocked on it is requeued, with a local recheck
+// first, since that flight persisted what it found before landing.
+func (f *Fetcher) wireFreed(id engine.ChunkID) {
+	var fx effects
+	f.mu.Lock()
+	if b := f.blocked[id]; b != nil && f.wire[id] == nil {
+		delete(f.blocked, id)
+		b.recheck = true
+		now := time.Now()
+		f.push(b, now)
+		f.pump(now, &fx)
+	}
+	f.mu.Unlock()
+	fx.run()
 }
 
 // pump starts requests while a concurrency slot is free and eligible work
@@ -398,7 +418,10 @@ func (f *Fetcher) pump(now time.Time, fx *effects) {
 		batch := make([]*entry, 0, min(f.cfg.BatchSize, len(f.queue)))
 		for len(batch) < f.cfg.BatchSize && len(f.queue) > 0 && !f.queue[0].at.After(now) {
 			e := heap.Pop(&f.queue).(*entry)
-			if f.wire[e.id] != nil {
+			// Blocked while a stale request of this fetcher, or another
+			// party's flight (another fetcher, the hunt), carries the id;
+			// requeued with a recheck when it lands.
+			if f.wire[e.id] != nil || !f.co.takeWire(f, e.id, f.wireFreed) {
 				e.state = stBlocked
 				f.blocked[e.id] = e
 				continue
@@ -462,7 +485,7 @@ func (f *Fetcher) send(batch []*entry, ticket time.Time) {
 		var fx effects
 		f.mu.Lock()
 		now := time.Now()
-		batch = f.keepCurrent(batch, now)
+		batch = f.keepCurrent(batch, now, &fx)
 		if f.closed || len(batch) == 0 {
 			if f.nextTicket.Equal(ticket.Add(f.cfg.MinInterval)) {
 				f.nextTicket = ticket // hand an unused last slot back
@@ -475,7 +498,7 @@ func (f *Fetcher) send(batch []*entry, ticket time.Time) {
 		src := f.src
 		if src == nil {
 			for _, e := range batch {
-				f.unwire(e, now)
+				f.unwire(e, now, &fx)
 				f.settle(e, Event{ID: e.id, Kind: EventReleased, Err: ErrNoSource}, &fx)
 			}
 			f.finish(now, &fx)
@@ -502,7 +525,7 @@ func (f *Fetcher) send(batch []*entry, ticket time.Time) {
 			now = time.Now()
 			for _, e := range batch {
 				if c, ok := got[e.id]; ok && f.entries[e.id] == e {
-					f.unwire(e, now)
+					f.unwire(e, now, &fx)
 					f.settle(e, Event{ID: e.id, Kind: EventDelivered, Chunk: c}, &fx)
 				}
 			}
@@ -516,6 +539,7 @@ func (f *Fetcher) send(batch []*entry, ticket time.Time) {
 		if now.Before(ticket) || (!f.lastStart.IsZero() && now.Before(f.lastStart.Add(iv))) {
 			d := later(ticket, f.lastStart.Add(iv)).Sub(now)
 			f.mu.Unlock()
+			fx.run()
 			sleep(f.ctx, d)
 			continue // after every wait, check the interval again
 		}
@@ -530,6 +554,7 @@ func (f *Fetcher) send(batch []*entry, ticket time.Time) {
 			ids[i] = e.id
 		}
 		f.mu.Unlock()
+		fx.run()
 		f.log.Debug("chunk request", "source", src.ThrottleKey(), "ids", len(ids))
 		res, err := src.FetchChunks(f.ctx, ids)
 		f.complete(src, batch, start, res, err)
@@ -555,13 +580,13 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // keepCurrent drops entries that are no longer current (settled, expired,
 // replaced) from a request that has not reached the wire.
-func (f *Fetcher) keepCurrent(batch []*entry, now time.Time) []*entry {
+func (f *Fetcher) keepCurrent(batch []*entry, now time.Time, fx *effects) []*entry {
 	out := batch[:0]
 	for _, e := range batch {
 		if f.entries[e.id] == e {
 			out = append(out, e)
 		} else {
-			f.unwire(e, now)
+			f.unwire(e, now, fx)
 		}
 	}
 	return out
@@ -600,7 +625,7 @@ func (f *Fetcher) complete(src engine.ChunkSource, batch []*entry, start activit
 	now := time.Now()
 	st := f.act.State()
 	for _, e := range batch {
-		f.unwire(e, now)
+		f.unwire(e, now, &fx)
 	}
 	switch {
 	case err != nil && f.closed:
