@@ -1,0 +1,702 @@
+package purgatory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
+
+// Hunter finds missing chunks across sources; *hunt.Hunt implements it.
+// Its methods must not block for long and must not call Hold or Retry;
+// calling ChunksArrived from them is allowed (it only queues).
+type Hunter interface {
+	// Enqueue schedules a hunt for doc: needed replaces the previous set;
+	// origin is the source the metadata came from ("" = client push).
+	// For a known doc the attempt count resets and the next attempt may
+	// only move earlier.
+	Enqueue(doc string, needed []engine.ChunkID, origin string, delay time.Duration)
+	// Remove stops hunting doc.
+	Remove(doc string)
+}
+
+// Deps are the ports of a Purgatory.
+type Deps struct {
+	// Local answers which chunks are local. Required.
+	Local engine.LocalChunks
+	// Hunter hunts the missing chunks of held documents; nil means no
+	// active hunting (documents are released only by ChunksArrived).
+	Hunter Hunter
+	// Release verifies (decrypt, size: livesync.ReadFile does both),
+	// materialises the revision and emits its file event. Required. It
+	// is called for one revision at a time, never concurrently, and must
+	// not call Hold or Retry. Its error decides the revision's fate:
+	// engine.ErrDecrypt, ErrSizeMismatch, ErrMalformed or ErrUnsupported
+	// reject it (dropped, remembered, never served); ErrMissingChunk
+	// keeps it held after a local recheck; ErrNotFound drops it (the
+	// store no longer has it); any other error keeps it held and the
+	// release is retried after Config.ReleaseRetry.
+	Release func(ctx context.Context, doc, rev string) error
+}
+
+// Outcome is what Hold and Retry did with a revision.
+type Outcome uint8
+
+// Outcomes of Hold and Retry.
+const (
+	// Released: the revision's chunks were local; it was verified,
+	// materialised and its event emitted.
+	Released Outcome = iota + 1
+	// Held: the revision waits in the purgatory and is not served.
+	Held
+	// Superseded: a newer revision of the document was released already
+	// (now or before); this one is never served.
+	Superseded
+	// PreviouslyExpired: the revision expired from the purgatory within
+	// Config.RememberExpired; it is not held again (only Retry does).
+	PreviouslyExpired
+	// Rejected: the revision failed verification, now or within
+	// Config.RememberExpired; it is never served.
+	Rejected
+	// Dropped: Deps.Release reported that the store no longer has the
+	// revision.
+	Dropped
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Released:
+		return "released"
+	case Held:
+		return "held"
+	case Superseded:
+		return "superseded"
+	case PreviouslyExpired:
+		return "previously expired"
+	case Rejected:
+		return "rejected"
+	case Dropped:
+		return "dropped"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// State is the state of a held document.
+type State uint8
+
+// States of a held document.
+const (
+	// Active: hunted by the Hunter.
+	Active State = iota + 1
+	// SoftExpired: not hunted any more, still released at once when its
+	// chunks arrive; a new revision or Retry makes it Active again.
+	SoftExpired
+)
+
+func (s State) String() string {
+	switch s {
+	case Active:
+		return "active"
+	case SoftExpired:
+		return "soft-expired"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// HeldDoc describes one held document, for /status and the CLI.
+type HeldDoc struct {
+	Doc       string
+	Revisions []string // held revisions, newest first
+	Missing   int      // distinct chunk ids missing over all held revisions
+	State     State
+	Since     time.Time // first held
+	Deadline  time.Time // end of the current state: soft expiry when Active, expiry when SoftExpired
+	Reason    string    // why it is still held
+	Source    string    // source of the newest held revision ("" = client push)
+}
+
+// Stats are the purgatory's gauges and counters.
+type Stats struct {
+	Active      int // gauge: documents held and hunted
+	SoftExpired int // gauge: documents held, not hunted
+	Remembered  int // gauge: expired or rejected revisions remembered
+
+	Releases       uint64 // revisions released
+	SoftExpiries   uint64 // documents whose active hunting ended
+	Expiries       uint64 // documents dropped after the soft expiry
+	Revivals       uint64 // soft-expired documents made active again
+	VerifyFailures uint64 // revisions rejected by Deps.Release's verification
+	ReleaseErrors  uint64 // releases that failed for a non-permanent reason
+	Superseded     uint64 // revisions dropped or refused because a newer one was released
+}
+
+// Reasons a document is held, as reported by Held and in logs.
+const (
+	ReasonMissing       = "missing chunks"
+	ReasonReleaseFailed = "release failed"
+	ReasonNotFound      = "chunks not found"
+)
+
+type heldRev struct {
+	rev     string
+	source  string
+	chunks  []engine.ChunkID // sorted, unique; immutable
+	missing map[engine.ChunkID]struct{}
+}
+
+type entry struct {
+	doc         string
+	revs        []*heldRev // newest first
+	state       State
+	since       time.Time
+	activeUntil time.Time // Active: when active hunting ends
+	softUntil   time.Time // SoftExpired: when the document is dropped
+	retryAt     time.Time // non-zero after a release failed for a non-permanent reason
+	reason      string
+	hunted      bool // Enqueue called and not Removed since
+	waited      bool // it held a revision beyond one Hold call (then its released revision is remembered)
+}
+
+type memKey struct{ doc, rev string }
+
+type memory struct {
+	until    time.Time
+	rejected bool // verification failed; otherwise expired
+}
+
+type mark struct {
+	rev   string
+	until time.Time
+}
+
+type counters struct {
+	releases, softExpiries, expiries, revivals, verifyFailures, releaseErrors, superseded uint64
+}
+
+// Purgatory holds metadata revisions whose chunks are not all local, and
+// releases them (late binding) when they are. It is safe for concurrent
+// use. See the package documentation for the life of a held document.
+type Purgatory struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+
+	// relMu serialises releases and expiry, so that the release order of
+	// one document is total. Lock order: relMu, then mu; inMu is a leaf.
+	relMu sync.Mutex
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	byChunk map[engine.ChunkID]map[string]struct{} // missing chunk -> docs
+	mem     map[memKey]memory
+	marks   map[string]mark // doc -> last released revision
+	n       counters
+	closed  bool
+
+	inMu  sync.Mutex
+	inbox []engine.ChunkID
+
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Purgatory and starts its driver goroutine (timers and
+// arrivals). Close stops it.
+func New(cfg Config, deps Deps) (*Purgatory, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Local == nil || deps.Release == nil {
+		return nil, errors.New("purgatory: Deps.Local and Deps.Release are required")
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Purgatory{
+		cfg: cfg, deps: deps, log: cfg.Logger,
+		entries: map[string]*entry{},
+		byChunk: map[engine.ChunkID]map[string]struct{}{},
+		mem:     map[memKey]memory{},
+		marks:   map[string]mark{},
+		kick:    make(chan struct{}, 1),
+		ctx:     ctx, cancel: cancel,
+		done: make(chan struct{}),
+	}
+	go p.run()
+	return p, nil
+}
+
+// Close stops the driver and waits for it. Hold and Retry fail with
+// ErrClosed afterwards. Close does not touch the Hunter.
+func (p *Purgatory) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+}
+
+// Hold takes a metadata revision that arrived from source (ClientPush
+// for a client's push, else the ThrottleKey of the source replication
+// pulled it from). If its chunks are all local it is released at once
+// and never held. Otherwise it joins its document's entry and is not
+// served until its chunks arrive; the document is (re)enqueued in the
+// Hunter with the source's delay and gets a fresh active period. A
+// revision remembered as expired returns PreviouslyExpired without any
+// hunting. The error is a *ReleaseError when a release failed, or the
+// local store's error (then nothing changed).
+func (p *Purgatory) Hold(ctx context.Context, r Revision, source string) (Outcome, error) {
+	return p.hold(ctx, r, source, false)
+}
+
+// Retry is a user's explicit retry: like Hold, but it bypasses the
+// memory of expired and rejected revisions, rechecks the local store and
+// revives the document even if the revision is already held: active
+// again for Config.ActiveFor and enqueued with no delay. A revision not
+// newer than a released one stays Superseded.
+func (p *Purgatory) Retry(ctx context.Context, r Revision, source string) (Outcome, error) {
+	return p.hold(ctx, r, source, true)
+}
+
+// ChunksArrived tells the purgatory that chunks became local by any path
+// (replication, a push, the hunt, a file open). It only queues the ids
+// and wakes the driver, which releases every document that became
+// complete. Safe to call from any goroutine, including the Hunter's.
+func (p *Purgatory) ChunksArrived(ids []engine.ChunkID) {
+	if len(ids) == 0 {
+		return
+	}
+	p.inMu.Lock()
+	p.inbox = append(p.inbox, ids...)
+	p.inMu.Unlock()
+	p.wake()
+}
+
+func (p *Purgatory) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry bool) (Outcome, error) {
+	if r.Doc == "" || r.Rev == "" {
+		return 0, fmt.Errorf("purgatory: revision without document id or rev: %w", engine.ErrMalformed)
+	}
+	key := memKey{r.Doc, r.Rev}
+	now := time.Now()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0, ErrClosed
+	}
+	if m, ok := p.mem[key]; ok && now.Before(m.until) {
+		if !retry {
+			p.mu.Unlock()
+			if m.rejected {
+				return Rejected, nil
+			}
+			return PreviouslyExpired, nil
+		}
+		delete(p.mem, key)
+	}
+	if p.supersededLocked(r.Doc, r.Rev, now) {
+		p.n.superseded++
+		p.mu.Unlock()
+		return Superseded, nil
+	}
+	var known *heldRev
+	if e := p.entries[r.Doc]; e != nil {
+		known = e.find(r.Rev)
+	}
+	if known != nil && !retry {
+		p.mu.Unlock()
+		return Held, nil
+	}
+	p.mu.Unlock()
+
+	chunks := r.uniqueChunks()
+	if known != nil {
+		chunks = known.chunks
+	}
+	missing, err := p.missing(ctx, chunks)
+	if err != nil {
+		return 0, err
+	}
+
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0, ErrClosed
+	}
+	now = time.Now()
+	if p.supersededLocked(r.Doc, r.Rev, now) { // a release happened meanwhile
+		p.n.superseded++
+		p.mu.Unlock()
+		return Superseded, nil
+	}
+	e := p.entries[r.Doc]
+	if e == nil {
+		e = &entry{doc: r.Doc, state: Active, since: now, activeUntil: now.Add(p.cfg.ActiveFor), reason: ReasonMissing}
+		p.entries[r.Doc] = e
+	}
+	hr := e.find(r.Rev)
+	isNew := hr == nil
+	if isNew {
+		hr = &heldRev{rev: r.Rev, source: source, chunks: chunks, missing: map[engine.ChunkID]struct{}{}}
+		e.insert(hr)
+	} else {
+		p.unindex(e, hr)
+		clear(hr.missing)
+	}
+	for _, id := range missing {
+		hr.missing[id] = struct{}{}
+	}
+	p.index(e, hr)
+	p.mu.Unlock()
+
+	if len(missing) > 0 {
+		// A chunk persisted after the first read may have been announced
+		// (and applied) before hr was registered: read the rest again.
+		still, err := p.missing(ctx, missing)
+		if err == nil && len(still) < len(missing) {
+			p.mu.Lock()
+			if e.find(r.Rev) == hr {
+				keep := map[engine.ChunkID]struct{}{}
+				for _, id := range still {
+					keep[id] = struct{}{}
+				}
+				p.unindex(e, hr)
+				maps.DeleteFunc(hr.missing, func(id engine.ChunkID, _ struct{}) bool { _, ok := keep[id]; return !ok })
+				p.index(e, hr)
+			}
+			p.mu.Unlock()
+		}
+	}
+
+	p.mu.Lock()
+	now = time.Now()
+	if e.find(r.Rev) == hr && len(hr.missing) > 0 && (isNew || retry) {
+		e.waited = true
+		e.reason = ReasonMissing
+		if e.state == SoftExpired {
+			p.n.revivals++
+			p.log.Info("purgatory: document revived", "doc", e.doc, "rev", r.Rev, "source", sourceName(source), "retry", retry)
+		} else if isNew {
+			p.log.Info("purgatory: holding revision", "doc", e.doc, "rev", r.Rev, "source", sourceName(source), "missing", len(hr.missing))
+		}
+		e.state = Active
+		e.activeUntil = now.Add(p.cfg.ActiveFor)
+		e.softUntil = time.Time{}
+		delay := p.cfg.delayFor(source)
+		if retry {
+			delay = 0
+		}
+		p.enqueueLocked(e, delay)
+	}
+	p.mu.Unlock()
+	p.wake() // the driver's next deadline may have changed
+
+	p.relMu.Lock()
+	results := p.settle(ctx, r.Doc)
+	p.relMu.Unlock()
+	for _, res := range results {
+		if res.rev == r.Rev {
+			return res.outcome, res.err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.entries[r.Doc]; e != nil && e.find(r.Rev) != nil {
+		return Held, nil
+	}
+	return Superseded, nil
+}
+
+// missing returns the ids among ids (sorted, unique) that are not local.
+func (p *Purgatory) missing(ctx context.Context, ids []engine.ChunkID) ([]engine.ChunkID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	got, err := p.deps.Local.GetChunks(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("purgatory: reading local chunks: %w", err)
+	}
+	var out []engine.ChunkID
+	for _, id := range ids {
+		if _, ok := got[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (p *Purgatory) supersededLocked(doc, rev string, now time.Time) bool {
+	m, ok := p.marks[doc]
+	return ok && now.Before(m.until) && CompareRevs(rev, m.rev) <= 0
+}
+
+type relResult struct {
+	rev     string
+	outcome Outcome
+	err     error
+}
+
+// settle releases the newest complete revision of doc, again and again
+// while one qualifies (an older complete revision can qualify after the
+// newest one failed verification). The caller holds relMu.
+func (p *Purgatory) settle(ctx context.Context, doc string) []relResult {
+	var res []relResult
+	for {
+		p.mu.Lock()
+		e := p.entries[doc]
+		var hr *heldRev
+		if e != nil {
+			hr = e.candidate(time.Now())
+		}
+		p.mu.Unlock()
+		if hr == nil {
+			return res
+		}
+		err := p.deps.Release(ctx, doc, hr.rev)
+		class := classify(err)
+		var recheck []engine.ChunkID
+		if class == releaseMissing {
+			var lerr error
+			if recheck, lerr = p.missing(ctx, hr.chunks); lerr != nil || len(recheck) == 0 {
+				class = releaseTransient
+			}
+		}
+		p.mu.Lock()
+		now := time.Now()
+		if e.find(hr.rev) != hr { // cannot happen: revisions leave only under relMu
+			p.mu.Unlock()
+			continue
+		}
+		src := sourceName(hr.source)
+		switch class {
+		case releaseOK:
+			p.n.releases++
+			res = append(res, relResult{hr.rev, Released, nil})
+			p.log.Info("purgatory: revision released", "doc", doc, "rev", hr.rev, "source", src)
+			if e.waited || len(e.revs) > 1 {
+				p.marks[doc] = mark{rev: hr.rev, until: now.Add(p.cfg.RememberExpired)}
+			}
+			for _, old := range slices.Clone(e.revs) {
+				if CompareRevs(old.rev, hr.rev) <= 0 {
+					if old != hr {
+						p.n.superseded++
+						res = append(res, relResult{old.rev, Superseded, nil})
+					}
+					p.dropRev(e, old)
+				}
+			}
+			p.afterDropLocked(e)
+		case releaseRejected:
+			p.n.verifyFailures++
+			rerr := &ReleaseError{Doc: doc, Rev: hr.rev, Permanent: true, Err: err}
+			res = append(res, relResult{hr.rev, Rejected, rerr})
+			p.log.Warn("purgatory: revision rejected", "doc", doc, "rev", hr.rev, "source", src, "reason", "verification failed", "err", err)
+			p.mem[memKey{doc, hr.rev}] = memory{until: now.Add(p.cfg.RememberExpired), rejected: true}
+			p.dropRev(e, hr)
+			p.afterDropLocked(e)
+		case releaseGone:
+			res = append(res, relResult{hr.rev, Dropped, nil})
+			p.log.Info("purgatory: revision dropped", "doc", doc, "rev", hr.rev, "source", src, "reason", "not in store")
+			p.dropRev(e, hr)
+			p.afterDropLocked(e)
+		case releaseMissing:
+			p.unindex(e, hr)
+			for _, id := range recheck {
+				hr.missing[id] = struct{}{}
+			}
+			p.index(e, hr)
+			e.waited = true
+			e.reason = ReasonMissing
+			p.log.Info("purgatory: release found chunks missing", "doc", doc, "rev", hr.rev, "source", src, "missing", len(recheck))
+			if e.state == Active {
+				p.enqueueLocked(e, p.cfg.PulledDelay)
+			}
+		default:
+			p.n.releaseErrors++
+			res = append(res, relResult{hr.rev, Held, &ReleaseError{Doc: doc, Rev: hr.rev, Err: err}})
+			p.log.Warn("purgatory: release failed", "doc", doc, "rev", hr.rev, "source", src, "reason", ReasonReleaseFailed, "err", err)
+			e.waited = true
+			e.reason = ReasonReleaseFailed
+			e.retryAt = now.Add(p.cfg.ReleaseRetry)
+			p.mu.Unlock()
+			p.wake()
+			return res
+		}
+		p.mu.Unlock()
+	}
+}
+
+// afterDropLocked deletes an entry with no revisions left (and stops its
+// hunt) or tells the Hunter the smaller needed set.
+func (p *Purgatory) afterDropLocked(e *entry) {
+	if len(e.revs) == 0 {
+		delete(p.entries, e.doc)
+		if e.hunted && p.deps.Hunter != nil {
+			p.deps.Hunter.Remove(e.doc)
+		}
+		e.hunted = false
+		return
+	}
+	if e.hunted {
+		// Needed replaces the previous set; the Hunter also resets the
+		// attempt count (a documented cost of keeping needed exact).
+		p.enqueueLocked(e, p.cfg.delayFor(e.revs[0].source))
+	}
+}
+
+// enqueueLocked hands the document's needed set to the Hunter.
+func (p *Purgatory) enqueueLocked(e *entry, delay time.Duration) {
+	needed := e.needed()
+	if p.deps.Hunter == nil || len(needed) == 0 {
+		return
+	}
+	p.deps.Hunter.Enqueue(e.doc, needed, e.revs[0].source, delay)
+	e.hunted = true
+}
+
+func (p *Purgatory) index(e *entry, hr *heldRev) {
+	for id := range hr.missing {
+		docs := p.byChunk[id]
+		if docs == nil {
+			docs = map[string]struct{}{}
+			p.byChunk[id] = docs
+		}
+		docs[e.doc] = struct{}{}
+	}
+}
+
+// unindex removes hr's missing ids from the chunk index unless another
+// revision of the same document still misses them.
+func (p *Purgatory) unindex(e *entry, hr *heldRev) {
+	for id := range hr.missing {
+		other := false
+		for _, o := range e.revs {
+			if o != hr {
+				if _, ok := o.missing[id]; ok {
+					other = true
+					break
+				}
+			}
+		}
+		if other {
+			continue
+		}
+		if docs := p.byChunk[id]; docs != nil {
+			delete(docs, e.doc)
+			if len(docs) == 0 {
+				delete(p.byChunk, id)
+			}
+		}
+	}
+}
+
+func (p *Purgatory) dropRev(e *entry, hr *heldRev) {
+	p.unindex(e, hr)
+	e.revs = slices.DeleteFunc(e.revs, func(x *heldRev) bool { return x == hr })
+	if !slices.ContainsFunc(e.revs, func(x *heldRev) bool { return len(x.missing) == 0 }) {
+		e.retryAt = time.Time{} // nothing left to retry
+	}
+}
+
+func (e *entry) find(rev string) *heldRev {
+	for _, hr := range e.revs {
+		if hr.rev == rev {
+			return hr
+		}
+	}
+	return nil
+}
+
+// insert keeps revs sorted newest first.
+func (e *entry) insert(hr *heldRev) {
+	i, _ := slices.BinarySearchFunc(e.revs, hr.rev, func(x *heldRev, rev string) int { return -CompareRevs(x.rev, rev) })
+	e.revs = slices.Insert(e.revs, i, hr)
+}
+
+// candidate is the newest complete revision, unless a failed release
+// waits for its retry time.
+func (e *entry) candidate(now time.Time) *heldRev {
+	if !e.retryAt.IsZero() && now.Before(e.retryAt) {
+		return nil
+	}
+	for _, hr := range e.revs {
+		if len(hr.missing) == 0 {
+			return hr
+		}
+	}
+	return nil
+}
+
+// needed is the sorted union of the missing chunk ids of all revisions.
+func (e *entry) needed() []engine.ChunkID {
+	set := map[engine.ChunkID]struct{}{}
+	for _, hr := range e.revs {
+		for id := range hr.missing {
+			set[id] = struct{}{}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func (e *entry) deadline() time.Time {
+	if e.state == SoftExpired {
+		return e.softUntil
+	}
+	return e.activeUntil
+}
+
+func sourceName(s string) string {
+	if s == ClientPush {
+		return "client"
+	}
+	return s
+}
+
+// Held lists the held documents, sorted by document id.
+func (p *Purgatory) Held() []HeldDoc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]HeldDoc, 0, len(p.entries))
+	for _, doc := range slices.Sorted(maps.Keys(p.entries)) {
+		e := p.entries[doc]
+		h := HeldDoc{Doc: doc, Missing: len(e.needed()), State: e.state, Since: e.since,
+			Deadline: e.deadline(), Reason: e.reason, Source: e.revs[0].source}
+		for _, hr := range e.revs {
+			h.Revisions = append(h.Revisions, hr.rev)
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// Stats returns the gauges and counters.
+func (p *Purgatory) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{
+		Releases: p.n.releases, SoftExpiries: p.n.softExpiries, Expiries: p.n.expiries, Revivals: p.n.revivals,
+		VerifyFailures: p.n.verifyFailures, ReleaseErrors: p.n.releaseErrors, Superseded: p.n.superseded,
+		Remembered: len(p.mem),
+	}
+	for _, e := range p.entries {
+		if e.state == SoftExpired {
+			s.SoftExpired++
+		} else {
+			s.Active++
+		}
+	}
+	return s
+}
