@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
 // Seed 001, late binding: "An older state event's git data might arrive
@@ -226,5 +227,24 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(Config{}, Deps{}); err == nil {
 		t.Fatal("New without Local and Release")
+	}
+}
+
+func TestFromMeta(t *testing.T) {
+	m := livesync.Meta{ID: "n.md", Rev: "2-x", Children: []string{"h:1", "h:e", "h:2", "h:1"},
+		Eden: map[string]livesync.EdenEntry{"h:e": {Data: "embedded"}}}
+	r := FromMeta(m)
+	if r.Doc != "n.md" || r.Rev != "2-x" || strings.Join(r.Chunks, ",") != "h:1,h:2,h:1" {
+		t.Fatalf("FromMeta = %+v", r)
+	}
+	if got := strings.Join(r.uniqueChunks(), ","); got != "h:1,h:2" {
+		t.Fatalf("uniqueChunks = %s", got)
+	}
+	m.Deleted = true
+	if r := FromMeta(m); len(r.Chunks) != 0 {
+		t.Fatalf("tombstone needs chunks: %+v", r)
+	}
+	if r := FromMeta(livesync.Meta{ID: "old", Rev: "1-a", Type: livesync.TypeNotes, Data: []string{"x"}}); len(r.Chunks) != 0 {
+		t.Fatalf("inline note needs chunks: %+v", r)
 	}
 }
