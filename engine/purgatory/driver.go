@@ -44,6 +44,9 @@ func (p *Purgatory) tick() {
 	for _, id := range ids {
 		for doc := range p.byChunk[id] {
 			e := p.entries[doc]
+			if e == nil {
+				continue
+			}
 			for _, hr := range e.revs {
 				delete(hr.missing, id)
 			}

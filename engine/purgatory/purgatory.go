@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -199,8 +200,9 @@ type Purgatory struct {
 	n       counters
 	closed  bool
 
-	inMu  sync.Mutex
-	inbox []engine.ChunkID
+	inMu    sync.Mutex
+	inbox   []engine.ChunkID
+	stopped atomic.Bool // set by Close; ChunksArrived then drops ids
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -239,6 +241,7 @@ func (p *Purgatory) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.stopped.Store(true)
 	p.cancel()
 	<-p.done
 }
@@ -270,7 +273,7 @@ func (p *Purgatory) Retry(ctx context.Context, r Revision, source string) (Outco
 // and wakes the driver, which releases every document that became
 // complete. Safe to call from any goroutine, including the Hunter's.
 func (p *Purgatory) ChunksArrived(ids []engine.ChunkID) {
-	if len(ids) == 0 {
+	if len(ids) == 0 || p.stopped.Load() {
 		return
 	}
 	p.inMu.Lock()
@@ -359,6 +362,9 @@ func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry b
 	for _, id := range missing {
 		hr.missing[id] = struct{}{}
 	}
+	if len(missing) > 0 {
+		e.waited = true
+	}
 	p.index(e, hr)
 	p.mu.Unlock()
 
@@ -412,10 +418,17 @@ func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry b
 			return res.outcome, res.err
 		}
 	}
+	// The driver settled it meanwhile (an arrival between our reads).
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e := p.entries[r.Doc]; e != nil && e.find(r.Rev) != nil {
 		return Held, nil
+	}
+	if m, ok := p.marks[r.Doc]; ok && m.rev == r.Rev {
+		return Released, nil
+	}
+	if m, ok := p.mem[key]; ok && m.rejected {
+		return Rejected, nil
 	}
 	return Superseded, nil
 }
