@@ -573,7 +573,14 @@ func (p *Purgatory) afterDropLocked(e *entry) {
 // enqueueLocked hands the document's needed set to the Hunter.
 func (p *Purgatory) enqueueLocked(e *entry, delay time.Duration) {
 	needed := e.needed()
-	if p.deps.Hunter == nil || len(needed) == 0 {
+	if p.deps.Hunter == nil {
+		return
+	}
+	if len(needed) == 0 { // only complete revisions left (a release to retry)
+		if e.hunted {
+			p.deps.Hunter.Remove(e.doc)
+			e.hunted = false
+		}
 		return
 	}
 	p.deps.Hunter.Enqueue(e.doc, needed, e.revs[0].source, delay)
