@@ -1,5 +1,11 @@
 package hunt
 
-import "github.com/livesync-go/livesync-go/engine"
+import (
+	"testing/synctest"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
 
 func ids(s ...string) []engine.ChunkID { return s }
+
+func settle() { synctest.Wait() }

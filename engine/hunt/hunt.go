@@ -353,13 +353,19 @@ func (h *Hunt) step(now time.Time) time.Time {
 	v := h.view()
 	entries := slices.Clone(h.list)
 
-	// Passes that are due begin with a local recheck.
+	// Passes that are due begin with one local recheck for all of them,
+	// so they become idle together and are placed in creation order.
+	var due []*entry
 	for _, e := range entries {
 		if e.ready(now) && len(e.needed) > 0 {
 			e.startPass(now)
 			e.checking = true
-			h.check(e, e.order)
+			due = append(due, e)
 		}
+	}
+	if len(due) > 0 {
+		h.wg.Add(1)
+		go h.passCheck(due)
 	}
 	// Capacity that freed goes to the documents queued on it, round
 	// robin, skipping documents in progress.
@@ -433,7 +439,9 @@ func (h *Hunt) place(v view, e *entry, now time.Time) {
 				continue
 			}
 		}
-		if t := h.throttle(s.key); !t.hasCapacity(now) {
+		// A source without a throttle yet has never been asked: it has
+		// capacity, and the throttle is only created when used.
+		if t := h.throttles[s.key]; t != nil && !t.hasCapacity(now) {
 			t.enqueue(e.doc, now)
 			waiting = true
 		}
@@ -730,6 +738,46 @@ func (h *Hunt) check(e *entry, ids []engine.ChunkID) {
 	go h.checker(e)
 }
 
+// passCheck is the local recheck at the start of the passes of due: ids
+// that became local by any path since Enqueue are not hunted.
+func (h *Hunt) passCheck(due []*entry) {
+	defer h.wg.Done()
+	h.mu.Lock()
+	var ids []engine.ChunkID
+	seen := make(map[engine.ChunkID]struct{})
+	for _, e := range due {
+		for _, id := range e.order {
+			if _, ok := seen[id]; !ok {
+				seen[id] = struct{}{}
+				ids = append(ids, id)
+			}
+		}
+	}
+	h.mu.Unlock()
+	got, err := h.local.GetChunks(h.ctx, ids)
+	h.mu.Lock()
+	if err != nil && h.ctx.Err() == nil {
+		h.log.Warn("hunt: local recheck failed", "chunks", len(ids), "stage", engine.StageStorage, "err", err)
+	}
+	var local []engine.ChunkID
+	for _, id := range ids {
+		if _, ok := got[id]; ok {
+			local = append(local, id)
+		}
+	}
+	h.arrived(local)
+	now := time.Now()
+	for _, e := range due {
+		e.checking = false
+		e.idleSince = now
+	}
+	h.mu.Unlock()
+	if len(local) > 0 && h.onDelivered != nil {
+		h.onDelivered(local)
+	}
+	h.trigger()
+}
+
 func (h *Hunt) checker(e *entry) {
 	defer h.wg.Done()
 	for {
@@ -738,8 +786,6 @@ func (h *Hunt) checker(e *entry) {
 		e.toCheck = nil
 		if len(ids) == 0 || h.closed {
 			e.checkRunning = false
-			e.checking = false
-			e.idleSince = time.Now()
 			h.mu.Unlock()
 			h.trigger()
 			return

@@ -28,7 +28,7 @@ func TestThrottleConcurrencyLimit(t *testing.T) {
 		}
 		ps = append(ps, p)
 	}
-	if th.hasCapacity(at(5*time.Second)) {
+	if th.hasCapacity(at(5 * time.Second)) {
 		t.Fatal("capacity with 5 in flight")
 	}
 	if _, ok := th.tryAcquire(at(5 * time.Second)); ok {
