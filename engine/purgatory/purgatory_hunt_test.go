@@ -204,3 +204,38 @@ func TestHuntTimelineD(t *testing.T) {
 		}
 	})
 }
+
+// Timeline E with the real hunt: soft-expired at 30 min (hunting
+// stops), revived at 1 h by a new revision (hunting resumes), whose
+// chunk appears on b at 1 h 5 min and is found by the next pass.
+func TestHuntTimelineE(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		a := newFakeSource("a.example:5984", start, 0)
+		b := newFakeSource("b.example:5984", start, 0)
+		r := newHuntRig(t, a, b)
+		r.hold(r.rev("doc.md", "1-a", "h:old"), a.key)
+		r.sleepUntil(time.Hour)
+		n := len(a.Requests())
+		if last := a.Requests()[n-1]; last >= 30*time.Minute {
+			t.Fatalf("hunted after soft expiry: %v", last)
+		}
+		r.hold(r.rev("doc.md", "2-b", "h:new"), a.key)
+		r.sleepUntil(time.Hour + time.Second)
+		if got := a.Requests(); len(got) != n+1 || got[n] != time.Hour+500*time.Millisecond {
+			t.Fatalf("no fresh hunt after revival: %v", got[n:])
+		}
+		r.sleepUntil(time.Hour + 5*time.Minute)
+		b.mu.Lock()
+		b.chunks["h:new"] = "piece of h:new"
+		b.mu.Unlock()
+		r.sleepUntil(time.Hour + 10*time.Minute)
+		rel := r.rel.Released()
+		if len(rel) != 1 || rel[0].Rev != "2-b" || rel[0].At < time.Hour+5*time.Minute || rel[0].At > time.Hour+7*time.Minute {
+			t.Fatalf("released %v", rel)
+		}
+		if len(r.p.Held()) != 0 || r.h.Stats().Docs != 0 {
+			t.Fatalf("held %+v, hunt %+v", r.p.Held(), r.h.Stats())
+		}
+	})
+}
