@@ -71,17 +71,16 @@ func (co *Coordinator) OnWire(id engine.ChunkID) bool {
 // (landed ones included).
 func (fl *Flight) IDs() []engine.ChunkID { return fl.ids }
 
-// Land takes ids off the wire (every id the flight still holds when none
-// are given) and then calls the waiters' onLand. Ids the flight does not
-// hold are ignored, so Land is idempotent and a stale lander cannot free
-// a later reservation. Call it after found chunks are persisted and
-// without holding locks that the waiters' callbacks take.
+// Land takes ids off the wire and then calls the waiters' onLand. Ids
+// the flight does not hold are ignored, so Land is idempotent and a stale
+// lander cannot free a later reservation. Call it after found chunks are
+// persisted and without holding locks that the waiters' callbacks take.
 func (fl *Flight) Land(ids ...engine.ChunkID) {
-	if len(ids) == 0 {
-		ids = fl.ids
-	}
 	fl.co.freeWire(fl, ids)()
 }
+
+// LandAll lands every id the flight still holds.
+func (fl *Flight) LandAll() { fl.Land(fl.ids...) }
 
 func (r *wireRec) wait(who any, fn func(engine.ChunkID)) {
 	if r.waiters == nil {

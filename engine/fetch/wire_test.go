@@ -42,7 +42,7 @@ func TestWireReserveIsSingleFlight(t *testing.T) {
 		t.Fatalf("%d parties hold h:1 (on wire %v), want 1", held.Load(), co.OnWire("h:1"))
 	}
 	fl := <-flight
-	fl.Land()
+	fl.LandAll()
 	if landed.Load() != 15 || co.OnWire("h:1") {
 		t.Errorf("landed callbacks %d (want 15), on wire %v", landed.Load(), co.OnWire("h:1"))
 	}
@@ -51,7 +51,7 @@ func TestWireReserveIsSingleFlight(t *testing.T) {
 	if len(busy) != 0 || !co.OnWire("h:1") || !slices.Equal(later.IDs(), ids("h:1")) {
 		t.Errorf("later flight %v busy %v on wire %v", later.IDs(), busy, co.OnWire("h:1"))
 	}
-	later.Land()
+	later.LandAll()
 }
 
 // A Fetcher never puts an id on the wire while another party's flight
@@ -77,7 +77,7 @@ func TestFetcherWaitsForForeignFlight(t *testing.T) {
 			t.Fatal("read finished while h:1 is still in flight elsewhere")
 		}
 		r.local.store("h:1") // the hunt persists what it found, then lands
-		hunt.Land()
+		hunt.LandAll()
 		res := rd.wait(t)
 		if !res[0].OK || !res[1].OK {
 			t.Fatalf("read %+v", res)
@@ -94,7 +94,7 @@ func TestFetcherWaitsForForeignFlight(t *testing.T) {
 		if len(src.getCalls()) != 1 {
 			t.Fatalf("h:3 requested while reserved: %v", src.getCalls())
 		}
-		hunt.Land()
+		hunt.LandAll()
 		if res := rd.wait(t); !res[0].OK {
 			t.Fatalf("read %+v", res)
 		}

@@ -55,8 +55,10 @@ type attempt struct {
 }
 
 // wave is the wire reservation and claim of a primary request, shared
-// with its hedge: an id lands when no attempt of the wave carries it any
-// more, or at once when one of them found it.
+// with its hedge: an id lands only when no attempt of the wave carries it
+// any more, even if one of them found it (the registry means "a request
+// may be carrying it"; a reader is served earlier by the claim's
+// delivery event).
 type wave struct {
 	flight  *fetch.Flight
 	claim   *fetch.Claim
@@ -661,12 +663,6 @@ func (h *Hunt) finish(a *attempt, found []engine.Chunk, missing []engine.ChunkID
 			if w.carried[id] == 0 {
 				land = append(land, id)
 			}
-		}
-	}
-	for _, id := range ids {
-		if w.carried[id] > 0 {
-			w.carried[id] = 0
-			land = append(land, id)
 		}
 	}
 	done := true

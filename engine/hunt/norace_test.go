@@ -1,0 +1,5 @@
+//go:build !race
+
+package hunt
+
+const raceEnabled = false
