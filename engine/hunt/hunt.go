@@ -484,11 +484,13 @@ func (h *Hunt) startPrimary(v view, e *entry, s *source, ids []engine.ChunkID, n
 	for _, id := range fl.IDs() {
 		w.carried[id] = 1
 	}
-	h.launch(v, e, s, fl.IDs(), p, w, now, false)
+	h.launch(v, e, s, fl.IDs(), p, w, now, e.idleSince, false)
 	return started
 }
 
-func (h *Hunt) launch(v view, e *entry, s *source, ids []engine.ChunkID, p *permit, w *wave, now time.Time, hedge bool) {
+// launch starts request a of e to s; since is when e began wanting it
+// (for the per-source wait).
+func (h *Hunt) launch(v view, e *entry, s *source, ids []engine.ChunkID, p *permit, w *wave, now, since time.Time, hedge bool) {
 	fp, hasFP := v.fp[s.key]
 	a := &attempt{e: e, src: s, ids: ids, permit: p, w: w, start: now, hedge: hedge, fp: fp, memo: hasFP}
 	for _, id := range ids {
@@ -500,7 +502,7 @@ func (h *Hunt) launch(v view, e *entry, s *source, ids []engine.ChunkID, p *perm
 	e.running = append(e.running, a)
 	st := h.stats.Sources[s.key]
 	st.Requests++
-	st.MaxWait = max(st.MaxWait, now.Sub(e.idleSince))
+	st.MaxWait = max(st.MaxWait, now.Sub(since))
 	h.stats.Sources[s.key] = st
 	if t := h.throttles[s.key]; t != nil && len(h.eligible(v, e, s, now, 1)) == 0 {
 		t.remove(e.doc)
@@ -541,7 +543,7 @@ func (h *Hunt) hedge(v view, e *entry, now time.Time) {
 		}
 		e.hedged = true
 		h.stats.Hedges++
-		h.launch(v, e, s, ids, p, prim.w, now, true)
+		h.launch(v, e, s, ids, p, prim.w, now, prim.start.Add(h.cfg.HedgeAfter), true)
 		return
 	}
 }
