@@ -27,6 +27,9 @@ var (
 	ErrMissingChunk = errors.New("engine: missing chunk")
 	// ErrNotFound means a document does not exist.
 	ErrNotFound = errors.New("engine: not found")
+	// ErrTooLarge means a request or document exceeds what the other side
+	// accepts (HTTP 413); the caller should send less at once.
+	ErrTooLarge = errors.New("engine: too large")
 )
 
 // Stage names the step of processing at which an Error happened.
