@@ -1,0 +1,160 @@
+package replicate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
+
+// checkpointVersion is part of every replication id; bump it when the
+// checkpoint format or its meaning changes.
+const checkpointVersion = "livesync-go/replicate/1"
+
+// historyLimit is the number of sessions a checkpoint remembers (as
+// PouchDB's checkpointer).
+const historyLimit = 5
+
+// ReplicationID returns the id (without "_local/") of the checkpoint
+// documents of a replication from source to target with selector: a hash
+// over the endpoints' identities and the parameters, as PouchDB derives
+// its replication ids, so a different selector (readChunksOnline on or
+// off) starts from the beginning.
+func ReplicationID(source, target string, selector json.RawMessage) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(checkpointVersion), []byte(source), []byte(target), compactJSON(selector)} {
+		var n [8]byte
+		l := len(part)
+		for i := range n {
+			n[i] = byte(l >> (8 * i))
+		}
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return "livesync-go-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// checkpointDoc is the body of a _local checkpoint document, shaped like
+// PouchDB's replication log.
+type checkpointDoc struct {
+	SessionID  string         `json:"session_id"`
+	LastSeq    string         `json:"last_seq"`
+	History    []historyEntry `json:"history"`
+	Replicator string         `json:"replicator"`
+	Version    int            `json:"version"`
+}
+
+type historyEntry struct {
+	SessionID string `json:"session_id"`
+	LastSeq   string `json:"last_seq"`
+}
+
+// checkpoint is the state of one pass: where it started, its session and
+// the documents last read or written on each side.
+type checkpoint struct {
+	since          string
+	session        string
+	src, tgt       checkpointDoc
+	readOnlySource bool
+}
+
+func (r *Replicator) readCheckpoint(ctx context.Context, lg *leg) (*checkpoint, error) {
+	cp := &checkpoint{session: rand.Text()}
+	tgt, tgtOK, err := getCheckpoint(ctx, lg.tgt, lg.repID)
+	if err != nil {
+		return nil, err
+	}
+	src, srcOK, err := getCheckpoint(ctx, lg.src, lg.repID)
+	if isAuth(err) {
+		cp.readOnlySource, srcOK, err = true, false, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp.src, cp.tgt = src, tgt
+	switch {
+	case cp.readOnlySource && tgtOK:
+		cp.since = tgt.LastSeq
+	case srcOK && tgtOK:
+		cp.since = compareLogs(src, tgt)
+	}
+	return cp, nil
+}
+
+// compareLogs finds where both sides agree (PouchDB
+// compareReplicationLogs): the same session means the source's record
+// (written after the target's); else the newest session both histories
+// know, with the source's sequence; else the start.
+func compareLogs(src, tgt checkpointDoc) string {
+	if src.SessionID != "" && src.SessionID == tgt.SessionID {
+		return src.LastSeq
+	}
+	for _, s := range src.History {
+		for _, t := range tgt.History {
+			if s.SessionID == t.SessionID {
+				return s.LastSeq
+			}
+		}
+	}
+	return ""
+}
+
+func getCheckpoint(ctx context.Context, ep engine.Endpoint, id string) (checkpointDoc, bool, error) {
+	raw, err := ep.GetLocal(ctx, id)
+	if errors.Is(err, engine.ErrNotFound) {
+		return checkpointDoc{}, false, nil
+	}
+	if err != nil {
+		return checkpointDoc{}, false, err
+	}
+	var d checkpointDoc
+	if json.Unmarshal(raw, &d) != nil {
+		return checkpointDoc{}, false, nil // unreadable: start over
+	}
+	return d, true, nil
+}
+
+// writeCheckpoint records seq on the target and then on the source.
+func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoint, seq string) error {
+	if err := putCheckpoint(ctx, lg.tgt, lg.repID, &cp.tgt, cp.session, seq); err != nil {
+		return err
+	}
+	if cp.readOnlySource {
+		return nil
+	}
+	err := putCheckpoint(ctx, lg.src, lg.repID, &cp.src, cp.session, seq)
+	if isAuth(err) {
+		cp.readOnlySource = true
+		r.cfg.Log.Info("replicate: source is read-only; checkpointing on the target only", "direction", lg.dir.String())
+		return nil
+	}
+	return err
+}
+
+func putCheckpoint(ctx context.Context, ep engine.Endpoint, id string, d *checkpointDoc, session, seq string) error {
+	next := checkpointDoc{SessionID: session, LastSeq: seq, Replicator: "livesync-go", Version: 1}
+	next.History = append(next.History, historyEntry{session, seq})
+	for _, h := range d.History {
+		if h.SessionID != session && len(next.History) < historyLimit {
+			next.History = append(next.History, h)
+		}
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if err := ep.PutLocal(ctx, id, raw); err != nil {
+		return err
+	}
+	*d = next
+	return nil
+}
+
+func isAuth(err error) bool {
+	var e *engine.Error
+	return errors.As(err, &e) && e.Stage == engine.StageAuth
+}

@@ -1,0 +1,282 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/purgatory"
+)
+
+// leg is one direction of a replication: source, target and the id of
+// their checkpoints.
+type leg struct {
+	dir      Direction
+	src, tgt engine.Endpoint
+	selector json.RawMessage
+	repID    string
+	hooks    bool // documents land in the local endpoint
+}
+
+func (r *Replicator) leg(ctx context.Context, dir Direction) (*leg, error) {
+	localID, err := endpointID(ctx, r.cfg.Local, r.cfg.LocalID)
+	if err != nil {
+		return nil, err
+	}
+	remoteID, err := endpointID(ctx, r.cfg.Remote, r.cfg.RemoteID)
+	if err != nil {
+		return nil, err
+	}
+	lg := &leg{dir: dir}
+	if dir == Pull {
+		lg.src, lg.tgt, lg.selector, lg.hooks = r.cfg.Remote, r.cfg.Local, r.cfg.Selector, true
+		lg.repID = ReplicationID(remoteID, localID, r.cfg.Selector)
+	} else {
+		lg.src, lg.tgt = r.cfg.Local, r.cfg.Remote
+		lg.repID = ReplicationID(localID, remoteID, nil)
+	}
+	return lg, nil
+}
+
+func endpointID(ctx context.Context, ep engine.Endpoint, id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	info, err := ep.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	return info.Name, nil
+}
+
+// pass replicates lg from its checkpoint. Finite (follow false), it ends
+// at the end of the source feed; following, it waits for changes until
+// ctx ends or an error. It returns the number of batches completed.
+//
+// One goroutine reads pages ahead (at most sz.limit pages read and not
+// yet written), this one writes them in order and checkpoints after each,
+// so a checkpoint never covers a change that is not on the target.
+func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p *Progress) (int, error) {
+	cp, err := r.readCheckpoint(ctx, lg)
+	if err != nil {
+		return 0, err
+	}
+	*p = Progress{Direction: lg.dir, LastSeq: cp.since, Pending: -1}
+
+	type item struct {
+		page engine.ChangesPage
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	tokens := make(chan struct{}, sz.limit)
+	pages := make(chan item, sz.limit)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(pages)
+		since := cp.since
+		for {
+			select {
+			case tokens <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			page, err := lg.src.Changes(ctx, engine.ChangesRequest{Since: since, Limit: sz.batch, Selector: lg.selector, Wait: follow})
+			pages <- item{page, err} // never blocks: every item holds a token
+			if err != nil {
+				return
+			}
+			if !follow && (len(page.Results) == 0 || page.Pending == 0) {
+				return
+			}
+			if page.LastSeq != "" {
+				since = page.LastSeq
+			}
+		}
+	}()
+
+	batches := 0
+	for it := range pages {
+		if it.err != nil {
+			return batches, it.err
+		}
+		err := r.batch(ctx, lg, it.page.Results, p)
+		<-tokens
+		if err != nil {
+			return batches, err
+		}
+		if seq := it.page.LastSeq; seq != "" && seq != p.LastSeq {
+			if err := r.writeCheckpoint(ctx, lg, cp, seq); err != nil {
+				return batches, err
+			}
+			p.LastSeq = seq
+		}
+		p.Pending = it.page.Pending
+		batches++
+		if r.cfg.Progress != nil {
+			r.cfg.Progress(*p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return batches, err
+	}
+	return batches, nil
+}
+
+// batch transfers the revisions of one page of changes that the target
+// lacks: RevsDiff on the target, BulkGet from the source, BulkDocs
+// (new_edits=false) to the target, then the pull hooks.
+func (r *Replicator) batch(ctx context.Context, lg *leg, changes []engine.Change, p *Progress) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	revs := make(map[string][]string, len(changes))
+	for _, c := range changes {
+		revs[c.ID] = append(revs[c.ID], c.Revs...)
+	}
+	missing, err := lg.tgt.RevsDiff(ctx, revs)
+	if err != nil {
+		return shrinkable(err)
+	}
+	var req []engine.DocRev
+	seen := make(map[engine.DocRev]bool)
+	for _, c := range changes {
+		for _, rev := range missing[c.ID] {
+			dr := engine.DocRev{ID: c.ID, Rev: rev}
+			if !seen[dr] {
+				seen[dr] = true
+				req = append(req, dr)
+			}
+		}
+	}
+	if len(req) == 0 {
+		return nil
+	}
+	docs, err := lg.src.BulkGet(ctx, req)
+	if err != nil {
+		return shrinkable(err)
+	}
+	p.DocsRead += len(docs)
+	if len(docs) == 0 {
+		return nil
+	}
+	res, err := lg.tgt.BulkDocs(ctx, docs)
+	if err != nil {
+		if ctx.Err() != nil || IsTransport(err) {
+			return err
+		}
+		return &batchError{fmt.Errorf("replicate: bulk write of %d documents: %w", len(docs), err)}
+	}
+	failed := make(map[engine.DocRev]bool)
+	for _, br := range res {
+		switch br.Error {
+		case "":
+		case "forbidden", "unauthorized":
+			failed[engine.DocRev{ID: br.ID, Rev: br.Rev}] = true
+			p.WriteFailures++
+			r.cfg.Log.Warn("replicate: target refused a document", "direction", lg.dir.String(), "doc", br.ID, "reason", br.Error)
+		default:
+			return &batchError{&engine.Error{Op: "bulk write", DocID: br.ID, Stage: engine.StageProtocol,
+				Err: fmt.Errorf("replicate: %s: %s", br.Error, br.Reason)}}
+		}
+	}
+	p.DocsWritten += len(docs) - len(failed)
+	if lg.hooks {
+		return r.pulled(ctx, docs, failed)
+	}
+	return nil
+}
+
+// shrinkable turns a 413 into a batch failure; other errors end the pass.
+func shrinkable(err error) error {
+	if errors.Is(err, engine.ErrTooLarge) {
+		return &batchError{err}
+	}
+	return err
+}
+
+// pulled runs the pull hooks for documents written to the local
+// endpoint: chunk arrivals first (the metadata of the same batch may need
+// them), then a Hold for every metadata revision.
+func (r *Replicator) pulled(ctx context.Context, docs []json.RawMessage, failed map[engine.DocRev]bool) error {
+	if r.cfg.Holder == nil && r.cfg.Arrivals == nil {
+		return nil
+	}
+	var chunks []engine.ChunkID
+	var metas []livesync.Doc
+	for _, raw := range docs {
+		d, err := livesync.ParseDoc(raw)
+		if err != nil {
+			continue // written as is; not ours to judge
+		}
+		if failed[engine.DocRev{ID: d.ID(), Rev: d.Rev()}] {
+			continue
+		}
+		switch {
+		case docid.IsChunkID(d.ID()):
+			if !d.Deleted() {
+				chunks = append(chunks, d.ID())
+			}
+		case d.IsFileDoc() || isBodylessTombstone(d):
+			metas = append(metas, d)
+		}
+	}
+	if r.cfg.Arrivals != nil && len(chunks) > 0 {
+		r.cfg.Arrivals.ChunksArrived(chunks)
+	}
+	if r.cfg.Holder == nil {
+		return nil
+	}
+	for _, d := range metas {
+		m, err := livesync.ParseMeta(d)
+		if err != nil {
+			r.cfg.Log.Warn("replicate: pulled metadata is malformed", "doc", d.ID(), "err", err)
+			continue
+		}
+		out, err := r.cfg.Holder.Hold(ctx, purgatory.FromMeta(m), r.cfg.HoldSource)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.cfg.Log.Warn("replicate: hold failed", "doc", m.ID, "rev", m.Rev, "err", err)
+			continue
+		}
+		r.cfg.Log.Debug("replicate: pulled metadata", "doc", m.ID, "rev", m.Rev, "outcome", out.String())
+	}
+	return nil
+}
+
+// isBodylessTombstone reports a _deleted document of a file id without
+// body fields (a foreign writer's deletion).
+func isBodylessTombstone(d livesync.Doc) bool {
+	if !d.Deleted() || docid.IsSystemID(d.ID()) {
+		return false
+	}
+	for k := range d {
+		if len(k) == 0 || k[0] != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// compactJSON returns the compact form of a JSON value (nil for none).
+func compactJSON(v json.RawMessage) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return v
+	}
+	return b.Bytes()
+}

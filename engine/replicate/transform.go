@@ -1,0 +1,70 @@
+package replicate
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+)
+
+// Transform wraps a remote endpoint with the LiveSync remote transform
+// (E2EE, path obfuscation, compression; FORMAT.md §4.4–4.5): documents
+// from BulkGet are decoded with codec.DecodeRemote into the local
+// plaintext form, documents given to BulkDocs are encoded with
+// codec.EncodeRemote. Everything else — changes, revs diff, _local
+// documents — passes through untouched. Errors are *engine.Error naming
+// the document.
+func Transform(ep engine.Endpoint, codec *livesync.Codec) engine.Endpoint {
+	return &transformed{Endpoint: ep, codec: codec}
+}
+
+type transformed struct {
+	engine.Endpoint
+	codec *livesync.Codec
+}
+
+func (t *transformed) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	docs, err := t.Endpoint.BulkGet(ctx, revs)
+	if err != nil {
+		return nil, err
+	}
+	return convert(docs, "decode remote document", t.codec.DecodeRemote)
+}
+
+func (t *transformed) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	enc, err := convert(docs, "encode remote document", t.codec.EncodeRemote)
+	if err != nil {
+		return nil, err
+	}
+	return t.Endpoint.BulkDocs(ctx, enc)
+}
+
+func convert(docs []json.RawMessage, op string, fn func(livesync.Doc) (livesync.Doc, error)) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(docs))
+	for i, raw := range docs {
+		d, err := livesync.ParseDoc(raw)
+		if err != nil {
+			return nil, &engine.Error{Op: op, DocID: rawID(raw), Stage: engine.StageDecode, Err: err}
+		}
+		c, err := fn(d)
+		if err != nil {
+			return nil, err // *engine.Error naming the document
+		}
+		b, err := c.MarshalJSON()
+		if err != nil {
+			return nil, &engine.Error{Op: op, DocID: d.ID(), Stage: engine.StageEncode, Err: err}
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// rawID extracts the _id of a document that failed to parse, if any.
+func rawID(raw json.RawMessage) string {
+	var d struct {
+		ID string `json:"_id"`
+	}
+	_ = json.Unmarshal(raw, &d)
+	return d.ID
+}
