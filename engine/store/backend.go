@@ -1,0 +1,42 @@
+package store
+
+// Bucket names one keyspace of a Backend.
+type Bucket uint8
+
+// The buckets a Backend must provide.
+const (
+	BucketDocs  Bucket = iota // document id → revision tree record
+	BucketSeqs                // 8-byte big-endian sequence → document id
+	BucketLocal               // _local id (without the prefix) → document
+	BucketMeta                // store counters
+	NumBuckets  = 4
+)
+
+// Backend is an ordered, transactional key-value store on which Open
+// builds a Store (the memory store and engine/store/boltstore are two).
+// A Store over a different kind of storage, such as a CouchDB cluster,
+// implements Store directly instead.
+type Backend interface {
+	// View runs fn in a read-only transaction that sees one consistent
+	// state. Several may run at once.
+	View(fn func(Tx) error) error
+	// Update runs fn in the single read-write transaction. If fn returns
+	// nil the writes are committed (durably, for a persistent backend)
+	// before Update returns; otherwise none of them are.
+	Update(fn func(Tx) error) error
+	// Close waits for transactions in flight and releases the backend.
+	Close() error
+}
+
+// Tx is a transaction of a Backend. Byte slices passed to fn or returned
+// by Get are valid only until the transaction ends and must not be
+// modified; keys and values given to Put must not be modified afterwards.
+type Tx interface {
+	// Get returns the value of key, or nil if absent.
+	Get(b Bucket, key []byte) []byte
+	Put(b Bucket, key, value []byte) error
+	Delete(b Bucket, key []byte) error
+	// Ascend calls fn for each key ≥ from in ascending byte order until fn
+	// returns false.
+	Ascend(b Bucket, from []byte, fn func(key, value []byte) bool) error
+}

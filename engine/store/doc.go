@@ -1,0 +1,28 @@
+// Package store is the engine's local replica: documents with CouchDB
+// revision trees, a changes feed, _local documents and chunk lookup.
+//
+// Store is the port (see its doc comment for the full contract); it is an
+// engine.Endpoint, so the replicator treats the local replica like any
+// remote, and an engine.LocalChunks for chunk retrieval.
+//
+// Two implementations share one core: Open builds a Store over a Backend,
+// an ordered transactional key-value store. NewMemory uses Go maps (for
+// wasm and tests); engine/store/boltstore uses bbolt (native builds only).
+// Both pass the conformance suite in engine/store/storetest, which any
+// other Store (for example one kept in a CouchDB cluster) should run too.
+//
+// Usage:
+//
+//	st, err := store.NewMemory(store.Options{Name: "vault"})
+//	...
+//	defer st.Close()
+//	rev, err := st.Put(ctx, json.RawMessage(`{"_id":"notes/a.md","type":"plain","children":[]}`))
+//	page, err := st.Changes(ctx, engine.ChangesRequest{Since: "", Limit: 100})
+//
+// Layout of a Backend: BucketDocs maps an id to its record (sequence and
+// flat revision tree, bodies on leaves only); BucketSeqs maps each
+// document's latest sequence to its id, so a changes scan is one ordered
+// walk; BucketLocal holds _local documents; BucketMeta the last sequence
+// and the live-document count. One write transaction per BulkDocs, Put,
+// PutChunks or PutLocal call.
+package store

@@ -1,0 +1,698 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
+
+// Meta keys of BucketMeta.
+var (
+	metaSeq   = []byte("seq")  // last sequence, 8-byte big endian
+	metaCount = []byte("docs") // documents whose winner is not deleted
+)
+
+// kvStore implements Store over a Backend.
+type kvStore struct {
+	b     Backend
+	opts  Options
+	limit int
+
+	mu     sync.Mutex
+	closed bool
+	notify chan struct{} // closed and replaced after each write
+}
+
+// Open returns a Store kept in b. The Store owns b and closes it on Close.
+func Open(b Backend, opts Options) (Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &kvStore{b: b, opts: opts, limit: opts.revsLimit(), notify: make(chan struct{})}, nil
+}
+
+func storageErr(op string, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	return &engine.Error{Op: op, Stage: engine.StageStorage, Err: err}
+}
+
+// begin checks ctx and whether the store is open.
+func (s *kvStore) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *kvStore) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		close(s.notify)
+		s.notify = make(chan struct{})
+	}
+}
+
+func (s *kvStore) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.notify)
+	s.mu.Unlock()
+	return s.b.Close()
+}
+
+func seqKey(seq uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	return k[:]
+}
+
+func getUint(tx Tx, key []byte) uint64 {
+	v := tx.Get(BucketMeta, key)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func loadRecord(tx Tx, id string) (*record, error) {
+	v := tx.Get(BucketDocs, []byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	r := new(record)
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, fmt.Errorf("document %q: corrupt record: %w", id, err)
+	}
+	return r, nil
+}
+
+func (r *record) live() bool {
+	if r == nil {
+		return false
+	}
+	w := r.winner()
+	return w >= 0 && !r.Nodes[w].Deleted
+}
+
+// writer carries the counters of one write transaction.
+type writer struct {
+	tx    Tx
+	seq   uint64
+	count uint64
+	wrote bool
+}
+
+func newWriter(tx Tx) *writer {
+	return &writer{tx: tx, seq: getUint(tx, metaSeq), count: getUint(tx, metaCount)}
+}
+
+// save stores rec under a new sequence; wasLive is whether the document's
+// winner was live before the change.
+func (w *writer) save(id string, rec *record, wasLive bool, limit int) error {
+	rec.stem(limit)
+	if isLive := rec.live(); isLive != wasLive {
+		if isLive {
+			w.count++
+		} else {
+			w.count--
+		}
+	}
+	if rec.Seq != 0 {
+		if err := w.tx.Delete(BucketSeqs, seqKey(rec.Seq)); err != nil {
+			return err
+		}
+	}
+	w.seq++
+	rec.Seq = w.seq
+	enc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := w.tx.Put(BucketSeqs, seqKey(rec.Seq), []byte(id)); err != nil {
+		return err
+	}
+	w.wrote = true
+	return w.tx.Put(BucketDocs, []byte(id), enc)
+}
+
+func (w *writer) finish() error {
+	if !w.wrote {
+		return nil
+	}
+	if err := w.tx.Put(BucketMeta, metaSeq, seqKey(w.seq)); err != nil {
+		return err
+	}
+	return w.tx.Put(BucketMeta, metaCount, seqKey(w.count))
+}
+
+// update runs fn in a write transaction and wakes Changes waiters if
+// anything was written.
+func (s *kvStore) update(op string, fn func(w *writer) error) error {
+	var wrote bool
+	err := s.b.Update(func(tx Tx) error {
+		w := newWriter(tx)
+		if err := fn(w); err != nil {
+			return err
+		}
+		wrote = w.wrote
+		return w.finish()
+	})
+	if err != nil {
+		return storageErr(op, err)
+	}
+	if wrote {
+		s.wake()
+	}
+	return nil
+}
+
+func (s *kvStore) view(op string, fn func(tx Tx) error) error {
+	if err := s.b.View(fn); err != nil {
+		return storageErr(op, err)
+	}
+	return nil
+}
+
+func (s *kvStore) Info(ctx context.Context) (engine.EndpointInfo, error) {
+	if err := s.begin(ctx); err != nil {
+		return engine.EndpointInfo{}, err
+	}
+	info := engine.EndpointInfo{Name: s.opts.Name}
+	err := s.view("info", func(tx Tx) error {
+		info.UpdateSeq = strconv.FormatUint(getUint(tx, metaSeq), 10)
+		info.DocCount = int64(getUint(tx, metaCount))
+		return nil
+	})
+	return info, err
+}
+
+// BulkDocs writes replicated revisions (new_edits=false) in one
+// transaction. A document that cannot be parsed gets an error result
+// ("bad_request"); the others are written.
+func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	results := make([]engine.BulkDocResult, len(docs))
+	parsed := make([]inDoc, len(docs))
+	ok := make([]bool, len(docs))
+	for i, raw := range docs {
+		d, err := parseDoc(raw)
+		if err == nil {
+			err = checkID(d.ID)
+		}
+		if err == nil && d.Rev == "" {
+			err = invalid("new_edits=false needs _rev")
+		}
+		results[i].ID = d.ID
+		if err != nil {
+			results[i].Error, results[i].Reason = "bad_request", err.Error()
+			continue
+		}
+		results[i].Rev = d.Rev
+		parsed[i], ok[i] = d, true
+	}
+	err := s.update("bulk docs", func(w *writer) error {
+		for i := range parsed {
+			if !ok[i] {
+				continue
+			}
+			d := &parsed[i]
+			rec, err := loadRecord(w.tx, d.ID)
+			if err != nil {
+				return err
+			}
+			wasLive := rec.live()
+			if rec == nil {
+				rec = &record{}
+			}
+			if !rec.mergePath(d.Path, d.Deleted, d.Body) {
+				continue
+			}
+			if err := w.save(d.ID, rec, wasLive, s.limit); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// edit applies a new edit (new_edits=true) to rec, which may be nil.
+// parent "" with rec live is a conflict.
+func (s *kvStore) edit(w *writer, id string, rec *record, prev string, deleted bool, body []byte) (string, error) {
+	wasLive := rec.live()
+	parent := ""
+	gen := 0
+	switch {
+	case prev == "" && rec == nil:
+	case prev == "":
+		if wasLive {
+			return "", ErrConflict
+		}
+		parent = rec.Nodes[rec.winner()].Rev
+	default:
+		if rec == nil {
+			return "", ErrConflict
+		}
+		isLeaf := false
+		for _, l := range rec.leaves() {
+			if rec.Nodes[l].Rev == prev {
+				isLeaf = true
+			}
+		}
+		if !isLeaf {
+			return "", ErrConflict
+		}
+		parent = prev
+	}
+	if parent != "" {
+		gen, _ = revGen(parent)
+	}
+	rev := strconv.Itoa(gen+1) + "-" + newRevHash(parent, deleted, body)
+	if rec == nil {
+		rec = &record{}
+	}
+	if rec.find(rev) >= 0 {
+		return rev, nil
+	}
+	rec.Nodes = append(rec.Nodes, node{Rev: rev, Parent: parent, Deleted: deleted, Body: body})
+	return rev, w.save(id, rec, wasLive, s.limit)
+}
+
+func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) {
+	if err := s.begin(ctx); err != nil {
+		return "", err
+	}
+	d, err := parseDoc(doc)
+	if err == nil {
+		err = checkID(d.ID)
+	}
+	if err != nil {
+		return "", err
+	}
+	var rev string
+	var conflict error
+	err = s.update("put", func(w *writer) error {
+		rec, err := loadRecord(w.tx, d.ID)
+		if err != nil {
+			return err
+		}
+		rev, err = s.edit(w, d.ID, rec, d.Rev, d.Deleted, d.Body)
+		if errors.Is(err, ErrConflict) {
+			conflict = fmt.Errorf("put %q: %w", d.ID, err)
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if conflict != nil {
+		return "", conflict
+	}
+	return rev, nil
+}
+
+func (s *kvStore) Get(ctx context.Context, id string, opts GetOptions) (json.RawMessage, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	var out json.RawMessage
+	err := s.view("get", func(tx Tx) error {
+		rec, err := loadRecord(tx, id)
+		if err != nil || rec == nil {
+			return err
+		}
+		leaves := rec.leaves()
+		if len(leaves) == 0 {
+			return nil
+		}
+		i := leaves[0]
+		if opts.Rev != "" {
+			i = rec.find(opts.Rev)
+		} else if rec.Nodes[i].Deleted {
+			return nil
+		}
+		if i < 0 || rec.Nodes[i].Body == nil {
+			return nil
+		}
+		n := &rec.Nodes[i]
+		var revs []string
+		var start int
+		if opts.Revs {
+			start, revs = rec.history(n.Rev)
+		}
+		var conflicts []string
+		if opts.Conflicts && n.Rev == rec.Nodes[leaves[0]].Rev {
+			for _, l := range leaves[1:] {
+				if !rec.Nodes[l].Deleted {
+					conflicts = append(conflicts, rec.Nodes[l].Rev)
+				}
+			}
+		}
+		out = buildDoc(id, n.Rev, n.Deleted, n.Body, revs, start, conflicts)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return nil, fmt.Errorf("get %q: %w", id, engine.ErrNotFound)
+	}
+	return out, nil
+}
+
+func (s *kvStore) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, 0, len(revs))
+	err := s.view("bulk get", func(tx Tx) error {
+		cache := map[string]*record{}
+		for _, dr := range revs {
+			rec, seen := cache[dr.ID]
+			if !seen {
+				var err error
+				if rec, err = loadRecord(tx, dr.ID); err != nil {
+					return err
+				}
+				cache[dr.ID] = rec
+			}
+			if rec == nil {
+				continue
+			}
+			i := -1
+			if dr.Rev == "" {
+				i = rec.winner()
+			} else {
+				i = rec.find(dr.Rev)
+			}
+			if i < 0 || rec.Nodes[i].Body == nil {
+				continue
+			}
+			n := &rec.Nodes[i]
+			start, ids := rec.history(n.Rev)
+			out = append(out, buildDoc(dr.ID, n.Rev, n.Deleted, n.Body, ids, start, nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *kvStore) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	err := s.view("revs diff", func(tx Tx) error {
+		for id, list := range revs {
+			rec, err := loadRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			seen := map[string]bool{}
+			for _, r := range list {
+				if seen[r] {
+					continue
+				}
+				seen[r] = true
+				if rec == nil || rec.find(r) < 0 {
+					out[id] = append(out[id], r)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseSeq(since string) (uint64, error) {
+	if since == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(since, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("store: changes: since %q is not a sequence of this store: %w", since, engine.ErrMalformed)
+	}
+	return n, nil
+}
+
+func (s *kvStore) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
+	if err := s.begin(ctx); err != nil {
+		return engine.ChangesPage{}, err
+	}
+	since, err := parseSeq(req.Since)
+	if err != nil {
+		return engine.ChangesPage{}, err
+	}
+	sel, err := parseSelector(req.Selector)
+	if err != nil {
+		return engine.ChangesPage{}, err
+	}
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return engine.ChangesPage{}, ErrClosed
+		}
+		ch := s.notify
+		s.mu.Unlock()
+		page, last, err := s.scan(since, req.Limit, sel)
+		if err != nil || len(page.Results) > 0 || !req.Wait {
+			return page, err
+		}
+		since = last
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return engine.ChangesPage{}, ctx.Err()
+		}
+	}
+}
+
+func (s *kvStore) scan(since uint64, limit int, sel selector) (engine.ChangesPage, uint64, error) {
+	page := engine.ChangesPage{Results: []engine.Change{}}
+	last := since
+	more := false
+	err := s.view("changes", func(tx Tx) error {
+		var ferr error
+		err := tx.Ascend(BucketSeqs, seqKey(since+1), func(k, v []byte) bool {
+			if limit > 0 && len(page.Results) >= limit {
+				more = true
+				return false
+			}
+			seq := binary.BigEndian.Uint64(k)
+			id := string(v)
+			rec, err := loadRecord(tx, id)
+			if err != nil || rec == nil {
+				ferr = fmt.Errorf("changes: seq %d names %q: %v", seq, id, err)
+				return false
+			}
+			last = seq
+			leaves := rec.leaves()
+			w := &rec.Nodes[leaves[0]]
+			if sel != nil {
+				var fields map[string]json.RawMessage
+				if json.Unmarshal(w.Body, &fields) != nil || fields == nil {
+					fields = map[string]json.RawMessage{}
+				}
+				idJSON, _ := json.Marshal(id)
+				revJSON, _ := json.Marshal(w.Rev)
+				fields["_id"], fields["_rev"] = idJSON, revJSON
+				if w.Deleted {
+					fields["_deleted"] = json.RawMessage("true")
+				}
+				if !sel.match(fields) {
+					return true
+				}
+			}
+			c := engine.Change{Seq: strconv.FormatUint(seq, 10), ID: id, Deleted: w.Deleted,
+				Revs: make([]string, len(leaves))}
+			for i, l := range leaves {
+				c.Revs[i] = rec.Nodes[l].Rev
+			}
+			page.Results = append(page.Results, c)
+			return true
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err == nil && !more {
+			// Nothing after last: the feed's end is the update seq.
+			if u := getUint(tx, metaSeq); u > last {
+				last = u
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return engine.ChangesPage{}, since, err
+	}
+	page.LastSeq = strconv.FormatUint(last, 10)
+	if more {
+		page.Pending = -1
+	}
+	return page, last, nil
+}
+
+func (s *kvStore) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	var out json.RawMessage
+	err := s.view("get local", func(tx Tx) error {
+		if v := tx.Get(BucketLocal, []byte(id)); v != nil {
+			out = bytes.Clone(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return nil, fmt.Errorf("get local %q: %w", id, engine.ErrNotFound)
+	}
+	return out, nil
+}
+
+func (s *kvStore) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	if id == "" || !json.Valid(doc) {
+		return invalid("local document %q", id)
+	}
+	v := bytes.Clone(doc)
+	err := s.b.Update(func(tx Tx) error { return tx.Put(BucketLocal, []byte(id), v) })
+	if err != nil {
+		return storageErr("put local", err)
+	}
+	return nil
+}
+
+func (s *kvStore) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[engine.ChunkID]engine.Chunk, len(ids))
+	err := s.view("get chunks", func(tx Tx) error {
+		for _, id := range ids {
+			rec, err := loadRecord(tx, id)
+			if err != nil {
+				return err
+			}
+			if !rec.live() {
+				continue
+			}
+			var body struct {
+				Data *string `json:"data"`
+			}
+			if json.Unmarshal(rec.Nodes[rec.winner()].Body, &body) != nil || body.Data == nil {
+				return &engine.Error{Op: "get chunks", DocID: id, Stage: engine.StageDecode, Err: engine.ErrMalformed}
+			}
+			out[id] = engine.Chunk{ID: id, Data: *body.Data}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *kvStore) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	bodies := make([][]byte, len(chunks))
+	for i, c := range chunks {
+		if err := checkID(c.ID); err != nil {
+			return err
+		}
+		b, err := json.Marshal(struct {
+			Data string `json:"data"`
+			Type string `json:"type"`
+		}{c.Data, "leaf"})
+		if err != nil {
+			return err
+		}
+		bodies[i] = b
+	}
+	return s.update("put chunks", func(w *writer) error {
+		for i, c := range chunks {
+			rec, err := loadRecord(w.tx, c.ID)
+			if err != nil {
+				return err
+			}
+			if rec.live() {
+				continue // content-addressed: already there
+			}
+			if _, err := s.edit(w, c.ID, rec, "", false, bodies[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *kvStore) AllDocs(ctx context.Context, opts AllDocsOptions) ([]DocInfo, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	var out []DocInfo
+	err := s.view("all docs", func(tx Tx) error {
+		var ferr error
+		err := tx.Ascend(BucketDocs, []byte(opts.StartKey), func(k, v []byte) bool {
+			id := string(k)
+			if opts.EndKey != "" && id > opts.EndKey {
+				return false
+			}
+			if opts.Limit > 0 && len(out) >= opts.Limit {
+				return false
+			}
+			rec := new(record)
+			if err := json.Unmarshal(v, rec); err != nil {
+				ferr = fmt.Errorf("document %q: corrupt record: %w", id, err)
+				return false
+			}
+			if w := rec.winner(); w >= 0 && !rec.Nodes[w].Deleted {
+				out = append(out, DocInfo{ID: id, Rev: rec.Nodes[w].Rev})
+			}
+			return true
+		})
+		if err == nil {
+			err = ferr
+		}
+		return err
+	})
+	return out, err
+}

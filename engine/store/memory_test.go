@@ -1,0 +1,20 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/store/storetest"
+)
+
+func openMemory(t testing.TB) store.Store {
+	st, err := store.NewMemory(store.Options{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestMemoryConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return openMemory(t) })
+}

@@ -1,0 +1,143 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
+
+// Sentinel errors of the store. Absent documents are engine.ErrNotFound.
+var (
+	// ErrConflict means a new edit (Put) named a revision that is not a
+	// leaf of the document, or omitted _rev for a document that exists and
+	// is not deleted. It is permanent for the same input: re-read, merge,
+	// retry.
+	ErrConflict = errors.New("store: document update conflict")
+	// ErrInvalid means a document is not acceptable: not a JSON object, no
+	// _id, a reserved "_" id, a malformed _rev or _revisions.
+	ErrInvalid = errors.New("store: invalid document")
+	// ErrClosed means the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// DefaultRevsLimit is the number of revisions kept per branch when
+// Options.RevsLimit is zero, the revs limit of the plugin's local
+// database (issue 5).
+const DefaultRevsLimit = 100
+
+// Options configures a store. The zero value means the defaults.
+type Options struct {
+	// Name is reported by Info.
+	Name string
+	// RevsLimit caps the revisions kept per branch of a document's tree
+	// (CouchDB's _revs_limit); older ancestors are stemmed. 0 means
+	// DefaultRevsLimit.
+	RevsLimit int
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	if o.RevsLimit < 0 {
+		return fmt.Errorf("store: RevsLimit %d is negative", o.RevsLimit)
+	}
+	return nil
+}
+
+func (o Options) revsLimit() int {
+	if o.RevsLimit == 0 {
+		return DefaultRevsLimit
+	}
+	return o.RevsLimit
+}
+
+// GetOptions selects what Get returns.
+type GetOptions struct {
+	// Rev names a revision to read; "" means the winning revision. A
+	// revision that is not a leaf has no body and is ErrNotFound.
+	Rev string
+	// Revs adds _revisions {start, ids} (newest first).
+	Revs bool
+	// Conflicts adds _conflicts: the non-deleted leaves other than the
+	// winner, in winning order (only when reading the winner).
+	Conflicts bool
+}
+
+// AllDocsOptions selects a range of document ids, in byte order.
+type AllDocsOptions struct {
+	StartKey string // first id, inclusive; "" from the start
+	EndKey   string // last id, inclusive; "" to the end
+	Limit    int    // 0 means no limit
+}
+
+// DocInfo is one row of AllDocs: a document whose winning revision is not
+// deleted.
+type DocInfo struct {
+	ID  string
+	Rev string // the winning revision
+}
+
+// Store is the local replica: CouchDB-style documents with revision trees,
+// a changes feed, _local documents and chunk lookup. It is both sides of
+// the engine's ports: an engine.Endpoint for replication and the
+// engine.LocalChunks of chunk retrieval.
+//
+// The contract, checked by storetest.Run for every implementation:
+//
+//   - Documents are JSON objects with _id and _rev. A document's revisions
+//     form a tree; its leaves are its current versions. The winning
+//     revision is CouchDB's: non-deleted leaves beat deleted ones, then the
+//     higher generation, then the greater revision id compared as a
+//     string. Conflicts are the other non-deleted leaves. Each branch keeps
+//     at most RevsLimit revisions; only leaves keep a body.
+//   - BulkDocs is new_edits=false (replication); Put is new_edits=true
+//     (local edits) and generates "N-<32 hex>" revisions.
+//   - Changes lists each document once, at the sequence of its latest
+//     write, in increasing sequence order; seqs are opaque strings that
+//     are only handed back as Since. Revs are all leaves (style=all_docs),
+//     winner first. _local documents are never in the feed. With Limit 0
+//     a page holds every remaining change; Pending is 0 on the last page
+//     and -1 (unknown) otherwise.
+//   - Selectors (Mango, evaluated on the winning revision as CouchDB's
+//     _selector filter does): an object whose keys are top-level field
+//     names (including _id, _rev, _deleted) or "$and" with a list of
+//     selectors; a field's condition is a value (equality) or an object of
+//     operators $eq, $ne, $in, $nin, $exists. A missing field matches only
+//     {"$exists":false}, as in CouchDB. Anything else (nested paths, other
+//     operators, $or, …) is an error wrapping engine.ErrUnsupported.
+//   - Chunks are leaf documents {_id:"h:…", data, type:"leaf"}, visible to
+//     Changes, BulkGet and Get like any document. PutChunks writes a chunk
+//     only when it is absent or deleted, with new_edits=true; its first
+//     revision is "1-" + md5 hex of the stored body (keys sorted), so the
+//     same content yields the same revision on every store.
+//   - Every BulkDocs, PutChunks and Put call is atomic: after it returns
+//     nil, all of its writes are in the store (durably, for a persistent
+//     implementation); after a crash, none or all of them are.
+//   - Methods are safe for concurrent use. A cancelled ctx returns
+//     ctx.Err(). After Close every method returns ErrClosed.
+//
+// Nothing in the contract assumes a single local file: an implementation
+// may keep its replica in a remote database, as long as it keeps the
+// rules above.
+type Store interface {
+	engine.Endpoint
+	engine.LocalChunks
+
+	// Get reads one document. It returns engine.ErrNotFound when the
+	// document does not exist, when its winning revision is deleted and
+	// opts.Rev is empty, or when opts.Rev has no stored body.
+	Get(ctx context.Context, id string, opts GetOptions) (json.RawMessage, error)
+	// Put writes a local edit (new_edits=true): with _rev, the revision
+	// must be a leaf (a conflict branch may be edited or deleted to resolve
+	// it); without _rev, the document must be absent or deleted. It
+	// returns the new revision, or an error wrapping ErrConflict or
+	// ErrInvalid. "_deleted":true deletes (the body is kept).
+	Put(ctx context.Context, doc json.RawMessage) (string, error)
+	// AllDocs lists the non-deleted documents in id order.
+	AllDocs(ctx context.Context, opts AllDocsOptions) ([]DocInfo, error)
+	// Close releases the store; it waits for calls in flight and wakes
+	// waiting Changes calls, which return ErrClosed.
+	Close() error
+}

@@ -1,0 +1,15 @@
+// Package storetest is the conformance suite of store.Store. Every
+// implementation runs it from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { … a new, empty store … })
+//	}
+//
+// Run calls open once per subtest and closes the store it gets (Close must
+// be idempotent). The suite covers new_edits=false and true, conflicts and
+// their resolution, the winning-revision rule, deleted leaves and
+// tombstones, _revisions and stemming, RevsDiff, BulkGet, the changes feed
+// (order, paging and resumption, style=all_docs leaves, Mango selectors,
+// longpoll), _local documents, chunks, big batches, closing and
+// cancellation. Bench holds the shared benchmarks.
+package storetest
