@@ -1,0 +1,104 @@
+//go:build !js && !wasip1
+
+package boltstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// Options configures Open. The zero value means the defaults.
+type Options struct {
+	store.Options
+	// Timeout bounds the wait for another process's lock on the file;
+	// 0 means 5 seconds.
+	Timeout time.Duration
+}
+
+// Validate reports whether the options are usable.
+func (o Options) Validate() error {
+	if o.Timeout < 0 {
+		return errors.New("boltstore: Timeout is negative")
+	}
+	return o.Options.Validate()
+}
+
+var bucketNames = [store.NumBuckets][]byte{
+	store.BucketDocs:  []byte("docs"),
+	store.BucketSeqs:  []byte("seqs"),
+	store.BucketLocal: []byte("local"),
+	store.BucketMeta:  []byte("meta"),
+}
+
+// Open opens or creates the store kept in the file at path.
+func Open(path string, opts Options) (store.Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	db, err := bolt.Open(path, fs.FileMode(0o600), &bolt.Options{Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range bucketNames {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boltstore: init %s: %w", path, err)
+	}
+	return store.Open(&backend{db: db}, opts.Options)
+}
+
+// backend adapts a bbolt database to store.Backend.
+type backend struct{ db *bolt.DB }
+
+func (b *backend) View(fn func(store.Tx) error) error {
+	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b *backend) Update(fn func(store.Tx) error) error {
+	return b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b *backend) Close() error { return b.db.Close() }
+
+type boltTx struct{ tx *bolt.Tx }
+
+func (t boltTx) bucket(b store.Bucket) *bolt.Bucket { return t.tx.Bucket(bucketNames[b]) }
+
+func (t boltTx) Get(b store.Bucket, key []byte) []byte { return t.bucket(b).Get(key) }
+
+func (t boltTx) Put(b store.Bucket, key, value []byte) error { return t.bucket(b).Put(key, value) }
+
+func (t boltTx) Delete(b store.Bucket, key []byte) error { return t.bucket(b).Delete(key) }
+
+func (t boltTx) Ascend(b store.Bucket, from []byte, fn func(k, v []byte) bool) error {
+	c := t.bucket(b).Cursor()
+	var k, v []byte
+	if len(from) == 0 {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(from)
+	}
+	for ; k != nil; k, v = c.Next() {
+		if !fn(k, v) {
+			break
+		}
+	}
+	return nil
+}
