@@ -18,3 +18,15 @@ func openMemory(t testing.TB) store.Store {
 func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openMemory(t) })
 }
+
+func BenchmarkMemoryBulkDocs(b *testing.B) {
+	storetest.BenchBulkDocs(b, func(b *testing.B) store.Store { return openMemory(b) })
+}
+
+func BenchmarkMemoryChanges(b *testing.B) {
+	storetest.BenchChanges(b, func(b *testing.B) store.Store { return openMemory(b) }, "")
+}
+
+func BenchmarkMemoryChangesSelector(b *testing.B) {
+	storetest.BenchChanges(b, func(b *testing.B) store.Store { return openMemory(b) }, `{"type":{"$ne":"leaf"}}`)
+}

@@ -61,3 +61,15 @@ func TestReopen(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func BenchmarkBulkDocs(b *testing.B) {
+	storetest.BenchBulkDocs(b, func(b *testing.B) store.Store { return openTemp(b) })
+}
+
+func BenchmarkChanges(b *testing.B) {
+	storetest.BenchChanges(b, func(b *testing.B) store.Store { return openTemp(b) }, "")
+}
+
+func BenchmarkChangesSelector(b *testing.B) {
+	storetest.BenchChanges(b, func(b *testing.B) store.Store { return openTemp(b) }, `{"type":{"$ne":"leaf"}}`)
+}
