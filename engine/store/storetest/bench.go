@@ -45,8 +45,8 @@ func BenchBulkDocs(b *testing.B, open func(b *testing.B) store.Store) {
 	b.ReportMetric(float64(BenchDocs)*float64(b.N)/b.Elapsed().Seconds(), "docs/s")
 }
 
-// BenchChanges measures a full changes scan (pages of 1000, no selector,
-// and the readChunksOnline selector) over BenchDocs documents.
+// BenchChanges measures a full changes scan over BenchDocs documents in
+// pages of 1000, with selector if it is not empty.
 func BenchChanges(b *testing.B, open func(b *testing.B) store.Store, selector string) {
 	docs, size := benchDocs()
 	st := open(b)
