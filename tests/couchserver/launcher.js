@@ -114,6 +114,48 @@ app.put(/^\/([^/_][^/]*)\/([^_].*)$/, (req, res, next) => {
   });
 });
 
+// openRevs reads the given revisions of a document like open_revs, asking
+// for latest only for revisions that exist (see shim 3).
+async function openRevs(d, id, revs, opts, latest) {
+  let rows = await d.get(id, Object.assign({}, opts, { open_revs: revs }));
+  if (latest && revs !== 'all') {
+    const known = rows.filter((r) => r.ok).map((r) => r.ok._rev);
+    const newest = known.length ? await d.get(id, Object.assign({}, opts, { open_revs: known, latest: true })) : [];
+    const seen = new Set();
+    rows = newest.filter((r) => r.ok && !seen.has(r.ok._rev) && seen.add(r.ok._rev))
+      .concat(rows.filter((r) => !r.ok));
+  }
+  return rows;
+}
+
+// Shim 3 (also for _bulk_get): POST /{db}/_bulk_get?latest=true hits the
+// same pouchdb-merge failure for an unknown revision and never answers, so
+// it is answered here with the resolution above.
+app.post('/:db/_bulk_get', jsonBody, async (req, res) => {
+  const name = req.params.db;
+  const flag = (k) => String(req.query[k]) === 'true';
+  try {
+    if (!(await dbExists(name))) return sendJSON(res, 404, { error: 'not_found', reason: 'Database does not exist.' });
+    const d = db(name);
+    const opts = { revs: flag('revs'), attachments: flag('attachments') };
+    const results = [];
+    for (const ref of (req.body && req.body.docs) || []) {
+      let docs;
+      try {
+        docs = ref.rev
+          ? (await openRevs(d, ref.id, [ref.rev], opts, flag('latest'))).map((r) => r.ok ? { ok: r.ok } : { error: { id: ref.id, rev: ref.rev, error: 'not_found', reason: 'missing' } })
+          : [{ ok: await d.get(ref.id, opts) }];
+      } catch (e) {
+        docs = [{ error: { id: ref.id, rev: ref.rev || 'undefined', error: e.name || 'not_found', reason: e.message || 'missing' } }];
+      }
+      results.push({ id: ref.id, docs });
+    }
+    sendJSON(res, 200, { results });
+  } catch (e) {
+    sendError(res, e);
+  }
+});
+
 // Shim 3: GET /{db}/{doc}?open_revs=… with Accept: multipart/mixed answered
 // in multipart/mixed (the only form kivik parses). Unknown revisions are
 // resolved first and `latest` is asked for only for known ones: pouchdb-merge
@@ -126,19 +168,15 @@ app.get(/^\/([^/_][^/]*)\/([^_].*)$/, async (req, res, next) => {
   try {
     if (!(await dbExists(name))) return sendJSON(res, 404, { error: 'not_found', reason: 'Database does not exist.' });
     const d = db(name);
-    let openRevs = req.query.open_revs;
-    if (openRevs !== 'all') openRevs = JSON.parse(openRevs);
+    let revs = req.query.open_revs;
+    if (revs !== 'all') revs = JSON.parse(revs);
     const opts = { revs: flag('revs'), conflicts: flag('conflicts'), attachments: flag('attachments') };
-    let rows = await d.get(id, Object.assign({}, opts, { open_revs: openRevs }));
-    if (flag('latest') && openRevs !== 'all') {
-      const known = rows.filter((r) => r.ok).map((r) => r.ok._rev);
-      const latest = known.length ? await d.get(id, Object.assign({}, opts, { open_revs: known, latest: true })) : [];
-      const seen = new Set();
-      rows = latest.filter((r) => r.ok && !seen.has(r.ok._rev) && seen.add(r.ok._rev))
-        .concat(rows.filter((r) => !r.ok));
-    }
+    const rows = await openRevs(d, id, revs, opts, flag('latest'));
     const boundary = 'livesync' + Math.random().toString(16).slice(2);
-    const parts = rows.map((r) => `--${boundary}\r\nContent-Type: application/json\r\n\r\n${JSON.stringify(r.ok ? r.ok : { missing: r.missing })}\r\n`);
+    // A missing revision is a part flagged error="true", as CouchDB sends it.
+    const parts = rows.map((r) => r.ok
+      ? `--${boundary}\r\nContent-Type: application/json\r\n\r\n${JSON.stringify(r.ok)}\r\n`
+      : `--${boundary}\r\nContent-Type: application/json; error="true"\r\n\r\n${JSON.stringify({ missing: r.missing })}\r\n`);
     res.status(200).set('Content-Type', `multipart/mixed; boundary="${boundary}"`).send(parts.join('') + `--${boundary}--`);
   } catch (e) {
     sendError(res, e);
@@ -149,6 +187,10 @@ app.use(pouchApp);
 
 // Keep the listener from failing the whole process on a client reset.
 app.use((err, req, res, next) => { log(`route error: ${err && err.stack || err}`); if (!res.headersSent) sendError(res, err); });
+
+// LiveSync's server settings (FORMAT.md §5.1): express-pouchdb uses
+// max_document_size as its request body limit (100 kB when unset).
+pouchApp.couchConfig.set('couchdb', 'max_document_size', 50000000, () => {});
 
 pouchApp.couchConfig.set('admins', admin, pass, (err) => {
   if (err) {

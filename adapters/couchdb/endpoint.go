@@ -1,0 +1,350 @@
+package couchdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	kivik "github.com/go-kivik/kivik/v4"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
+
+// Info reads the database's name, update sequence and document count.
+func (d *DB) Info(ctx context.Context) (engine.EndpointInfo, error) {
+	var info struct {
+		Name      string          `json:"db_name"`
+		UpdateSeq json.RawMessage `json:"update_seq"`
+		DocCount  int64           `json:"doc_count"`
+	}
+	if err := d.do(ctx, "database info", "", http.MethodGet, d.dbURL("", nil), nil, &info); err != nil {
+		return engine.EndpointInfo{}, err
+	}
+	return engine.EndpointInfo{Name: info.Name, UpdateSeq: seqString(info.UpdateSeq), DocCount: info.DocCount}, nil
+}
+
+// seqString turns a sequence as the server sent it (a JSON string on
+// CouchDB 2+, a number on CouchDB 1 and PouchDB) into the opaque string
+// handed back as since; null or absent gives "".
+func seqString(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+type changesRow struct {
+	Seq     json.RawMessage `json:"seq"`
+	ID      string          `json:"id"`
+	Changes []struct {
+		Rev string `json:"rev"`
+	} `json:"changes"`
+	Deleted bool `json:"deleted"`
+}
+
+type changesAnswer struct {
+	Results []changesRow    `json:"results"`
+	LastSeq json.RawMessage `json:"last_seq"`
+	Pending *int            `json:"pending"`
+}
+
+// Changes reads one page of the changes feed with POST
+// _changes?style=all_docs, the selector (if any) in the body with
+// filter=_selector, as pouchdb-adapter-http sends it (FORMAT.md §5.3).
+// With Wait it uses feed=longpoll and repeats until a change arrives, the
+// feed's last sequence moves, or ctx ends.
+func (d *DB) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
+	q := url.Values{"style": {"all_docs"}}
+	if req.Since != "" {
+		q.Set("since", req.Since)
+	}
+	if req.Limit > 0 {
+		q.Set("limit", strconv.Itoa(req.Limit))
+	}
+	body := map[string]any{}
+	if len(req.Selector) > 0 {
+		q.Set("filter", "_selector")
+		body["selector"] = req.Selector
+	}
+	if req.Wait {
+		q.Set("feed", "longpoll")
+		q.Set("timeout", strconv.FormatInt(d.cfg.LongpollTimeout.Milliseconds(), 10))
+	}
+	for {
+		var a changesAnswer
+		if err := d.do(ctx, "changes", "", http.MethodPost, d.dbURL("/_changes", q), body, &a); err != nil {
+			return engine.ChangesPage{}, err
+		}
+		page := engine.ChangesPage{LastSeq: seqString(a.LastSeq), Pending: -1}
+		if a.Pending != nil {
+			page.Pending = *a.Pending
+		}
+		for _, r := range a.Results {
+			c := engine.Change{Seq: seqString(r.Seq), ID: r.ID, Deleted: r.Deleted}
+			for _, ch := range r.Changes {
+				c.Revs = append(c.Revs, ch.Rev)
+			}
+			page.Results = append(page.Results, c)
+		}
+		if !req.Wait || len(page.Results) > 0 || (page.LastSeq != "" && page.LastSeq != req.Since) {
+			if page.LastSeq == "" {
+				page.LastSeq = req.Since
+			}
+			return page, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return engine.ChangesPage{}, err
+		}
+	}
+}
+
+// RevsDiff asks which of the given revisions the database lacks.
+func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(revs) == 0 {
+		return out, nil
+	}
+	var a map[string]struct {
+		Missing []string `json:"missing"`
+	}
+	if err := d.do(ctx, "revs diff", "", http.MethodPost, d.dbURL("/_revs_diff", nil), revs, &a); err != nil {
+		return nil, err
+	}
+	for id, v := range a {
+		if len(v.Missing) > 0 {
+			out[id] = v.Missing
+		}
+	}
+	return out, nil
+}
+
+// BulkGet reads the named revisions with their _revisions history
+// (POST _bulk_get?revs=true&latest=true), in request order, leaving out
+// revisions the database lacks. When the server has no _bulk_get (404,
+// 405 or 501, or Config.NoBulkGet), it falls back to one GET
+// ?open_revs=[…]&revs=true&latest=true per document, as PouchDB does.
+func (d *DB) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	if len(revs) == 0 {
+		return nil, nil
+	}
+	select {
+	case <-d.bulkGetMissing:
+		return d.openRevs(ctx, revs)
+	default:
+	}
+	type ref struct {
+		ID  string `json:"id"`
+		Rev string `json:"rev"`
+	}
+	refs := make([]ref, len(revs))
+	for i, r := range revs {
+		refs[i] = ref{r.ID, r.Rev}
+	}
+	var a struct {
+		Results []struct {
+			ID   string `json:"id"`
+			Docs []struct {
+				OK json.RawMessage `json:"ok"`
+			} `json:"docs"`
+		} `json:"results"`
+	}
+	q := url.Values{"revs": {"true"}, "latest": {"true"}}
+	err := d.do(ctx, "bulk get", "", http.MethodPost, d.dbURL("/_bulk_get", q), map[string]any{"docs": refs}, &a)
+	if err != nil {
+		if httpStatus(err) == http.StatusNotFound {
+			// A missing database is not a missing endpoint.
+			if ok, xerr := d.Exists(ctx); xerr == nil && ok {
+				d.markNoBulkGet()
+				return d.openRevs(ctx, revs)
+			}
+			return nil, err
+		}
+		if isMissingEndpoint(err) {
+			d.markNoBulkGet()
+			return d.openRevs(ctx, revs)
+		}
+		return nil, err
+	}
+	byRev := map[engine.DocRev]json.RawMessage{}
+	for _, r := range a.Results {
+		for _, doc := range r.Docs {
+			if len(doc.OK) == 0 || string(doc.OK) == "null" {
+				continue // {"error":…} or {} (express-pouchdb) for a missing revision
+			}
+			var head struct {
+				ID  string `json:"_id"`
+				Rev string `json:"_rev"`
+			}
+			if err := json.Unmarshal(doc.OK, &head); err != nil {
+				return nil, &engine.Error{Op: "bulk get", DocID: r.ID, Stage: engine.StageProtocol,
+					Err: fmt.Errorf("couchdb: document is not a JSON object: %w", engine.ErrMalformed)}
+			}
+			byRev[engine.DocRev{ID: head.ID, Rev: head.Rev}] = doc.OK
+		}
+	}
+	return inOrder(revs, byRev), nil
+}
+
+// inOrder lists the found documents in request order, each once.
+func inOrder(revs []engine.DocRev, byRev map[engine.DocRev]json.RawMessage) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(revs))
+	for _, r := range revs {
+		if doc, ok := byRev[r]; ok {
+			out = append(out, doc)
+			delete(byRev, r)
+		}
+	}
+	return out
+}
+
+func (d *DB) markNoBulkGet() {
+	defer func() { _ = recover() }() // already closed by a concurrent call
+	close(d.bulkGetMissing)
+}
+
+// isMissingEndpoint reports whether err says the server has no such
+// endpoint (404 for the path, 405, 501).
+func isMissingEndpoint(err error) bool {
+	var se *statusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.status {
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
+
+// openRevs is the fallback of BulkGet: kivik's OpenRevs (multipart/mixed)
+// per document, asking with latest=true as PouchDB does.
+func (d *DB) openRevs(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	var order []string
+	want := map[string][]string{}
+	for _, r := range revs {
+		if _, ok := want[r.ID]; !ok {
+			order = append(order, r.ID)
+		}
+		want[r.ID] = append(want[r.ID], r.Rev)
+	}
+	byRev := map[engine.DocRev]json.RawMessage{}
+	for _, id := range order {
+		rs := d.db.OpenRevs(ctx, id, want[id], kivik.Param("revs", true), kivik.Param("latest", true))
+		for rs.Next() {
+			if rs.Err() != nil {
+				continue
+			}
+			var doc json.RawMessage
+			if err := rs.ScanDoc(&doc); err != nil {
+				if kivik.HTTPStatus(err) == http.StatusNotFound {
+					continue // a missing revision
+				}
+				rs.Close()
+				return nil, d.kivikErr(ctx, "open revs", id, err)
+			}
+			rev, _ := rs.Rev()
+			if rev == "" {
+				var head struct {
+					Rev string `json:"_rev"`
+				}
+				_ = json.Unmarshal(doc, &head)
+				rev = head.Rev
+			}
+			byRev[engine.DocRev{ID: id, Rev: rev}] = doc
+		}
+		err := rs.Err()
+		rs.Close()
+		if err != nil && kivik.HTTPStatus(err) != http.StatusNotFound {
+			return nil, d.kivikErr(ctx, "open revs", id, err)
+		}
+	}
+	return inOrder(revs, byRev), nil
+}
+
+// BulkDocs writes documents with new_edits=false (POST _bulk_docs). A
+// request the server refuses as too large wraps engine.ErrTooLarge.
+func (d *DB) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	var rows []struct {
+		ID     string `json:"id"`
+		Rev    string `json:"rev"`
+		Error  string `json:"error"`
+		Reason string `json:"reason"`
+	}
+	body := map[string]any{"docs": docs, "new_edits": false}
+	if err := d.do(ctx, "bulk docs", "", http.MethodPost, d.dbURL("/_bulk_docs", nil), body, &rows); err != nil {
+		return nil, err
+	}
+	out := make([]engine.BulkDocResult, len(rows))
+	for i, r := range rows {
+		out[i] = engine.BulkDocResult{ID: r.ID, Rev: r.Rev, Error: r.Error, Reason: r.Reason}
+	}
+	return out, nil
+}
+
+const localPrefix = "_local/"
+
+func localURL(d *DB, id string) string {
+	return d.dbURL("/"+localPrefix+url.PathEscape(id), nil)
+}
+
+// GetLocal reads _local/<id>; engine.ErrNotFound if absent.
+func (d *DB) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
+	var doc json.RawMessage
+	if err := d.do(ctx, "get local", localPrefix+id, http.MethodGet, localURL(d, id), nil, &doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// PutLocal writes _local/<id>, last write wins: it takes the stored _rev
+// (CouchDB refuses a stale one) and retries a few times on a conflict.
+func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &fields); err != nil || fields == nil {
+		return &engine.Error{Op: "put local", DocID: localPrefix + id, Stage: engine.StageEncode,
+			Err: fmt.Errorf("couchdb: a _local document must be a JSON object: %w", engine.ErrMalformed)}
+	}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		delete(fields, "_rev")
+		cur, gerr := d.GetLocal(ctx, id)
+		switch {
+		case gerr == nil:
+			var head struct {
+				Rev string `json:"_rev"`
+			}
+			_ = json.Unmarshal(cur, &head)
+			if head.Rev != "" {
+				fields["_rev"], _ = json.Marshal(head.Rev)
+			}
+		case !errors.Is(gerr, engine.ErrNotFound):
+			return gerr
+		}
+		if err = d.putLocalRev(ctx, id, fields); err == nil || !isConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// putLocalRev writes _local/<id> as given; a stale or missing _rev is a
+// conflict error (see isConflict).
+func (d *DB) putLocalRev(ctx context.Context, id string, fields map[string]json.RawMessage) error {
+	fields["_id"], _ = json.Marshal(localPrefix + id)
+	return d.do(ctx, "put local", localPrefix+id, http.MethodPut, localURL(d, id), fields, nil)
+}
+
+func isConflict(err error) bool {
+	return httpStatus(err) == http.StatusConflict
+}
