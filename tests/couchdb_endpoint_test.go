@@ -321,3 +321,58 @@ func TestCouchDBTooLarge(t *testing.T) {
 		t.Errorf("message does not say what to do: %v", err)
 	}
 }
+
+// countingRT counts the requests per method and path prefix "_local".
+type countingRT struct {
+	next http.RoundTripper
+	mu   chan struct{}
+	n    map[string]int
+}
+
+func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.Contains(r.URL.Path, "/_local/") {
+		c.mu <- struct{}{}
+		c.n[r.Method]++
+		<-c.mu
+	}
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingRT) count(method string) int {
+	c.mu <- struct{}{}
+	defer func() { <-c.mu }()
+	return c.n[method]
+}
+
+// PutLocal writes with the _rev it last saw (one request per rewrite) and
+// falls back to reading the stored _rev when another writer moved it.
+func TestCouchDBPutLocalRemembersRev(t *testing.T) {
+	rt := &countingRT{next: http.DefaultTransport, mu: make(chan struct{}, 1), n: map[string]int{}}
+	db := freshDB(t, func(c *couchdb.Config) { c.HTTPClient = &http.Client{Transport: rt} })
+	other := openDB(t, db.Name(), false, nil)
+	ctx := ctxT(t)
+	for i := range 3 {
+		if err := db.PutLocal(ctx, "cp", raw(fmt.Sprintf(`{"last_seq":"%d"}`, i))); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if g, p := rt.count(http.MethodGet), rt.count(http.MethodPut); g != 1 || p != 3 {
+		t.Fatalf("3 writes made %d GETs and %d PUTs, want 1 and 3", g, p)
+	}
+	if err := other.PutLocal(ctx, "cp", raw(`{"last_seq":"other"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutLocal(ctx, "cp", raw(`{"last_seq":"mine"}`)); err != nil {
+		t.Fatalf("put after another writer: %v", err)
+	}
+	got, err := other.GetLocal(ctx, "cp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"mine"`) {
+		t.Fatalf("_local = %s, want the last write", got)
+	}
+	if err := db.PutLocal(ctx, "cp", raw(`{"last_seq":"again"}`)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -97,6 +97,9 @@ type DB struct {
 	db     *kivik.DB
 
 	bulkGetMissing chan struct{} // closed once _bulk_get proved absent
+
+	localMu   sync.Mutex
+	localRevs map[string]string // _local id → last _rev read or written
 }
 
 var _ engine.Endpoint = (*DB)(nil)

@@ -302,13 +302,45 @@ func localURL(d *DB, id string) string {
 func (d *DB) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
 	var doc json.RawMessage
 	if err := d.do(ctx, "get local", localPrefix+id, http.MethodGet, localURL(d, id), nil, &doc); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			d.setLocalRev(id, "")
+		}
 		return nil, err
 	}
+	var head struct {
+		Rev string `json:"_rev"`
+	}
+	_ = json.Unmarshal(doc, &head)
+	d.setLocalRev(id, head.Rev)
 	return doc, nil
 }
 
-// PutLocal writes _local/<id>, last write wins: it takes the stored _rev
-// (CouchDB refuses a stale one) and retries a few times on a conflict.
+// localRev returns the last _rev of _local/<id> this DB read or wrote
+// ("" if none is known).
+func (d *DB) localRev(id string) string {
+	d.localMu.Lock()
+	defer d.localMu.Unlock()
+	return d.localRevs[id]
+}
+
+func (d *DB) setLocalRev(id, rev string) {
+	d.localMu.Lock()
+	defer d.localMu.Unlock()
+	if rev == "" {
+		delete(d.localRevs, id)
+		return
+	}
+	if d.localRevs == nil {
+		d.localRevs = make(map[string]string)
+	}
+	d.localRevs[id] = rev
+}
+
+// PutLocal writes _local/<id>, last write wins. It first writes with the
+// _rev this DB last read or wrote for id (one request, the common case of
+// a checkpoint rewritten by its only writer); with none known, or on a
+// conflict (someone else wrote it), it takes the stored _rev (CouchDB
+// refuses a stale one) and retries a few times on a conflict.
 func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &fields); err != nil || fields == nil {
@@ -316,6 +348,12 @@ func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error
 			Err: fmt.Errorf("couchdb: a _local document must be a JSON object: %w", engine.ErrMalformed)}
 	}
 	var err error
+	if rev := d.localRev(id); rev != "" {
+		fields["_rev"], _ = json.Marshal(rev)
+		if err = d.putLocalRev(ctx, id, fields); err == nil || !(isConflict(err) || errors.Is(err, engine.ErrNotFound)) {
+			return err
+		}
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		delete(fields, "_rev")
 		cur, gerr := d.GetLocal(ctx, id)
@@ -342,7 +380,15 @@ func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error
 // conflict error (see isConflict).
 func (d *DB) putLocalRev(ctx context.Context, id string, fields map[string]json.RawMessage) error {
 	fields["_id"], _ = json.Marshal(localPrefix + id)
-	return d.do(ctx, "put local", localPrefix+id, http.MethodPut, localURL(d, id), fields, nil)
+	var res struct {
+		Rev string `json:"rev"`
+	}
+	if err := d.do(ctx, "put local", localPrefix+id, http.MethodPut, localURL(d, id), fields, &res); err != nil {
+		d.setLocalRev(id, "") // unknown now: read it before the next write
+		return err
+	}
+	d.setLocalRev(id, res.Rev)
+	return nil
 }
 
 func isConflict(err error) bool {
