@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 )
@@ -60,10 +61,17 @@ type checkpoint struct {
 	session        string
 	src, tgt       checkpointDoc
 	readOnlySource bool
+
+	// The remote side's write is spaced out: remoteSeq is the sequence
+	// it still lacks ("" none), remoteBatches the batches and remoteAt
+	// the time since its last write.
+	remoteSeq     string
+	remoteBatches int
+	remoteAt      time.Time
 }
 
 func (r *Replicator) readCheckpoint(ctx context.Context, lg *leg) (*checkpoint, error) {
-	cp := &checkpoint{session: rand.Text()}
+	cp := &checkpoint{session: rand.Text(), remoteAt: time.Now()}
 	tgt, tgtOK, err := getCheckpoint(ctx, lg.tgt, lg.repID)
 	if err != nil {
 		return nil, err
@@ -118,11 +126,53 @@ func getCheckpoint(ctx context.Context, ep engine.Endpoint, id string) (checkpoi
 	return d, true, nil
 }
 
-// writeCheckpoint records seq on the target and then on the source.
-func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoint, seq string) error {
-	if err := putCheckpoint(ctx, lg.tgt, lg.repID, &cp.tgt, cp.session, seq); err != nil {
+// writeCheckpoint records seq on the target and then on the source: on
+// the local side always, on the remote side when due (see
+// Config.RemoteCheckpointBatches) or when force is set, else remembered
+// for flushCheckpoint. Every checkpoint only covers changes already on
+// the target, so a lagging one means re-listing, never losing, changes.
+func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoint, seq string, force bool) error {
+	cp.remoteSeq = seq
+	cp.remoteBatches++
+	due := force || cp.remoteBatches >= r.cfg.RemoteCheckpointBatches ||
+		time.Since(cp.remoteAt) >= r.cfg.RemoteCheckpointInterval
+	if lg.dir == Pull {
+		if err := putCheckpoint(ctx, lg.tgt, lg.repID, &cp.tgt, cp.session, seq); err != nil {
+			return err
+		}
+		if !due {
+			return nil
+		}
+		return r.flushCheckpoint(ctx, lg, cp)
+	}
+	if due {
+		if err := r.flushCheckpoint(ctx, lg, cp); err != nil {
+			return err
+		}
+	}
+	return r.putSource(ctx, lg, cp, seq)
+}
+
+// flushCheckpoint writes the remote side's pending checkpoint, if any.
+func (r *Replicator) flushCheckpoint(ctx context.Context, lg *leg, cp *checkpoint) error {
+	seq := cp.remoteSeq
+	if seq == "" {
+		return nil
+	}
+	if lg.dir != Pull {
+		if err := putCheckpoint(ctx, lg.tgt, lg.repID, &cp.tgt, cp.session, seq); err != nil {
+			return err
+		}
+	} else if err := r.putSource(ctx, lg, cp, seq); err != nil {
 		return err
 	}
+	cp.remoteSeq, cp.remoteBatches, cp.remoteAt = "", 0, time.Now()
+	return nil
+}
+
+// putSource writes the source's checkpoint unless the source is
+// read-only (then the target's alone is kept).
+func (r *Replicator) putSource(ctx context.Context, lg *leg, cp *checkpoint, seq string) error {
 	if cp.readOnlySource {
 		return nil
 	}

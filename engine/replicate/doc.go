@@ -36,8 +36,13 @@
 //     pulled-metadata delay.
 //  4. Checkpoint: the page's LastSeq is written to the target, then to
 //     the source (a source refusing with an auth error is treated as
-//     read-only). A checkpoint never covers a change not yet written, so
-//     an interrupted run resumes without transferring again.
+//     read-only) — on the local side after every batch, on the remote
+//     side only every Config.RemoteCheckpointBatches batches or
+//     RemoteCheckpointInterval, when the source is caught up, and at
+//     the end of the pass however it ends. A checkpoint never covers a
+//     change not yet written, so an interrupted run resumes without
+//     transferring again; a lagging remote checkpoint only makes a
+//     resumed run list some changes again, which RevsDiff filters.
 //  5. The leg ends at the end of the feed: an empty page, or Pending 0.
 //
 // A failed bulk write (an error from BulkDocs that is not a transport
@@ -61,7 +66,7 @@
 // RunFinite, retried with backoff on transport errors, each attempt its
 // own finite operation), then follows each requested direction with
 // Changes(Wait=true) from its checkpoint, continuously and outside the
-// finite boundary, checkpointing every batch. Transport errors reconnect
+// finite boundary, checkpointing as above. Transport errors reconnect
 // after 1 s doubling to 60 s, reset by a successful batch. Live returns
 // when ctx ends or Close is called, after its goroutines have ended.
 //

@@ -34,6 +34,7 @@ type memEP struct {
 	bulkGetDocs   int
 	bulkDocsCalls int
 	bulkDocsDocs  int // documents of successful BulkDocs calls
+	putLocalCalls int
 
 	// fault hooks, called with mu not held
 	onChanges  func(req engine.ChangesRequest) error
@@ -348,6 +349,7 @@ func (m *memEP) PutLocal(ctx context.Context, id string, doc json.RawMessage) er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.locals[id] = slices.Clone(doc)
+	m.putLocalCalls++
 	return nil
 }
 

@@ -7,12 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 )
+
+// remoteFlushTimeout bounds the remote checkpoint write at the end of a
+// pass (which may run after its context ended).
+const remoteFlushTimeout = 10 * time.Second
 
 // leg is one direction of a replication: source, target and the id of
 // their checkpoints.
@@ -62,11 +67,29 @@ func endpointID(ctx context.Context, ep engine.Endpoint, id string) (string, err
 // One goroutine reads pages ahead (at most sz.limit pages read and not
 // yet written), this one writes them in order and checkpoints after each,
 // so a checkpoint never covers a change that is not on the target.
-func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p *Progress) (int, error) {
+//
+// The remote side's checkpoint is written less often (writeCheckpoint);
+// whatever it lacks is written when the pass ends, however it ends.
+func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p *Progress) (batches int, err error) {
 	cp, err := r.readCheckpoint(ctx, lg)
 	if err != nil {
 		return 0, err
 	}
+	defer func() { // runs last, after the reader has stopped
+		if cp.remoteSeq == "" {
+			return
+		}
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), remoteFlushTimeout)
+		defer cancel()
+		ferr := r.flushCheckpoint(fctx, lg, cp)
+		switch {
+		case ferr == nil:
+		case err == nil && ctx.Err() == nil:
+			err = ferr
+		default:
+			r.cfg.Log.Warn("replicate: final remote checkpoint not written", "direction", lg.dir.String(), "err", ferr)
+		}
+	}()
 	*p = Progress{Direction: lg.dir, LastSeq: cp.since, Pending: -1}
 
 	type item struct {
@@ -104,7 +127,6 @@ func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p
 		}
 	}()
 
-	batches := 0
 	for it := range pages {
 		if it.err != nil {
 			return batches, it.err
@@ -115,7 +137,7 @@ func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p
 			return batches, err
 		}
 		if seq := it.page.LastSeq; seq != "" && seq != p.LastSeq {
-			if err := r.writeCheckpoint(ctx, lg, cp, seq); err != nil {
+			if err := r.writeCheckpoint(ctx, lg, cp, seq, it.page.Pending == 0); err != nil {
 				return batches, err
 			}
 			p.LastSeq = seq

@@ -20,6 +20,12 @@ const (
 	DefaultBatchesLimit = 25
 	DefaultMinBackoff   = time.Second
 	DefaultMaxBackoff   = 60 * time.Second
+
+	// DefaultRemoteCheckpointBatches and DefaultRemoteCheckpointInterval
+	// space the checkpoint writes on the remote endpoint (see
+	// Config.RemoteCheckpointBatches).
+	DefaultRemoteCheckpointBatches  = 10
+	DefaultRemoteCheckpointInterval = 10 * time.Second
 )
 
 // ChunksOnlineSelector is the Mango selector of a readChunksOnline pull:
@@ -134,6 +140,17 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the live reconnection delay after
 	// transport errors (default 1 s doubling to 60 s; reset on success).
 	MinBackoff, MaxBackoff time.Duration
+	// The checkpoint is written on the local endpoint after every batch,
+	// on the remote one (the source of a pull, the target of a push) only
+	// once RemoteCheckpointBatches batches (default 10) or
+	// RemoteCheckpointInterval (default 10 s) have passed since its last
+	// write, when the source is caught up, and at the end of every pass
+	// (completion, error after a batch, cancellation). Fewer requests to
+	// the server; a lagging remote checkpoint only means a resumed run
+	// re-lists some changes, never re-transfers documents (RevsDiff on the
+	// target filters them). 1 writes it after every batch.
+	RemoteCheckpointBatches  int
+	RemoteCheckpointInterval time.Duration
 	// Log is the logger; nil discards.
 	Log *slog.Logger
 }
@@ -145,6 +162,8 @@ func (c Config) Validate() error {
 		return errors.New("replicate: Local and Remote endpoints are required")
 	case c.BatchSize < 0 || c.BatchesLimit < 0:
 		return errors.New("replicate: negative BatchSize or BatchesLimit")
+	case c.RemoteCheckpointBatches < 0 || c.RemoteCheckpointInterval < 0:
+		return errors.New("replicate: negative RemoteCheckpointBatches or RemoteCheckpointInterval")
 	case c.MinBackoff < 0 || c.MaxBackoff < 0 || (c.MaxBackoff > 0 && c.MinBackoff > c.MaxBackoff):
 		return errors.New("replicate: invalid backoff bounds")
 	}
@@ -160,6 +179,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchesLimit == 0 {
 		c.BatchesLimit = DefaultBatchesLimit
+	}
+	if c.RemoteCheckpointBatches == 0 {
+		c.RemoteCheckpointBatches = DefaultRemoteCheckpointBatches
+	}
+	if c.RemoteCheckpointInterval == 0 {
+		c.RemoteCheckpointInterval = DefaultRemoteCheckpointInterval
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = DefaultMinBackoff

@@ -372,3 +372,79 @@ func TestCheckpointsOnBothSides(t *testing.T) {
 		}
 	}
 }
+
+// The local side is checkpointed after every batch, the remote side every
+// RemoteCheckpointBatches batches and at the end, in both directions; both
+// end at the last sequence.
+func TestRemoteCheckpointIsSpacedOut(t *testing.T) {
+	for _, dir := range []string{"pull", "push"} {
+		t.Run(dir, func(t *testing.T) {
+			remote, local := newMem("remote"), newMem("local")
+			src := remote
+			if dir == "push" {
+				src = local
+			}
+			seedVault(src, 50) // 100 documents, 20 batches of 5
+			r := newRep(t, replicate.Config{Local: local, Remote: remote, LocalID: "L", RemoteID: "R", BatchSize: 5, BatchesLimit: 2})
+			var err error
+			id := replicate.ReplicationID("R", "L", nil)
+			if dir == "push" {
+				_, err = r.Push(context.Background())
+				id = replicate.ReplicationID("L", "R", nil)
+			} else {
+				_, err = r.Pull(context.Background())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if local.putLocalCalls != 20 {
+				t.Errorf("local checkpoint writes = %d, want 20", local.putLocalCalls)
+			}
+			if n := remote.putLocalCalls; n < 2 || n > 3 {
+				t.Errorf("remote checkpoint writes = %d, want 2 or 3", n)
+			}
+			for _, ep := range []*memEP{local, remote} {
+				raw, err := ep.GetLocal(context.Background(), id)
+				if err != nil {
+					t.Fatalf("%s: %v", ep.name, err)
+				}
+				var cp struct {
+					LastSeq string `json:"last_seq"`
+				}
+				_ = json.Unmarshal(raw, &cp)
+				if cp.LastSeq != "100" {
+					t.Errorf("%s: checkpoint %s, want last_seq 100", ep.name, raw)
+				}
+			}
+		})
+	}
+}
+
+// A run that fails after a few batches (fewer than RemoteCheckpointBatches)
+// still leaves the remote checkpoint at the last written batch.
+func TestRemoteCheckpointWrittenOnError(t *testing.T) {
+	remote, local := newMem("remote"), newMem("local")
+	seedVault(remote, 50)
+	calls := 0
+	local.onBulkDocs = func([]json.RawMessage) error {
+		if calls++; calls == 4 {
+			return transportErr
+		}
+		return nil
+	}
+	r := newRep(t, replicate.Config{Local: local, Remote: remote, LocalID: "L", RemoteID: "R", BatchSize: 10, BatchesLimit: 1})
+	if _, err := r.Pull(context.Background()); !replicate.IsTransport(err) {
+		t.Fatalf("pull: %v, want the transport error", err)
+	}
+	raw, err := remote.GetLocal(context.Background(), replicate.ReplicationID("R", "L", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp struct {
+		LastSeq string `json:"last_seq"`
+	}
+	_ = json.Unmarshal(raw, &cp)
+	if cp.LastSeq != "30" || remote.putLocalCalls != 1 {
+		t.Fatalf("remote checkpoint %s after %d writes, want last_seq 30 in one write", raw, remote.putLocalCalls)
+	}
+}
