@@ -2,7 +2,7 @@
 # Cold-pull benchmark (issue 5 item 7): our engine against PouchDB 9, in one
 # run on this machine, from the same CouchDB-protocol test server.
 #
-#   bench/pull/run.sh            # RUNS=3 DOCS=10000 SIZE=1024 EXTRA_BATCH=250 EXTRA_LIMIT=25
+#   bench/pull/run.sh            # RUNS=3 DOCS=10000 SIZE=1024 EXTRA_BATCH=100 EXTRA_LIMIT=25
 #
 # Starts tests/couchserver (express-pouchdb over in-memory PouchDB 7.3.1),
 # loads DOCS chunk documents of SIZE bytes of data into one database
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/../.."
 RUNS="${RUNS:-3}"
 DOCS="${DOCS:-10000}"
 SIZE="${SIZE:-1024}"
-EXTRA_BATCH="${EXTRA_BATCH:-250}"
+EXTRA_BATCH="${EXTRA_BATCH:-100}"
 EXTRA_LIMIT="${EXTRA_LIMIT:-25}"
 results="${RESULTS_OUT:-$(mktemp -t pullbench.XXXXXX)}"
 : >"$results"

@@ -155,26 +155,34 @@ func TestResumeFromCheckpointAfterInterruption(t *testing.T) {
 }
 
 func TestBatchFallbackSizes(t *testing.T) {
-	remote, local := newMem("remote"), newMem("local")
-	seedVault(remote, 20)
-	local.onBulkDocs = func([]json.RawMessage) error {
-		return &engine.Error{Op: "bulk docs", Stage: engine.StageProtocol, Err: errors.New("500 internal error")}
-	}
-	r := newRep(t, replicate.Config{Local: local, Remote: remote})
-	_, err := r.Pull(context.Background())
-	if err == nil || replicate.IsTransport(err) {
-		t.Fatalf("err = %v", err)
-	}
-	// One Changes page per attempt (the write fails on the first): the
-	// limits are the batch sizes of upstream's fallback.
-	var firsts []int
-	for i, l := range remote.limits {
-		if i == 0 || l != remote.limits[i-1] {
-			firsts = append(firsts, l)
+	for _, tc := range []struct {
+		batch int
+		want  []int
+	}{
+		{25, []int{25, 15, 10, 7, 6, 5}},         // LiveSync's batch_size
+		{0, []int{100, 52, 28, 16, 10, 7, 6, 5}}, // our default
+	} {
+		remote, local := newMem("remote"), newMem("local")
+		seedVault(remote, 20)
+		local.onBulkDocs = func([]json.RawMessage) error {
+			return &engine.Error{Op: "bulk docs", Stage: engine.StageProtocol, Err: errors.New("500 internal error")}
 		}
-	}
-	if want := []int{25, 15, 10, 7, 6, 5}; !slices.Equal(firsts, want) {
-		t.Errorf("batch sizes %v, want %v", firsts, want)
+		r := newRep(t, replicate.Config{Local: local, Remote: remote, BatchSize: tc.batch})
+		_, err := r.Pull(context.Background())
+		if err == nil || replicate.IsTransport(err) {
+			t.Fatalf("err = %v", err)
+		}
+		// One Changes page per attempt (the write fails on the first): the
+		// limits are the batch sizes of upstream's fallback.
+		var firsts []int
+		for i, l := range remote.limits {
+			if i == 0 || l != remote.limits[i-1] {
+				firsts = append(firsts, l)
+			}
+		}
+		if !slices.Equal(firsts, tc.want) {
+			t.Errorf("BatchSize %d: batch sizes %v, want %v", tc.batch, firsts, tc.want)
+		}
 	}
 }
 
