@@ -4,66 +4,24 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/activity"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 )
-
-// memStore is a LocalChunks kept in a map.
-type memStore struct {
-	mu sync.Mutex
-	m  map[engine.ChunkID]engine.Chunk
-}
-
-func (s *memStore) GetChunks(_ context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[engine.ChunkID]engine.Chunk{}
-	for _, id := range ids {
-		if c, ok := s.m[id]; ok {
-			out[id] = c
-		}
-	}
-	return out, nil
-}
-
-func (s *memStore) PutChunks(_ context.Context, cs []engine.Chunk) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range cs {
-		s.m[c.ID] = c
-	}
-	return nil
-}
-
-// remote is a ChunkSource that has one chunk.
-type remote struct{}
-
-func (remote) FetchChunks(_ context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
-	var r engine.FetchResult
-	for _, id := range ids {
-		if id == "h:1k1pm0uba4xzy" {
-			r.Found = append(r.Found, engine.Chunk{ID: id, Data: "# Hello\n"})
-		} else {
-			r.Missing = append(r.Missing, id)
-		}
-	}
-	return r, nil
-}
-func (remote) CanFetchDirect() bool { return true }
-func (remote) ThrottleKey() string  { return "couch.example:443" }
 
 // A reader asks for chunks its metadata names; missing ones are fetched
 // from the remote by id, persisted, and delivered. Nothing waits on a
 // clock: an id ends when the remote delivers it, or answers it lacks it
 // and no replication can still bring it.
 func Example() {
-	store := &memStore{m: map[engine.ChunkID]engine.Chunk{}}
+	store := enginetest.NewMemChunks()
+	// remote has one chunk; every other id is answered missing.
+	remote := enginetest.MapSource{Key: "couch.example:443", Chunks: map[engine.ChunkID]string{"h:1k1pm0uba4xzy": "# Hello\n"}}
 	act := activity.New(nil)
 	claims := fetch.NewCoordinator()
-	f, err := fetch.New(fetch.Config{}, fetch.Deps{Source: remote{}, Local: store, Activity: act, Claims: claims})
+	f, err := fetch.New(fetch.Config{}, fetch.Deps{Source: remote, Local: store, Activity: act, Claims: claims})
 	if err != nil {
 		log.Fatal(err)
 	}
