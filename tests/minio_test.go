@@ -1,0 +1,355 @@
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/livesync-go/livesync-go/adapters/minio"
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/e2ee"
+	"github.com/livesync-go/livesync-go/engine/journal"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+	minioclient "github.com/minio/minio-go/v7"
+)
+
+type s3Env struct{ endpoint, access, secret, bucketPrefix string }
+
+// s3Server returns the S3 server named by the environment. Without one it
+// fails under CI and skips otherwise.
+func s3Server(t *testing.T) s3Env {
+	t.Helper()
+	e := s3Env{os.Getenv("LIVESYNC_TEST_S3_ENDPOINT"), os.Getenv("LIVESYNC_TEST_S3_ACCESS_KEY"), os.Getenv("LIVESYNC_TEST_S3_SECRET_KEY"), os.Getenv("LIVESYNC_TEST_S3_BUCKET_PREFIX")}
+	if e.endpoint == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("LIVESYNC_TEST_S3_ENDPOINT is not set but CI is: the S3 integration tests must run in CI " +
+				"(.ci/run starts tests/s3server and sets LIVESYNC_TEST_S3_ENDPOINT, _ACCESS_KEY and _SECRET_KEY)")
+		}
+		t.Skip("LIVESYNC_TEST_S3_ENDPOINT not set; run scripts/test, or see README.md \"Integration tests\"")
+	}
+	if e.bucketPrefix == "" {
+		e.bucketPrefix = "lsgo-test-"
+	}
+	return e
+}
+
+// s3Bucket opens a bucket on the test server with cfg adjusted by mod.
+func s3Bucket(t *testing.T, e s3Env, bucket, prefix string, mod func(*minio.Config)) *minio.Bucket {
+	t.Helper()
+	cfg := minio.Config{Endpoint: e.endpoint, Bucket: bucket, Prefix: prefix, AccessKey: e.access, SecretKey: e.secret, PathStyle: true}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := minio.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// freshBucket creates a new bucket and removes it (with its objects) at
+// the end of the test; objects go under a per-test prefix.
+func freshBucket(t *testing.T) (*minio.Bucket, s3Env) {
+	t.Helper()
+	e := s3Server(t)
+	r := make([]byte, 6)
+	_, _ = rand.Read(r)
+	name := e.bucketPrefix + hex.EncodeToString(r)
+	prefix := strings.ToLower(strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())) + "/"
+	b := s3Bucket(t, e, name, prefix, nil)
+	ctx := ctxT(t)
+	if err := b.Client().MakeBucket(ctx, name, minioclient.MakeBucketOptions{}); err != nil {
+		t.Fatalf("make bucket %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c := b.Client()
+		objs := c.ListObjects(ctx, name, minioclient.ListObjectsOptions{Recursive: true})
+		for re := range c.RemoveObjects(ctx, name, objs, minioclient.RemoveObjectsOptions{}) {
+			t.Logf("remove %s: %v", re.ObjectName, re.Err)
+		}
+		_ = c.RemoveBucket(ctx, name)
+	})
+	return b, e
+}
+
+const vectorsDir = "../engine/testdata/vectors"
+
+// TestS3JournalVectors uploads the journal packs the real plugin wrote
+// (plain and E2EE) as they are, lists them, opens every pack (E2EE with the
+// salt read back from the sync-parameters object) and rebuilds every input
+// file byte for byte.
+func TestS3JournalVectors(t *testing.T) {
+	var dump struct {
+		Files []struct {
+			VaultPath string `json:"vaultPath"`
+			Source    string `json:"source"`
+			Content   string `json:"content"`
+			CTime     int64  `json:"ctime"`
+			MTime     int64  `json:"mtime"`
+			SHA256    string `json:"sha256"`
+		} `json:"files"`
+	}
+	raw, err := os.ReadFile(filepath.Join(vectorsDir, "vault-dump-plain.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"plain", "e2ee"} {
+		t.Run(kind, func(t *testing.T) {
+			b, _ := freshBucket(t)
+			ctx := ctxT(t)
+			dir := filepath.Join(vectorsDir, "journal", kind)
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantPacks []string
+			for _, en := range entries {
+				name := en.Name()
+				if en.IsDir() || name == "manifest.json" {
+					continue
+				}
+				body, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.PutObject(ctx, name, body); err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasSuffix(name, journal.PackKeySuffix) {
+					wantPacks = append(wantPacks, b.Prefix()+name)
+				}
+			}
+			keys, err := b.List(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(keys) != fmt.Sprint(wantPacks) {
+				t.Fatalf("List = %v, want %v", keys, wantPacks)
+			}
+			if after, err := b.List(ctx, keys[0]); err != nil || fmt.Sprint(after) != fmt.Sprint(keys[1:]) {
+				t.Fatalf("List after %s = %v, %v; want %v", keys[0], after, err, keys[1:])
+			}
+			if _, err := b.GetMilestone(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			var manifest struct {
+				Settings struct {
+					Effective negotiate.TweakValues `json:"effective"`
+				} `json:"settings"`
+			}
+			mb, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(mb, &manifest); err != nil {
+				t.Fatal(err)
+			}
+			s, err := livesync.FromTweakValues(livesync.Settings{Passphrase: "vector-passphrase"}, manifest.Settings.Effective)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cipher journal.Cipher
+			if s.Encrypt {
+				p, err := b.GetSyncParameters(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				salt, err := p.Salt()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cipher = e2ee.New(s.Passphrase, salt, e2ee.Options{})
+			}
+			chunks := map[string]string{}
+			metas := map[string]livesync.Doc{}
+			for _, k := range keys {
+				recs, err := b.GetPack(ctx, k, cipher)
+				if err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+				// Round trip: the same records through PutPack and GetPack.
+				rk, err := b.PutPack(ctx, recs, cipher)
+				if err != nil {
+					t.Fatal(err)
+				}
+				back, err := b.GetPack(ctx, rk, cipher)
+				if err != nil || len(back) != len(recs) {
+					t.Fatalf("PutPack/GetPack %s: %d records, %v; want %d", rk, len(back), err, len(recs))
+				}
+				if _, ok := journal.ParsePackKey(b.Prefix(), rk); !ok {
+					t.Fatalf("PutPack key %s is not a pack key", rk)
+				}
+				for _, r := range recs {
+					if r.IsChunk() {
+						chunks[r.ID] = r.ChunkData
+						continue
+					}
+					d, err := livesync.ParseDoc(r.Doc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.IsFileDoc() {
+						metas[d.ID()] = d
+					}
+				}
+			}
+			if len(metas) != len(dump.Files) {
+				t.Fatalf("%d files in the journal, want %d", len(metas), len(dump.Files))
+			}
+			get := func(id string) (string, error) {
+				if d, ok := chunks[id]; ok {
+					return d, nil
+				}
+				return "", engine.ErrNotFound
+			}
+			codec, err := livesync.New(livesync.Config{Settings: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range dump.Files {
+				input := []byte(f.Content)
+				if f.Content == "" && f.Source != "" {
+					if input, err = os.ReadFile(filepath.Join(vectorsDir, f.Source)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// The metadata id the plugin derives from the path (plain or
+				// obfuscated), as the engine computes it.
+				want, _, err := codec.FileDocs(f.VaultPath, input, f.CTime, f.MTime)
+				if err != nil {
+					t.Fatal(err)
+				}
+				doc, ok := metas[want.ID]
+				if !ok {
+					t.Fatalf("%s: %s not in the journal", f.VaultPath, want.ID)
+				}
+				m, err := livesync.ParseMeta(doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := livesync.ReadFile(m, get)
+				if err != nil {
+					t.Fatalf("%s: %v", f.VaultPath, err)
+				}
+				sum := sha256.Sum256(got)
+				if hex.EncodeToString(sum[:]) != f.SHA256 {
+					t.Errorf("%s: rebuilt bytes differ from the input", f.VaultPath)
+				}
+			}
+		})
+	}
+}
+
+// TestS3ListPagination lists more objects than one S3 page (1,000) holds.
+func TestS3ListPagination(t *testing.T) {
+	b, _ := freshBucket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const n = 1005
+	sem := make(chan struct{}, 16)
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem }()
+			errc <- b.PutObject(ctx, journal.PackKey("", int64(1700000000000+i)), []byte{byte(i)})
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.PutMilestone(ctx, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := b.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != n {
+		t.Fatalf("List returned %d keys, want %d", len(keys), n)
+	}
+	for i, k := range keys {
+		ms, ok := journal.ParsePackKey(b.Prefix(), k)
+		if !ok || ms != int64(1700000000000+i) {
+			t.Fatalf("keys[%d] = %s, want the pack of %d", i, k, 1700000000000+i)
+		}
+	}
+}
+
+// TestS3WrongSecret checks that bad credentials give an auth error with a
+// clear message, and that a failed sync-parameters read writes no salt.
+func TestS3WrongSecret(t *testing.T) {
+	good, e := freshBucket(t)
+	ctx := ctxT(t)
+	bucket := good.Name()
+	bad := s3Bucket(t, e, bucket, good.Prefix(), func(c *minio.Config) { c.SecretKey = "wrong-" + e.secret })
+
+	for name, f := range map[string]func() error{
+		"list":            func() error { _, err := bad.List(ctx, ""); return err },
+		"get pack":        func() error { _, err := bad.GetPack(ctx, good.Prefix()+"1-docs.jsonl.gz", nil); return err },
+		"sync parameters": func() error { _, err := bad.EnsureSyncParameters(ctx); return err },
+	} {
+		err := f()
+		var ee *engine.Error
+		if !errors.As(err, &ee) || ee.Stage != engine.StageAuth {
+			t.Fatalf("%s with a wrong secret: %v, want an auth-stage *engine.Error", name, err)
+		}
+		if !strings.Contains(err.Error(), "credentials") {
+			t.Errorf("%s: message %q does not point at the credentials", name, err)
+		}
+		if strings.Contains(err.Error(), e.secret) {
+			t.Errorf("%s: message contains the secret key", name)
+		}
+	}
+	if _, err := good.GetSyncParameters(ctx); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("after a failed read the sync parameters exist or cannot be read: %v", err)
+	}
+	// Proven absent: a salt is written once and then kept.
+	p1, err := good.EnsureSyncParameters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := p1.Salt(); err != nil || len(s) != 32 {
+		t.Fatalf("salt %v, %v", s, err)
+	}
+	p2, err := good.EnsureSyncParameters(ctx)
+	if err != nil || p2.PBKDF2Salt != p1.PBKDF2Salt {
+		t.Fatalf("second Ensure: %v, %v; want the same salt", p2, err)
+	}
+	// A missing bucket is not proof that the object is absent.
+	gone := s3Bucket(t, e, bucket+"-missing", good.Prefix(), nil)
+	if _, err := gone.EnsureSyncParameters(ctx); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("missing bucket: %v, want ErrNotFound", err)
+	}
+	if _, err := gone.GetSyncParameters(ctx); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("missing bucket after Ensure: %v", err)
+	}
+	// Unreachable server: transport error.
+	down := s3Bucket(t, s3Env{endpoint: "127.0.0.1:1", access: e.access, secret: e.secret}, bucket, good.Prefix(), nil)
+	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer dcancel()
+	if _, err := down.EnsureSyncParameters(dctx); func() bool {
+		var ee *engine.Error
+		return !errors.As(err, &ee) || ee.Stage != engine.StageTransport
+	}() {
+		t.Fatalf("unreachable server: %v, want a transport-stage error", err)
+	}
+}
