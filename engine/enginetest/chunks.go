@@ -24,7 +24,11 @@ func NewMemChunks(chunks ...engine.Chunk) *MemChunks {
 }
 
 // GetChunks returns the stored chunks among ids; absent ids are left out.
-func (s *MemChunks) GetChunks(_ context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
+// A cancelled ctx returns ctx.Err(), as the port's contract allows.
+func (s *MemChunks) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[engine.ChunkID]engine.Chunk, len(ids))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 )
 
@@ -146,48 +147,18 @@ func (s *fakeSource) check(t testing.TB) {
 	}
 }
 
-// memLocal is a memory LocalChunks.
-type memLocal struct {
-	mu sync.Mutex
-	m  map[engine.ChunkID]engine.Chunk
-}
+// memLocal is a memory LocalChunks with the helpers the tests use.
+type memLocal struct{ *enginetest.MemChunks }
 
-func newLocal() *memLocal { return &memLocal{m: map[engine.ChunkID]engine.Chunk{}} }
-
-func (l *memLocal) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[engine.ChunkID]engine.Chunk{}
-	for _, id := range ids {
-		if c, ok := l.m[id]; ok {
-			out[id] = c
-		}
-	}
-	return out, nil
-}
-
-func (l *memLocal) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range chunks {
-		l.m[c.ID] = c
-	}
-	return nil
-}
+func newLocal() *memLocal { return &memLocal{enginetest.NewMemChunks()} }
 
 func (l *memLocal) store(id engine.ChunkID) {
-	l.mu.Lock()
-	l.m[id] = engine.Chunk{ID: id, Data: "data-" + id}
-	l.mu.Unlock()
+	_ = l.PutChunks(context.Background(), []engine.Chunk{{ID: id, Data: "data-" + id}})
 }
 
 func (l *memLocal) has(id engine.ChunkID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.m[id]
+	got, _ := l.GetChunks(context.Background(), []engine.ChunkID{id})
+	_, ok := got[id]
 	return ok
 }
 
