@@ -46,38 +46,9 @@ type vaultDump struct {
 // salt from the sync parameters, metadata by changes + bulk get, chunks
 // fetched by id, decoded by livesync.Codec, compared byte for byte.
 func TestInteropVaultDumpE2EE(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(vectors, "vault-dump-e2ee.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d vaultDump
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	db := freshDB(t, nil)
+	d := readVaultDump(t)
+	db := loadVaultDump(t, d)
 	ctx := ctxT(t)
-	var docs []json.RawMessage
-	for _, r := range d.Remote.AllDocs {
-		docs = append(docs, r.Doc)
-	}
-	res, err := db.BulkDocs(ctx, docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Error != "" {
-			t.Fatalf("load %s: %s", r.ID, r.Error)
-		}
-	}
-	for _, l := range d.Remote.LocalDocs {
-		var head struct {
-			ID string `json:"_id"`
-		}
-		_ = json.Unmarshal(l, &head)
-		if err := db.PutLocal(ctx, head.ID[len("_local/"):], l); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// The handshake reads the plugin's sync parameters: same salt.
 	settings, err := livesync.FromTweakValues(livesync.Settings{Passphrase: d.FixedValues.Passphrase}, d.Settings.Effective)
