@@ -1,0 +1,32 @@
+package journalsync
+
+import "context"
+
+// Objects is the object store a journal lives in: one bucket under one
+// prefix (adapters/minio.Bucket implements it). Keys are full object keys,
+// prefix included. Implementations are safe for concurrent use and retry
+// transient failures themselves; an error they return is final for that
+// call.
+//
+// Errors: an absent object wraps engine.ErrNotFound; authentication
+// failures are *engine.Error with StageAuth; network failures and 5xx
+// answers StageTransport; a missing bucket wraps engine.ErrNotFound with
+// StageStorage. A cancelled ctx returns ctx.Err() (possibly wrapped).
+type Objects interface {
+	// List returns the keys of the pack objects that come after the key
+	// after ("" lists all), skipping names (the key without the prefix)
+	// that start with "_", ordered by journal.ComparePackKeys. Listings
+	// longer than one server page (1,000 keys) are complete.
+	List(ctx context.Context, after string) ([]string, error)
+	// Get downloads a whole object.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Put uploads body under key with one request, so that readers see
+	// either no object or all of it, never a partial one.
+	Put(ctx context.Context, key string, body []byte) error
+	// Prefix is the bucket prefix every key starts with (may be empty).
+	Prefix() string
+	// ID identifies the journal without credentials (endpoint, bucket,
+	// prefix, region): it names the per-device checkpoint and is the
+	// throttle key of the journal's chunk source.
+	ID() string
+}
