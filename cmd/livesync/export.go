@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path"
@@ -13,27 +12,82 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
 func runExport(env *cliEnv, args []string) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := newFlagSet(env, "export", "export [REMOTE] --out DIR [flags]  |  export --dump FILE --out DIR [flags]")
 	dumpPath := fs.String("dump", "", "LiveSync database dump to read (CouchDB _all_docs?include_docs=true JSON; - for stdin)")
 	out := fs.String("out", "", "folder to write the vault's files into (created if missing)")
-	passFile := fs.String("passphrase-file", "", "file holding the E2EE passphrase (default: $LIVESYNC_PASSPHRASE)")
 	hidden := fs.Bool("hidden", false, "also write hidden files (Hidden File Sync documents, i:…)")
 	deleted := fs.Bool("keep-deleted", false, "also write files that are marked deleted")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if *dumpPath == "" || *out == "" {
-		return usageError{"both --dump and --out are required"}
-	}
-	pass, err := env.passphrase(*passFile)
+	var cf commonFlags
+	addCommonFlags(fs, &cf)
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	docs, local, err := readDumpFile(*dumpPath)
+	env.json = cf.json
+	switch {
+	case *dumpPath != "" && len(pos) > 0:
+		return usageError{"give either a remote or --dump, not both"}
+	case *out == "" && *dumpPath != "":
+		return usageError{"both --dump and --out are required"}
+	case *out == "":
+		return usageError{"--out is required"}
+	case len(pos) > 1:
+		return usageError{"export takes at most one remote"}
+	}
+	opts := exportOptions{out: *out, hidden: *hidden, deleted: *deleted}
+	if *dumpPath != "" {
+		pass := cf.passphraseArg
+		if pass == "" {
+			if pass, err = env.passphrase(cf.passphraseFile); err != nil {
+				return err
+			}
+		}
+		return exportDump(env, *dumpPath, pass, opts)
+	}
+	return exportReplica(env, first(pos), cf, opts)
+}
+
+// exportOptions are export's choices.
+type exportOptions struct {
+	out             string
+	hidden, deleted bool
+}
+
+// exportCounts is what an export did.
+type exportCounts struct {
+	written, skipped, failed, total int
+	bytes                           int64
+}
+
+// report prints the counts and returns a partialError when files failed.
+func (c exportCounts) report(env *cliEnv, out string, extra map[string]any) error {
+	if env.json {
+		o := map[string]any{"ok": c.failed == 0, "command": "export", "out": out, "files": c.written,
+			"bytes": c.bytes, "skipped": c.skipped, "failed": c.failed}
+		for k, v := range extra {
+			o[k] = v
+		}
+		writeJSON(env.stdout, o)
+	} else {
+		fmt.Fprintf(env.stdout, "exported %d files (%d bytes) to %s", c.written, c.bytes, out)
+		if c.skipped > 0 {
+			fmt.Fprintf(env.stdout, "; skipped %d (deleted, hidden or not vault files)", c.skipped)
+		}
+		fmt.Fprintln(env.stdout)
+	}
+	if c.failed > 0 {
+		return partialError{failed: c.failed, total: c.total}
+	}
+	return nil
+}
+
+// exportDump writes the files of a dump.
+func exportDump(env *cliEnv, dumpPath, pass string, o exportOptions) error {
+	docs, local, err := readDumpFile(dumpPath)
 	if err != nil {
 		return err
 	}
@@ -49,7 +103,8 @@ func runExport(env *cliEnv, args []string) error {
 	// Decode every document to its local form first: a wrong passphrase
 	// shows at the first encrypted document, before anything is written.
 	plain := make(map[string]livesync.Doc, len(docs))
-	var files []livesync.Doc
+	var files []livesync.Meta
+	var broken []string
 	for _, d := range docs {
 		pd, err := codec.DecodeRemote(d)
 		if err != nil {
@@ -60,7 +115,12 @@ func runExport(env *cliEnv, args []string) error {
 		}
 		plain[pd.ID()] = pd
 		if pd.IsFileDoc() {
-			files = append(files, pd)
+			meta, err := livesync.ParseMeta(pd)
+			if err != nil {
+				broken = append(broken, fmt.Sprintf("skip %s: %v", pd.ID(), err))
+				continue
+			}
+			files = append(files, meta)
 		}
 	}
 	get := func(id string) (string, error) {
@@ -71,50 +131,126 @@ func runExport(env *cliEnv, args []string) error {
 		c, err := livesync.ParseChunk(d)
 		return c.Data, err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	written, skipped, failed := 0, 0, 0
-	var bytes int64
-	for _, d := range files {
+	for _, line := range broken {
+		fmt.Fprintln(env.stderr, line)
+	}
+	c, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) { return livesync.ReadFile(m, get) }, o)
+	c.failed += len(broken)
+	c.total += len(broken)
+	if err != nil {
+		return err
+	}
+	return c.report(env, o.out, nil)
+}
+
+// writeFiles materialises files into o.out, each read by read. A file
+// that cannot be read or written is named on stderr and skipped; a full
+// disk stops the export.
+func writeFiles(env *cliEnv, files []livesync.Meta, read func(livesync.Meta) ([]byte, error), o exportOptions) (exportCounts, error) {
+	c := exportCounts{total: len(files)}
+	for _, meta := range files {
 		if err := env.ctx.Err(); err != nil {
+			return c, err
+		}
+		rel, ok := exportPath(meta.Path, o.hidden)
+		if !ok || (meta.Deleted && !o.deleted) {
+			c.skipped++
+			continue
+		}
+		data, err := read(meta)
+		if err != nil {
+			var le *localError
+			if errors.As(err, &le) {
+				return c, err
+			}
+			fmt.Fprintf(env.stderr, "skip %s: %v\n", meta.ID, err)
+			c.failed++
+			continue
+		}
+		dst := filepath.Join(o.out, filepath.FromSlash(rel))
+		if err := writeFileAtomic(dst, data, meta.MTime); err != nil {
+			if isDiskFull(err) {
+				return c, &localError{o.out, err}
+			}
+			fmt.Fprintf(env.stderr, "skip %s: %v\n", meta.ID, err)
+			c.failed++
+			continue
+		}
+		c.written++
+		c.bytes += int64(len(data))
+	}
+	return c, nil
+}
+
+// exportReplica writes the files of the local replica, after pulling the
+// remote into it when one is given (into a temporary replica unless
+// --store names one).
+func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOptions) error {
+	cfg, err := env.loadConfig(cf.config)
+	if err != nil {
+		return err
+	}
+	var rep *replica
+	extra := map[string]any{}
+	if remoteArg == "" {
+		if rep, err = env.openReplica(storePath(cf.store, cfg), false); err != nil {
 			return err
 		}
-		meta, err := livesync.ParseMeta(d)
+		defer rep.Close()
+	} else {
+		spec, err := resolveRemote(cfg, remoteArg)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", d.ID(), err)
-			failed++
-			continue
+			return err
 		}
-		rel, ok := exportPath(meta.Path, *hidden)
-		if !ok || (meta.Deleted && !*deleted) {
-			skipped++
-			continue
+		if cf.store != "" {
+			rep, err = env.openReplica(cf.store, true)
+		} else {
+			rep, err = env.openTempReplica()
 		}
-		data, err := livesync.ReadFile(meta, get)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", meta.ID, err)
-			failed++
-			continue
+			return err
 		}
-		dst := filepath.Join(*out, filepath.FromSlash(rel))
-		if err := writeFileAtomic(dst, data, meta.MTime); err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", meta.ID, err)
-			failed++
-			continue
+		defer rep.Close()
+		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName})
+		if err != nil {
+			return err
 		}
-		written++
-		bytes += int64(len(data))
+		defer rem.Close()
+		node, err := rep.nodeID(env.ctx)
+		if err != nil {
+			return err
+		}
+		pr := newProgress(env, cf.quiet, false)
+		res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{progress: pr.update})
+		pr.finish()
+		if err != nil {
+			return err
+		}
+		extra["remote"] = rem.ID()
+		extra["pulled"] = progressJSON(res.Pull)
 	}
-	fmt.Fprintf(env.stdout, "exported %d files (%d bytes) to %s", written, bytes, *out)
-	if skipped > 0 {
-		fmt.Fprintf(env.stdout, "; skipped %d (deleted, hidden or not vault files)", skipped)
+	infos, err := localFiles(env.ctx, rep.st)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(env.stdout)
-	if failed > 0 {
-		return partialError{failed: failed, total: len(files)}
+	files := make([]livesync.Meta, len(infos))
+	for i, f := range infos {
+		files[i] = f.meta
 	}
-	return nil
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		if isDiskFull(err) {
+			return &localError{o.out, err}
+		}
+		return err
+	}
+	c, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) { return readFile(env.ctx, rep.st, m, nil) }, o)
+	if err != nil {
+		return err
+	}
+	return c.report(env, o.out, extra)
 }
 
 // exportPath maps a document path to a safe relative file path. It refuses

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -12,29 +13,43 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
 func runImport(env *cliEnv, args []string) error {
-	fset := flag.NewFlagSet("import", flag.ContinueOnError)
-	fset.SetOutput(env.stderr)
+	fset := newFlagSet(env, "import", "import DIR REMOTE [flags]  |  import --dir DIR --out FILE [flags]")
 	dir := fset.String("dir", "", "vault folder to read")
-	out := fset.String("out", "", "dump file to write (- for stdout)")
-	passFile := fset.String("passphrase-file", "", "file holding the E2EE passphrase (default: $LIVESYNC_PASSPHRASE)")
-	encrypt := fset.Bool("encrypt", false, "end-to-end encrypt the vault (needs a passphrase)")
-	obfuscate := fset.Bool("obfuscate-paths", false, "obfuscate paths (needs a passphrase)")
-	chunkSize := fset.Int("custom-chunk-size", 60, "customChunkSize of the vault (60: self-hosted CouchDB preset, 0: plugin default)")
-	caseSensitive := fset.Bool("case-sensitive", false, "keep the case of paths in document ids")
+	out := fset.String("out", "", "dump file to write (- for stdout) instead of importing into a remote")
 	hidden := fset.Bool("hidden", false, "also import dot-files and dot-folders as Hidden File Sync documents")
-	if err := fset.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if *dir == "" || *out == "" {
-		return usageError{"both --dir and --out are required"}
-	}
-	pass, err := env.passphrase(*passFile)
+	var cf commonFlags
+	addCommonFlags(fset, &cf)
+	var vf vaultFlags
+	addVaultFlags(fset, &vf)
+	pos, err := parseArgs(fset, args)
 	if err != nil {
 		return err
 	}
+	env.json = cf.json
+	if *dir == "" && len(pos) > 0 {
+		*dir, pos = pos[0], pos[1:]
+	}
+	if *out == "" {
+		if *dir == "" || len(pos) > 1 {
+			return usageError{"import takes a folder and a remote (or --dir and --out to write a dump)"}
+		}
+		return importRemote(env, *dir, first(pos), *hidden, cf, fset, &vf)
+	}
+	if *dir == "" || len(pos) > 0 {
+		return usageError{"both --dir and --out are required"}
+	}
+	pass := cf.passphraseArg
+	if pass == "" {
+		if pass, err = env.passphrase(cf.passphraseFile); err != nil {
+			return err
+		}
+	}
+	encrypt, obfuscate := &vf.encrypt, &vf.obfuscate
+	chunkSize, caseSensitive := &vf.chunkSize, &vf.caseSensitive
 	if (*encrypt || *obfuscate) && pass == "" {
 		return usageError{"--encrypt and --obfuscate-paths need a passphrase: set LIVESYNC_PASSPHRASE or use --passphrase-file"}
 	}
@@ -84,10 +99,7 @@ func runImport(env *cliEnv, args []string) error {
 			failed++
 			continue
 		}
-		vaultPath := rel
-		if strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.") {
-			vaultPath = "i:" + rel
-		}
+		vaultPath := importPath(rel)
 		mtime := info.ModTime().UnixMilli()
 		meta, chunks, err := codec.FileDocs(vaultPath, data, mtime, mtime)
 		if err != nil {
@@ -181,4 +193,123 @@ func vaultFiles(dir string, hidden bool) ([]string, error) {
 	})
 	sort.Strings(paths)
 	return paths, err
+}
+
+// importPath is the vault path of a file found at rel in a folder: the
+// path itself, with Hidden File Sync's "i:" prefix for dot-files and
+// files in dot-folders.
+func importPath(rel string) string {
+	if strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.") {
+		return "i:" + rel
+	}
+	return rel
+}
+
+// importRemote writes the files of dir into a replica (a temporary one
+// unless --store names one) and pushes them to the remote. It first pulls
+// the remote's metadata, so a file the remote has gets a new revision of
+// its document (not a conflicting first one), and an unchanged file none.
+// In the replica every file's chunks are written before its metadata,
+// and the push sends documents in that order: the remote never holds
+// metadata whose chunks were not sent first. An unreadable file is
+// skipped with a warning; the others are imported and the exit is
+// non-zero.
+func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlags, fset *flag.FlagSet, vf *vaultFlags) error {
+	cfg, err := env.loadConfig(cf.config)
+	if err != nil {
+		return err
+	}
+	spec, err := resolveRemote(cfg, remoteArg)
+	if err != nil {
+		return err
+	}
+	paths, err := vaultFiles(dir, hidden)
+	if err != nil {
+		return err
+	}
+	var rep *replica
+	if cf.store != "" {
+		rep, err = env.openReplica(cf.store, true)
+	} else {
+		rep, err = env.openTempReplica()
+	}
+	if err != nil {
+		return err
+	}
+	defer rep.Close()
+	rem, err := env.connect(spec, rep, connectOptions{flags: cf, create: true, newVault: vf.config(fset), deviceName: cfg.DeviceName})
+	if err != nil {
+		return err
+	}
+	defer rem.Close()
+	node, err := rep.nodeID(env.ctx)
+	if err != nil {
+		return err
+	}
+	pr := newProgress(env, cf.quiet, false)
+	if _, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{metadataOnly: true, progress: pr.update}); err != nil {
+		return err
+	}
+	pr.finish()
+
+	imported, unchanged, failed := 0, 0, 0
+	var total int64
+	for _, rel := range paths {
+		if err := env.ctx.Err(); err != nil {
+			return err
+		}
+		full := filepath.Join(dir, filepath.FromSlash(rel))
+		info, err := os.Stat(full)
+		if err == nil && !info.Mode().IsRegular() {
+			err = fmt.Errorf("not a regular file")
+		}
+		var data []byte
+		if err == nil {
+			data, err = os.ReadFile(full)
+		}
+		if err != nil {
+			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			failed++
+			continue
+		}
+		res, err := putFile(env.ctx, rep.st, rem.Codec(), importPath(rel), data, info.ModTime().UnixMilli())
+		if err != nil {
+			var le *localError
+			if errors.As(err, &le) {
+				return err
+			}
+			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			failed++
+			continue
+		}
+		if res.unchanged {
+			unchanged++
+		} else {
+			imported++
+		}
+		total += int64(len(data))
+	}
+	pr = newProgress(env, cf.quiet, false)
+	res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update})
+	pr.finish()
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		writeJSON(env.stdout, map[string]any{"ok": failed == 0 && res.Push.WriteFailures == 0, "command": "import", "remote": rem.ID(),
+			"files": imported, "unchanged": unchanged, "failed": failed, "bytes": total, "pushed": progressJSON(res.Push)})
+	} else {
+		fmt.Fprintf(env.stdout, "imported %d files (%d bytes) into %s", imported, total, rem.ID())
+		if unchanged > 0 {
+			fmt.Fprintf(env.stdout, "; %d unchanged", unchanged)
+		}
+		fmt.Fprintf(env.stdout, "; pushed %d docs\n", res.Push.DocsWritten)
+	}
+	if failed > 0 {
+		return partialError{failed: failed, total: len(paths), verb: "read"}
+	}
+	if res.Push.WriteFailures > 0 {
+		return partialError{msg: fmt.Sprintf("the remote refused %d documents (forbidden or unauthorized)", res.Push.WriteFailures)}
+	}
+	return nil
 }

@@ -1,47 +1,117 @@
 // Command livesync reads and writes Self-hosted LiveSync vaults without
-// Obsidian.
+// Obsidian: it keeps a local replica of a vault (a bbolt file holding the
+// documents in their plaintext local form, like the plugin's own local
+// database), replicates it with CouchDB remotes, and converts between
+// vaults, folders of files and database dumps.
 //
-// This first version converts between a LiveSync database dump (what
-// CouchDB answers to _all_docs?include_docs=true, with the _local
-// documents beside it) and a folder of files:
+//	livesync pull    [REMOTE] [--watch] [--metadata-only]  remote -> local replica
+//	livesync push    [REMOTE] [--watch]                    local replica -> remote
+//	livesync sync    [REMOTE] [--watch]                    both ways
+//	livesync ls      [--remote REMOTE] [--deleted] [PREFIX] list files
+//	livesync cat     PATH [--remote REMOTE]                a file's bytes to stdout
+//	livesync put     PATH [FILE|-]                         write a file into the local replica
+//	livesync rm      PATH                                  delete a file (as the plugin does)
+//	livesync status                                        what the local replica holds
+//	livesync export  REMOTE --out DIR                      remote -> folder
+//	livesync export  --out DIR                             local replica -> folder
+//	livesync export  --dump vault.json --out DIR           dump -> folder
+//	livesync import  DIR REMOTE                            folder -> remote
+//	livesync import  --dir DIR --out vault.json            folder -> dump
 //
-//	livesync export --dump vault.json --out ./vault   # dump -> folder
-//	livesync import --dir ./vault --out vault.json    # folder -> dump
+// A REMOTE is a URL (https://user@host:5984/database) or the name of a
+// remote in the configuration file ($LIVESYNC_CONFIG, default
+// ~/.config/livesync/config.toml); without one, the configuration's
+// default_remote is used. The local replica is --store (default
+// ./.livesync/store.db, or "store" in the configuration).
 //
-// The passphrase of an encrypted vault is read from the environment
-// variable LIVESYNC_PASSPHRASE or from the file named by --passphrase-file,
-// never from the command line, and never printed.
+// Secrets never come from a command-line argument, which other users can
+// see in the process list, unless asked for with --password-insecure-arg
+// or --passphrase-insecure-arg. The server password comes from
+// $LIVESYNC_PASSWORD, --password-file, the remote's password_file in the
+// configuration, or a prompt when stdin is a terminal; the vault
+// passphrase from $LIVESYNC_PASSPHRASE, --passphrase-file, the remote's
+// passphrase_file, or a prompt. Neither is ever printed.
 //
-// Exit codes: 0 success; 1 some files could not be converted (each is
-// reported, the others are written); 2 usage error; 3 the input could not
-// be read at all (malformed dump, wrong passphrase, missing salt).
+// Output: progress goes to stderr (a bar on a terminal, plain
+// "pulled N/M docs" lines otherwise, nothing with --quiet); with --json a
+// command prints one JSON object on stdout (on failure
+// {"ok":false,"exit_code":N,"error":"…"}).
+//
+// Exit codes (every failure prints one line on stderr):
+//
+//	0    success
+//	1    partial: some files could not be converted, read or written (each
+//	     is named on stderr, the others were done)
+//	2    usage: a wrong command line or configuration
+//	3    failed: the input could not be read (malformed dump, missing
+//	     file, missing chunks, bad data)
+//	4    remote unreachable: connection refused, DNS, TLS, timeouts, 5xx
+//	5    authentication failed: wrong user name or password (401/403)
+//	6    wrong passphrase: the vault's data cannot be decrypted (wrong
+//	     passphrase, or a remote re-keyed with a new salt)
+//	7    the remote refuses to sync: locked or cleaned by another device,
+//	     settings that differ from the vault's (listed), an incompatible
+//	     or newer database, or no such database
+//	8    local storage: disk full, the local replica cannot be written, or
+//	     another livesync process holds it
+//	130  interrupted (Ctrl-C) before the command finished; --watch ends
+//	     with 0
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 const usage = `usage: livesync <command> [flags]
 
 commands:
-  export   turn a LiveSync database dump into a folder of files
-  import   turn a folder of files into a LiveSync database dump
+  pull     copy a remote's changes into the local replica (--watch: keep following)
+  push     copy the local replica's changes to a remote (--watch: keep following)
+  sync     pull, then push (--watch: both ways, continuously)
+  ls       list the files of the local replica (or of a remote with --remote)
+  cat      print a file's bytes (missing chunks fetched from --remote)
+  put      write a file into the local replica
+  rm       delete a file from the local replica (a LiveSync soft deletion)
+  status   what the local replica holds, and when it last met each remote
+  export   a remote, the local replica or a dump -> a folder of files
+  import   a folder of files -> a remote, or a dump
 
+A remote is a URL (https://user@host:5984/database) or a name from the
+configuration file ($LIVESYNC_CONFIG, default ~/.config/livesync/config.toml).
+Secrets: the server password from $LIVESYNC_PASSWORD, --password-file or a
+prompt; the vault passphrase from $LIVESYNC_PASSPHRASE, --passphrase-file or
+a prompt. Never on the command line (unless --*-insecure-arg).
+
+Exit codes: 0 ok, 1 partial, 2 usage, 3 failed, 4 remote unreachable,
+5 authentication failed, 6 wrong passphrase, 7 remote refuses to sync,
+8 local storage (disk full), 130 interrupted.
 Run "livesync <command> -h" for the flags of a command.
-The passphrase of an encrypted vault comes from $LIVESYNC_PASSPHRASE or --passphrase-file.
 `
 
-// Exit codes.
+// Exit codes (see the package documentation).
 const (
-	exitOK      = 0
-	exitPartial = 1
-	exitUsage   = 2
-	exitFailed  = 3
+	exitOK          = 0
+	exitPartial     = 1
+	exitUsage       = 2
+	exitFailed      = 3
+	exitUnreachable = 4
+	exitAuth        = 5
+	exitPassphrase  = 6
+	exitRefused     = 7
+	exitLocal       = 8
+	exitInterrupted = 130
 )
 
 // usageError marks errors in the command line.
@@ -50,77 +120,123 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 // partialError reports that some files failed while the others succeeded.
-type partialError struct{ failed, total int }
+type partialError struct {
+	failed, total int
+	verb          string // "converted" unless set
+	msg           string // the whole message, if set
+}
 
 func (e partialError) Error() string {
-	return fmt.Sprintf("%d of %d files could not be converted (see above)", e.failed, e.total)
+	if e.msg != "" {
+		return e.msg
+	}
+	verb := e.verb
+	if verb == "" {
+		verb = "converted"
+	}
+	return fmt.Sprintf("%d of %d files could not be %s (see above)", e.failed, e.total, verb)
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	env := &cliEnv{
+		ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
+		stdinTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
+		stderrTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+	}
+	if env.stdinTerminal {
+		env.readSecret = func(prompt string) (string, error) {
+			fmt.Fprint(os.Stderr, prompt)
+			b, err := term.ReadPassword(int(os.Stdin.Fd()))
+			fmt.Fprintln(os.Stderr)
+			return string(b), err
+		}
+	}
+	os.Exit(runEnv(env, os.Args[1:]))
 }
 
-// run executes one command and returns the process exit code.
+// run executes one command with no terminal and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	return runEnv(&cliEnv{ctx: ctx, stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: getenv}, args)
+}
+
+// commands maps a command name to its implementation.
+var commands = map[string]func(*cliEnv, []string) error{
+	"export": runExport,
+	"import": runImport,
+	"pull":   runPull,
+	"push":   runPush,
+	"sync":   runSync,
+	"ls":     runLs,
+	"cat":    runCat,
+	"put":    runPut,
+	"rm":     runRm,
+	"status": runStatus,
+}
+
+// runEnv executes one command and returns the process exit code.
+func runEnv(env *cliEnv, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(env.stderr, usage)
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return exitOK
 	}
-	env := &cliEnv{ctx: ctx, stdout: stdout, stderr: stderr, getenv: getenv}
-	var err error
-	switch args[0] {
-	case "export":
-		err = runExport(env, args[1:])
-	case "import":
-		err = runImport(env, args[1:])
-	default:
-		fmt.Fprintf(stderr, "livesync: unknown command %q\n\n%s", args[0], usage)
+	if env.now == nil {
+		env.now = time.Now
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.stderr, "livesync: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
-	var ue usageError
-	var pe partialError
-	switch {
-	case err == nil:
+	env.cmd = args[0]
+	err := cmd(env, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "livesync %s: %v\n", args[0], err)
-		return exitUsage
-	case errors.As(err, &pe):
-		fmt.Fprintf(stderr, "livesync %s: %v\n", args[0], err)
-		return exitPartial
-	default:
-		fmt.Fprintf(stderr, "livesync %s: %v\n", args[0], err)
-		return exitFailed
 	}
+	if err == nil {
+		return exitOK
+	}
+	code, msg := classify(err)
+	fmt.Fprintf(env.stderr, "livesync %s: %s\n", args[0], msg)
+	if env.json {
+		writeJSON(env.stdout, map[string]any{"ok": false, "command": args[0], "exit_code": code, "error": msg})
+	}
+	return code
 }
 
 // cliEnv is what a command may use of the process.
 type cliEnv struct {
 	ctx    context.Context
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// stdinTerminal and stderrTerminal report whether stdin and stderr
+	// are terminals: prompts need the first, the progress bar the second.
+	stdinTerminal, stderrTerminal bool
+	// readSecret reads a line from the terminal without echo; nil when
+	// there is no terminal to prompt on.
+	readSecret func(prompt string) (string, error)
+	// now is the clock (time.Now unless a test sets it).
+	now func() time.Time
+	// wrapStore, if set, wraps the local replica's store once opened:
+	// tests inject storage faults through it.
+	wrapStore func(store.Store) store.Store
+
+	cmd  string // the command being run
+	json bool   // --json: the command's result (or error) as JSON on stdout
 }
 
 // passphrase returns the vault passphrase from --passphrase-file or
-// $LIVESYNC_PASSPHRASE ("" if neither is set).
+// $LIVESYNC_PASSPHRASE ("" if neither is set). Commands that talk to a
+// remote use secrets.passphrase instead, which also prompts.
 func (e *cliEnv) passphrase(file string) (string, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("reading the passphrase file: %w", err)
-		}
-		// A trailing newline is not part of the passphrase.
-		s := string(b)
-		for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-			s = s[:len(s)-1]
-		}
-		return s, nil
+		return readSecretFile(file, "passphrase")
 	}
 	return e.getenv("LIVESYNC_PASSPHRASE"), nil
 }

@@ -108,7 +108,7 @@ func TestExportRefusesBadInput(t *testing.T) {
 		want  int
 		inErr string
 	}{
-		{"wrong passphrase", map[string]string{"LIVESYNC_PASSPHRASE": "wrong"}, "../../examples/vault-e2ee.json", exitFailed, "passphrase"},
+		{"wrong passphrase", map[string]string{"LIVESYNC_PASSPHRASE": "wrong"}, "../../examples/vault-e2ee.json", exitPassphrase, "passphrase is wrong"},
 		{"no passphrase", nil, "../../examples/vault-e2ee.json", exitFailed, "LIVESYNC_PASSPHRASE"},
 		{"missing dump", nil, "does-not-exist.json", exitFailed, "does-not-exist.json"},
 		{"malformed dump", nil, writeTemp(t, `{"rows": [ {"id": "x"`), exitFailed, "not JSON"},

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// config is the configuration file (TOML), for example:
+//
+//	store = "~/notes/.livesync/store.db"   # the local replica (default ./.livesync/store.db)
+//	default_remote = "home"                # used when a command names no remote
+//	device_name = "laptop"                 # how this device appears in the vault's milestone
+//
+//	[remote.home]
+//	url = "https://couch.example.com:6984/vault"
+//	user = "alice"
+//	password_file = "~/.config/livesync/home.password"
+//	passphrase_file = "~/.config/livesync/vault.passphrase"
+//	# Settings for a new vault (a remote without a milestone); an
+//	# existing vault's settings are read from its milestone.
+//	e2ee = true
+//	obfuscate_paths = true
+//	custom_chunk_size = 60
+//	case_sensitive = false
+//
+// Relative paths are relative to the file's folder; "~/" is the home
+// folder. Unknown keys are an error, so that a typo is not silently
+// ignored.
+type config struct {
+	Store         string                   `toml:"store"`
+	DefaultRemote string                   `toml:"default_remote"`
+	DeviceName    string                   `toml:"device_name"`
+	Remotes       map[string]*remoteConfig `toml:"remote"`
+
+	path string // the file it was read from ("" if none)
+}
+
+// remoteConfig is one [remote.NAME] table.
+type remoteConfig struct {
+	URL            string `toml:"url"`
+	User           string `toml:"user"`
+	PasswordFile   string `toml:"password_file"`
+	PassphraseFile string `toml:"passphrase_file"`
+	vaultConfig
+}
+
+// vaultConfig holds the settings of a new vault; nil means "not set".
+type vaultConfig struct {
+	E2EE            *bool `toml:"e2ee"`
+	ObfuscatePaths  *bool `toml:"obfuscate_paths"`
+	CustomChunkSize *int  `toml:"custom_chunk_size"`
+	CaseSensitive   *bool `toml:"case_sensitive"`
+}
+
+// configPath returns the configuration file to read and whether it was
+// named explicitly (a missing default file is not an error).
+func (e *cliEnv) configPath(flagValue string) (string, bool) {
+	if flagValue != "" {
+		return flagValue, true
+	}
+	if p := e.getenv("LIVESYNC_CONFIG"); p != "" {
+		return p, true
+	}
+	if dir := e.getenv("XDG_CONFIG_HOME"); dir != "" {
+		return filepath.Join(dir, "livesync", "config.toml"), false
+	}
+	if home := e.getenv("HOME"); home != "" {
+		return filepath.Join(home, ".config", "livesync", "config.toml"), false
+	}
+	return "", false
+}
+
+// loadConfig reads the configuration file; with none, it returns an empty
+// configuration.
+func (e *cliEnv) loadConfig(flagValue string) (*config, error) {
+	path, explicit := e.configPath(flagValue)
+	cfg := &config{}
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return cfg, nil
+		}
+		return nil, usageError{fmt.Sprintf("configuration file: %v", err)}
+	}
+	md, err := toml.Decode(string(b), cfg)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("configuration file %s: %v", path, err)}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		var keys []string
+		for _, k := range und {
+			keys = append(keys, k.String())
+		}
+		sort.Strings(keys)
+		return nil, usageError{fmt.Sprintf("configuration file %s: unknown keys %s", path, strings.Join(keys, ", "))}
+	}
+	cfg.path = path
+	dir := filepath.Dir(path)
+	cfg.Store = e.expandPath(cfg.Store, dir)
+	for name, r := range cfg.Remotes {
+		if r == nil || r.URL == "" {
+			return nil, usageError{fmt.Sprintf("configuration file %s: remote %q has no url", path, name)}
+		}
+		r.PasswordFile = e.expandPath(r.PasswordFile, dir)
+		r.PassphraseFile = e.expandPath(r.PassphraseFile, dir)
+	}
+	if cfg.DefaultRemote != "" && cfg.Remotes[cfg.DefaultRemote] == nil {
+		return nil, usageError{fmt.Sprintf("configuration file %s: default_remote %q is not a [remote.%s] table", path, cfg.DefaultRemote, cfg.DefaultRemote)}
+	}
+	return cfg, nil
+}
+
+// expandPath resolves "~/" and paths relative to dir.
+func (e *cliEnv) expandPath(p, dir string) string {
+	switch {
+	case p == "":
+		return ""
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		return filepath.Join(e.getenv("HOME"), p[1:])
+	case filepath.IsAbs(p):
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// readSecretFile reads a password or passphrase file; one trailing
+// newline (LF or CRLF) is not part of the secret.
+func readSecretFile(name, what string) (string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "", usageError{fmt.Sprintf("reading the %s file: %v", what, err)}
+	}
+	s := string(b)
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s, nil
+}
+
+// secretSource is where one secret may come from, in order of precedence:
+// an explicit insecure argument, a file flag, the environment, a file
+// from the configuration, a prompt on the terminal.
+type secretSource struct {
+	what        string // "password", "passphrase"
+	insecureArg string
+	file        string
+	envVar      string
+	configFile  string
+	prompt      string
+}
+
+// get returns the secret, or "" when no source has one and there is no
+// terminal to ask on.
+func (e *cliEnv) secret(s secretSource) (string, error) {
+	switch {
+	case s.insecureArg != "":
+		return s.insecureArg, nil
+	case s.file != "":
+		return readSecretFile(s.file, s.what)
+	case e.getenv(s.envVar) != "":
+		return e.getenv(s.envVar), nil
+	case s.configFile != "":
+		return readSecretFile(s.configFile, s.what)
+	case e.readSecret != nil && s.prompt != "":
+		v, err := e.readSecret(s.prompt)
+		if err != nil {
+			return "", usageError{fmt.Sprintf("reading the %s: %v", s.what, err)}
+		}
+		return v, nil
+	}
+	return "", nil
+}

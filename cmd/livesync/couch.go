@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// couchRemote is a CouchDB database holding a LiveSync vault.
+type couchRemote struct {
+	id    string
+	db    *couchdb.DB
+	codec *livesync.Codec
+}
+
+var _ remote = (*couchRemote)(nil)
+
+func (e *cliEnv) connectCouch(spec remoteSpec, r *replica, o connectOptions) (_ remote, err error) {
+	ctx := e.ctx
+	id := spec.String()
+	fail := func(err error) (remote, error) {
+		var ue usageError
+		if errors.As(err, &ue) {
+			return nil, err
+		}
+		return nil, &remoteError{remote: id, err: err}
+	}
+	password := spec.password
+	if o.flags.passwordArg != "" || o.flags.passwordFile != "" || password == "" {
+		prompt := ""
+		if spec.user != "" {
+			prompt = "Password for " + spec.user + " at " + spec.url.Host + ": "
+		}
+		p, err := e.secret(secretSource{what: "password", insecureArg: o.flags.passwordArg, file: o.flags.passwordFile,
+			envVar: "LIVESYNC_PASSWORD", configFile: spec.cfg.PasswordFile, prompt: prompt})
+		if err != nil {
+			return nil, err
+		}
+		if p != "" {
+			password = p
+		}
+	}
+	if spec.user != "" && password == "" {
+		return nil, usageError{"no password for " + spec.user + ": set LIVESYNC_PASSWORD, use --password-file, or run on a terminal to be asked"}
+	}
+	server := *spec.url
+	path := strings.Trim(server.Path, "/")
+	database := path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		database = path[i+1:]
+		server.Path = "/" + path[:i]
+	} else {
+		server.Path = ""
+	}
+	db, err := couchdb.New(couchdb.Config{URL: server.String(), Database: database, User: spec.user, Password: password})
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	defer func() {
+		if err != nil {
+			db.Close()
+		}
+	}()
+
+	// The vault's preferred settings, from the milestone (absent on a new
+	// database, or when the database itself is missing).
+	var pref negotiate.TweakValues
+	hasPref := false
+	switch raw, err := db.GetLocal(ctx, strings.TrimPrefix(negotiate.MilestoneDocID, "_local/")); {
+	case err == nil:
+		m, perr := negotiate.ParseMilestone(raw)
+		if perr != nil {
+			return fail(perr)
+		}
+		pref, hasPref = m.TweakValues[negotiate.PreferredNode]
+	case !errors.Is(err, engine.ErrNotFound):
+		return fail(err)
+	}
+	explicit := spec.cfg.vaultConfig.merge(o.newVault)
+	tv, settings, err := vaultSettings(r, pref, hasPref, explicit)
+	if err != nil {
+		return fail(err)
+	}
+	if needsPassphrase(settings) {
+		if settings.Passphrase, err = e.passphraseFor(&spec, o.flags); err != nil {
+			return nil, err
+		}
+	}
+	node, err := r.nodeID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	salt, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{
+		NodeID: node, Device: deviceInfoFor(o.deviceName), Settings: tv, CreateIfMissing: o.create,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	codec, err := livesync.New(livesync.Config{Settings: settings, Salt: salt})
+	if err != nil {
+		return fail(err)
+	}
+	c := &couchRemote{id: id, db: db, codec: codec}
+	if needsPassphrase(settings) {
+		if err := c.checkPassphrase(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if err := r.setVault(ctx, tv); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkPassphrase decodes a few of the remote's encrypted documents, so
+// that a wrong passphrase is found before anything is written anywhere
+// (a push with a wrong passphrase would otherwise upload data no other
+// device can read).
+func (c *couchRemote) checkPassphrase(ctx context.Context) error {
+	page, err := c.db.Changes(ctx, engine.ChangesRequest{Limit: 50})
+	if err != nil {
+		return err
+	}
+	var refs []engine.DocRev
+	for _, ch := range page.Results {
+		if ch.Deleted || docid.IsSystemID(ch.ID) || len(ch.Revs) == 0 {
+			continue
+		}
+		refs = append(refs, engine.DocRev{ID: ch.ID, Rev: ch.Revs[0]})
+		if len(refs) == 10 {
+			break
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	docs, err := c.db.BulkGet(ctx, refs)
+	if err != nil {
+		return err
+	}
+	for _, raw := range docs {
+		d, err := livesync.ParseDoc(raw)
+		if err != nil {
+			continue
+		}
+		if _, err := c.codec.DecodeRemote(d); errors.Is(err, engine.ErrDecrypt) {
+			return &passphraseError{remote: c.id, docID: d.ID()}
+		}
+	}
+	return nil
+}
+
+func (c *couchRemote) ID() string                 { return c.id }
+func (c *couchRemote) Codec() *livesync.Codec     { return c.codec }
+func (c *couchRemote) Chunks() engine.ChunkSource { return c.db.ChunkSource(c.codec) }
+func (c *couchRemote) Close() error               { return c.db.Close() }
+
+func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, o replicateOptions) (replicate.Result, error) {
+	cfg := replicate.Config{Local: local, Remote: replicate.Transform(c.db, c.codec),
+		LocalID: localID, RemoteID: c.id, Progress: o.progress}
+	if o.metadataOnly {
+		cfg.Selector = replicate.ChunksOnlineSelector
+	}
+	rep, err := replicate.New(cfg)
+	if err != nil {
+		return replicate.Result{}, err
+	}
+	defer rep.Close()
+	if o.live {
+		return replicate.Result{}, c.wrap(rep.Live(ctx, dir))
+	}
+	var res replicate.Result
+	switch dir {
+	case replicate.Pull:
+		res, err = rep.Pull(ctx)
+	case replicate.Push:
+		res, err = rep.Push(ctx)
+	default:
+		res, err = rep.Sync(ctx)
+	}
+	return res, c.wrap(err)
+}
+
+// wrap names the remote in its errors (the local replica's errors are
+// already *localError and keep their own name).
+func (c *couchRemote) wrap(err error) error {
+	var le *localError
+	if err == nil || errors.As(err, &le) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &remoteError{remote: c.id, err: err}
+}
+
+// Files pages through the remote's changes without chunks, reads the
+// metadata documents and decodes them.
+func (c *couchRemote) Files(ctx context.Context) ([]livesync.Meta, error) {
+	var out []livesync.Meta
+	since := ""
+	for {
+		page, err := c.db.Changes(ctx, engine.ChangesRequest{Since: since, Limit: 100, Selector: replicate.ChunksOnlineSelector})
+		if err != nil {
+			return nil, c.wrap(err)
+		}
+		var refs []engine.DocRev
+		for _, ch := range page.Results {
+			if docid.IsSystemID(ch.ID) || docid.IsChunkID(ch.ID) || len(ch.Revs) == 0 {
+				continue
+			}
+			refs = append(refs, engine.DocRev{ID: ch.ID, Rev: ch.Revs[0]})
+		}
+		if len(refs) > 0 {
+			docs, err := c.db.BulkGet(ctx, refs)
+			if err != nil {
+				return nil, c.wrap(err)
+			}
+			for _, raw := range docs {
+				d, err := livesync.ParseDoc(raw)
+				if err != nil {
+					continue
+				}
+				if d, err = c.codec.DecodeRemote(d); err != nil {
+					return nil, c.wrap(err)
+				}
+				if !d.IsFileDoc() {
+					continue
+				}
+				m, err := livesync.ParseMeta(d)
+				if err != nil {
+					continue
+				}
+				out = append(out, m)
+			}
+		}
+		if len(page.Results) == 0 || page.Pending == 0 || page.LastSeq == since {
+			return out, nil
+		}
+		since = page.LastSeq
+	}
+}

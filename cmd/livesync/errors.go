@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+)
+
+// remoteError names the remote an error came from, so that the one line
+// printed for it says which remote failed.
+type remoteError struct {
+	remote string // the remote without credentials
+	err    error
+}
+
+func (e *remoteError) Error() string { return e.remote + ": " + e.err.Error() }
+func (e *remoteError) Unwrap() error { return e.err }
+
+// localError marks an error of the local replica (the bbolt file), as
+// opposed to the remote's.
+type localError struct {
+	path string
+	err  error
+}
+
+func (e *localError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *localError) Unwrap() error { return e.err }
+
+// passphraseError says the vault's data cannot be decrypted with the
+// passphrase given.
+type passphraseError struct {
+	remote string
+	docID  string
+}
+
+func (e *passphraseError) Error() string {
+	return fmt.Sprintf("cannot decrypt %s (document %q): the passphrase is wrong, or the remote was re-keyed with a new salt", e.remote, e.docID)
+}
+
+func (e *passphraseError) Unwrap() error { return engine.ErrDecrypt }
+
+// classify maps an error to the exit code and the one line printed for
+// it. The line never holds a password or passphrase: errors of the
+// adapters never contain them, and URLs are printed without credentials.
+func classify(err error) (int, string) {
+	var ue usageError
+	var pe partialError
+	var le *localError
+	var re *remoteError
+	var ee *engine.Error
+	remote := ""
+	if errors.As(err, &re) {
+		remote = re.remote
+	}
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage, err.Error()
+	case errors.As(err, &pe):
+		return exitPartial, err.Error()
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted, "interrupted; run the command again to continue where it stopped"
+	case isDiskFull(err):
+		where := "the disk"
+		if errors.As(err, &le) {
+			where = le.path
+		}
+		return exitLocal, fmt.Sprintf("%s: no space left on the device; free some space and run the command again (nothing written so far is lost)", where)
+	case errors.Is(err, bolt.ErrTimeout) && errors.As(err, &le):
+		return exitLocal, fmt.Sprintf("%s: the local replica is in use by another livesync process", le.path)
+	case errors.As(err, &le):
+		return exitLocal, fmt.Sprintf("local replica %s", innermost(le))
+	case errors.Is(err, engine.ErrDecrypt):
+		var pp *passphraseError
+		if errors.As(err, &pp) {
+			return exitPassphrase, pp.Error()
+		}
+		doc := ""
+		if errors.As(err, &ee) && ee.DocID != "" {
+			doc = fmt.Sprintf(" (document %q)", ee.DocID)
+		}
+		if remote == "" {
+			return exitPassphrase, fmt.Sprintf("cannot decrypt the vault's data%s: the passphrase is wrong (or the data is damaged)", doc)
+		}
+		return exitPassphrase, fmt.Sprintf("%scannot decrypt the vault's data%s: the passphrase is wrong, or the remote was re-keyed with a new salt", prefix(remote), doc)
+	case errors.As(err, &ee) && ee.Stage == engine.StageAuth:
+		return exitAuth, fmt.Sprintf("%sthe server refused the user name or password (%s); check them, and the user's access to the database", prefix(remote), httpStatusOf(ee))
+	case errors.As(err, &ee) && ee.Stage == engine.StageTransport:
+		return exitUnreachable, fmt.Sprintf("%scannot reach the remote: %s", prefix(remote), transportCause(ee))
+	}
+	var tm *negotiate.TweakMismatchError
+	switch {
+	case errors.As(err, &tm):
+		var diffs []string
+		for _, d := range tm.Diffs {
+			diffs = append(diffs, fmt.Sprintf("%s is %s there, %s here", d.Key, d.Preferred, d.Current))
+		}
+		return exitRefused, fmt.Sprintf("%sthe vault's settings differ from the remote's preferred ones: %s; use the remote's settings (remove the e2ee/obfuscate settings, or use a fresh --store) or rebuild the remote with these", prefix(remote), strings.Join(diffs, "; "))
+	case errors.Is(err, negotiate.ErrNodeCleaned):
+		return exitRefused, prefix(remote) + "the remote was cleaned up by another device and this device is not accepted yet; fetch everything again into a fresh --store (then this device is accepted), or unlock the remote from an accepted device"
+	case errors.Is(err, negotiate.ErrNodeLocked):
+		return exitRefused, prefix(remote) + "the remote is locked: another device rebuilt it and this device is not accepted yet; fetch it again into a fresh --store, or unlock it from an accepted device"
+	case errors.Is(err, negotiate.ErrIncompatible):
+		// Both the version document (a newer database format) and the
+		// milestone's chunk ranges wrap ErrIncompatible.
+		return exitRefused, prefix(remote) + "the remote is incompatible: a newer client wrote it, or its devices' chunk formats do not overlap; update livesync-go and the other devices"
+	case errors.Is(err, couchdb.ErrNoDatabase):
+		return exitRefused, prefix(remote) + "the database does not exist (push, sync or import create it)"
+	case errors.Is(err, couchdb.ErrSaltRace):
+		return exitRefused, prefix(remote) + "another client created the vault's salt at the same moment; run the command again"
+	}
+	if remote != "" {
+		return exitFailed, re.Error()
+	}
+	return exitFailed, err.Error()
+}
+
+func prefix(remote string) string {
+	if remote == "" {
+		return ""
+	}
+	return remote + ": "
+}
+
+// isDiskFull reports a write that failed because the device or quota is
+// full.
+func isDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// innermost returns the message of the deepest error in err's chain that
+// still says something, keeping the operation of an *engine.Error.
+func innermost(err error) string {
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Err != nil {
+		op := ee.Op
+		if ee.DocID != "" {
+			op += fmt.Sprintf(" %q", ee.DocID)
+		}
+		return fmt.Sprintf("%s: %v", op, ee.Err)
+	}
+	return err.Error()
+}
+
+// transportCause describes a network failure in a few words.
+func transportCause(ee *engine.Error) string {
+	var dns *net.DNSError
+	var op *net.OpError
+	var ue *url.Error
+	var cert x509.UnknownAuthorityError
+	var host x509.HostnameError
+	switch {
+	case errors.As(ee, &dns):
+		return fmt.Sprintf("the host name %q cannot be resolved", dns.Name)
+	case errors.As(ee, &cert):
+		return "its TLS certificate is signed by an authority this machine does not trust"
+	case errors.As(ee, &host):
+		return "its TLS certificate is for another host name"
+	case errors.As(ee, &op):
+		if errors.Is(op, syscall.ECONNREFUSED) {
+			return fmt.Sprintf("connection refused by %s (is the server running?)", op.Addr)
+		}
+		return op.Error()
+	case errors.As(ee, &ue):
+		return ue.Err.Error()
+	}
+	return ee.Err.Error()
+}
+
+// httpStatusOf returns "HTTP 401" and the like from an auth error.
+func httpStatusOf(ee *engine.Error) string {
+	msg := ee.Err.Error()
+	if i := strings.Index(msg, "HTTP "); i >= 0 && len(msg) >= i+8 {
+		return msg[i : i+8]
+	}
+	return "access denied"
+}
+
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

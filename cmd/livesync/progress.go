@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/livesync-go/livesync-go/engine/replicate"
+)
+
+// progress shows how a replication advances: a bar on a terminal, plain
+// lines ("pulled 100/302 docs") otherwise, nothing when quiet. Live runs
+// print one line per batch that moved documents. It is safe for the
+// concurrent callbacks of a live sync (one goroutine per direction).
+type progress struct {
+	w     io.Writer
+	bar   bool // draw a bar (stderr is a terminal)
+	quiet bool
+	live  bool
+
+	mu   sync.Mutex
+	bars map[replicate.Direction]*progressbar.ProgressBar
+	last map[replicate.Direction]replicate.Progress
+	// printed records the directions that have printed a plain line.
+	printed map[replicate.Direction]bool
+}
+
+func newProgress(env *cliEnv, quiet, live bool) *progress {
+	return &progress{w: env.stderr, bar: env.stderrTerminal && !live, quiet: quiet, live: live,
+		bars:    map[replicate.Direction]*progressbar.ProgressBar{},
+		last:    map[replicate.Direction]replicate.Progress{},
+		printed: map[replicate.Direction]bool{}}
+}
+
+// verb is "pulled" or "pushed".
+func verb(d replicate.Direction) string {
+	if d == replicate.Push {
+		return "pushed"
+	}
+	return "pulled"
+}
+
+// total estimates the documents of a run: those read so far plus the
+// changes the source says are left (-1 when it does not say).
+func total(p replicate.Progress) int {
+	if p.Pending < 0 {
+		return -1
+	}
+	return p.DocsRead + p.Pending
+}
+
+// update is the replicator's Progress callback.
+func (pr *progress) update(p replicate.Progress) {
+	if pr.quiet {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	last := pr.last[p.Direction]
+	pr.last[p.Direction] = p
+	switch {
+	case pr.live:
+		// A live pass's counts grow until it reconnects, then restart.
+		n := p.DocsWritten - last.DocsWritten
+		if p.DocsWritten < last.DocsWritten {
+			n = p.DocsWritten
+		}
+		if n > 0 {
+			fmt.Fprintf(pr.w, "%s %d %s\n", verb(p.Direction), n, plural(n, "doc", "docs"))
+		}
+	case pr.bar:
+		b := pr.bars[p.Direction]
+		max := int64(total(p))
+		if b == nil {
+			b = progressbar.NewOptions64(max,
+				progressbar.OptionSetWriter(pr.w),
+				progressbar.OptionSetDescription(verb(p.Direction)),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetItsString("docs"),
+				progressbar.OptionShowIts(),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionFullWidth(),
+				progressbar.OptionOnCompletion(func() { fmt.Fprintln(pr.w) }),
+			)
+			pr.bars[p.Direction] = b
+		} else if max >= 0 && max != b.GetMax64() {
+			b.ChangeMax64(max)
+		}
+		_ = b.Set64(int64(p.DocsRead))
+	default:
+		if p.DocsRead == last.DocsRead && p.Pending == last.Pending && pr.printed[p.Direction] {
+			return // nothing moved since the last line
+		}
+		pr.printed[p.Direction] = true
+		if t := total(p); t >= 0 {
+			fmt.Fprintf(pr.w, "%s %d/%d docs\n", verb(p.Direction), p.DocsRead, t)
+		} else {
+			fmt.Fprintf(pr.w, "%s %d %s\n", verb(p.Direction), p.DocsRead, plural(p.DocsRead, "doc", "docs"))
+		}
+	}
+}
+
+// finish completes the bars.
+func (pr *progress) finish() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for _, b := range pr.bars {
+		if !b.IsFinished() {
+			_ = b.Finish()
+		}
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+func runStatus(env *cliEnv, args []string) error {
+	fs := newFlagSet(env, "status", "status [flags]")
+	var cf commonFlags
+	addCommonFlags(fs, &cf)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	env.json = cf.json
+	if len(pos) > 0 {
+		return usageError{"status takes no arguments"}
+	}
+	cfg, err := env.loadConfig(cf.config)
+	if err != nil {
+		return err
+	}
+	rep, err := env.openReplica(storePath(cf.store, cfg), false)
+	if err != nil {
+		return err
+	}
+	defer rep.Close()
+	ctx := env.ctx
+	info, err := rep.st.Info(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := rep.st.AllDocs(ctx, store.AllDocsOptions{})
+	if err != nil {
+		return err
+	}
+	chunks := 0
+	for _, d := range all {
+		if docid.IsChunkID(d.ID) {
+			chunks++
+		}
+	}
+	files, err := localFiles(ctx, rep.st)
+	if err != nil {
+		return err
+	}
+	live, deleted, held, missing := 0, 0, 0, 0
+	var heldPaths []string
+	for _, f := range files {
+		if f.meta.Deleted {
+			deleted++
+			continue
+		}
+		live++
+		if f.localChunks < f.chunks {
+			held++
+			missing += f.chunks - f.localChunks
+			heldPaths = append(heldPaths, f.meta.Path)
+		}
+	}
+	node, err := rep.nodeID(ctx)
+	if err != nil {
+		return err
+	}
+	vault := "none yet (pull from a remote, or put a file)"
+	if rep.vault != nil {
+		s, err := settingsOf(rep.vault.Tweaks)
+		if err != nil {
+			return err
+		}
+		vault = fmt.Sprintf("%s, chunk size %d", describeFlags(s.Encrypt, s.PathObfuscation), s.CustomChunkSize)
+	}
+	var remotes []string
+	if rep.vault != nil {
+		for id := range rep.vault.Remotes {
+			remotes = append(remotes, id)
+		}
+	}
+	sort.Strings(remotes)
+	if cf.json {
+		rs := map[string]any{}
+		for _, id := range remotes {
+			st := rep.vault.Remotes[id]
+			rs[id] = map[string]any{"last_pull": timeJSON(st.LastPull), "last_pull_seq": st.LastPullSeq,
+				"last_push": timeJSON(st.LastPush), "last_push_seq": st.LastPushSeq}
+		}
+		writeJSON(env.stdout, map[string]any{"ok": true, "command": "status", "store": rep.path, "node_id": node,
+			"vault": vault, "docs": info.DocCount, "chunks": chunks, "files": live, "deleted_files": deleted,
+			"held_files": held, "missing_chunks": missing, "held": heldPaths, "remotes": rs})
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "store\t%s\n", rep.path)
+	fmt.Fprintf(tw, "vault\t%s\n", vault)
+	fmt.Fprintf(tw, "device\t%s\n", node)
+	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", info.DocCount, live, deleted, chunks)
+	if held > 0 {
+		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (cat --remote fetches them)\n", held, plural(held, "file", "files"), missing, plural(missing, "chunk", "chunks"))
+	} else {
+		fmt.Fprintf(tw, "held\tnone: every file's chunks are local\n")
+	}
+	for _, id := range remotes {
+		st := rep.vault.Remotes[id]
+		fmt.Fprintf(tw, "remote\t%s\n", id)
+		fmt.Fprintf(tw, "  last pull\t%s\n", when(st.LastPull, st.LastPullSeq))
+		fmt.Fprintf(tw, "  last push\t%s\n", when(st.LastPush, st.LastPushSeq))
+	}
+	return tw.Flush()
+}
+
+func when(t time.Time, seq string) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("%s (sequence %s)", t.Local().Format("2006-01-02 15:04:05"), seq)
+}
+
+func timeJSON(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
