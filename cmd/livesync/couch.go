@@ -94,6 +94,11 @@ func (e *cliEnv) connectCouch(spec remoteSpec, r *replica, o connectOptions) (_ 
 			return nil, err
 		}
 	}
+	if needsPassphrase(settings) && r.vault != nil {
+		if err := checkLocalPassphrase(ctx, r, settings); err != nil {
+			return nil, err
+		}
+	}
 	node, err := r.nodeID(ctx)
 	if err != nil {
 		return nil, err

@@ -47,6 +47,9 @@ type passphraseError struct {
 }
 
 func (e *passphraseError) Error() string {
+	if strings.HasPrefix(e.remote, "the local replica") {
+		return fmt.Sprintf("the passphrase is not the one %s was written with (document %q)", e.remote, e.docID)
+	}
 	return fmt.Sprintf("cannot decrypt %s (document %q): the passphrase is wrong, or the remote was re-keyed with a new salt", e.remote, e.docID)
 }
 
@@ -81,7 +84,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, bolt.ErrTimeout) && errors.As(err, &le):
 		return exitLocal, fmt.Sprintf("%s: the local replica is in use by another livesync process", le.path)
 	case errors.As(err, &le):
-		return exitLocal, fmt.Sprintf("local replica %s", innermost(le))
+		return exitLocal, fmt.Sprintf("%s: %s", le.path, innermost(le.err))
 	case errors.Is(err, engine.ErrDecrypt):
 		var pp *passphraseError
 		if errors.As(err, &pp) {

@@ -206,8 +206,80 @@ func (e *cliEnv) localVault(rep *replica, cf commonFlags, cfg *config) (livesync
 		if s.Passphrase, err = e.passphraseFor(defaultSpec(cfg), cf); err != nil {
 			return s, err
 		}
+		if err := checkLocalPassphrase(e.ctx, rep, s); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
+}
+
+// checkLocalPassphrase checks the passphrase against the replica's own
+// documents: chunk ids (with E2EE) and obfuscated file ids are keyed by
+// the passphrase, so the ids of a few stored chunks and files are
+// computed again. Another passphrase would write documents no other
+// device of the vault can read or find. Nothing new is stored: the check
+// uses only what the replica already holds.
+func checkLocalPassphrase(ctx context.Context, rep *replica, s livesync.Settings) error {
+	codec, err := livesync.New(livesync.Config{Settings: s})
+	if err != nil {
+		return err
+	}
+	const probes = 5
+	if s.Encrypt {
+		infos, err := rep.st.AllDocs(ctx, store.AllDocsOptions{StartKey: docid.PrefixChunk + "+", EndKey: docid.PrefixChunk + "+\uffff", Limit: probes})
+		if err != nil {
+			return err
+		}
+		ids := make([]string, len(infos))
+		for i, in := range infos {
+			ids[i] = in.ID
+		}
+		have, err := rep.st.GetChunks(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if len(have) > 0 && !anyMatch(have, func(c engine.Chunk) bool { return codec.ChunkID(c.Data) == c.ID }) {
+			return &passphraseError{remote: "the local replica " + rep.path, docID: ids[0]}
+		}
+	}
+	if s.PathObfuscation {
+		infos, err := rep.st.AllDocs(ctx, store.AllDocsOptions{StartKey: docid.PrefixObfuscated, EndKey: docid.PrefixObfuscated + "\uffff", Limit: probes})
+		if err != nil {
+			return err
+		}
+		checked, matched := 0, 0
+		for _, in := range infos {
+			raw, err := rep.st.Get(ctx, in.ID, store.GetOptions{})
+			if err != nil {
+				continue
+			}
+			d, err := livesync.ParseDoc(raw)
+			if err != nil || !d.IsFileDoc() {
+				continue
+			}
+			m, err := livesync.ParseMeta(d)
+			if err != nil {
+				continue
+			}
+			checked++
+			if codec.DocID(m.Path) == m.ID {
+				matched++
+			}
+		}
+		if checked > 0 && matched == 0 {
+			return &passphraseError{remote: "the local replica " + rep.path, docID: infos[0].ID}
+		}
+	}
+	return nil
+}
+
+func anyMatch(m map[string]engine.Chunk, ok func(engine.Chunk) bool) bool {
+	for _, c := range m {
+		if ok(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // defaultSpec is the configuration's default remote (for its passphrase

@@ -164,7 +164,8 @@ func runImport(env *cliEnv, args []string) error {
 
 // vaultFiles lists the files below dir as slash-separated relative paths,
 // sorted, leaving out what LiveSync never synchronises and, unless hidden
-// is set, dot-files and dot-folders.
+// is set, dot-files and dot-folders. Symbolic links to files count as
+// files.
 func vaultFiles(dir string, hidden bool) ([]string, error) {
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -182,7 +183,17 @@ func vaultFiles(dir string, hidden bool) ([]string, error) {
 			}
 			return nil
 		}
-		if d.IsDir() || !d.Type().IsRegular() {
+		if d.IsDir() {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// A link to a file is imported as the file; a broken one is
+			// listed so that reading it reports it; a link to anything
+			// else is left out, as are devices, pipes and sockets.
+			if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
 			return nil
 		}
 		if !docid.IsTargetPath(rel, hidden) {
