@@ -1,215 +1,257 @@
-// Package minio stores a Self-hosted LiveSync journal (FORMAT.md §6) in an
-// S3-compatible bucket (AWS S3, MinIO, Cloudflare R2, versitygw, ...)
-// through minio-go v7.
-//
-// New returns a *Bucket with
-//
-//   - GetSyncParameters / EnsureSyncParameters for the never-encrypted
-//     sync-parameters object (the bucket's PBKDF2 salt). A new salt is
-//     written only when the object is proven absent (NoSuchKey); any other
-//     failure to read it is returned as an error, never a reason to write.
-//   - GetMilestone / PutMilestone for the milestone object (raw JSON).
-//   - List, the pack keys after a given key, paginating past 1,000
-//     objects and ordered as upstream orders them (journal.ComparePackKeys);
-//     names starting with "_" are skipped.
-//   - PutPack / GetPack, a pack sealed with journal.Seal / opened with
-//     journal.Open.
-//
-// S3 has no atomic rename, so a pack cannot be written to a temporary key
-// and renamed; a single PutObject is atomic instead: readers see either no
-// object or the whole body, never a partial one. PutPack therefore uploads
-// each pack with exactly one PutObject under its final key.
-//
-// Errors are *engine.Error: StageAuth for 403, InvalidAccessKeyId,
-// SignatureDoesNotMatch and AccessDenied (permanent); StageTransport for
-// network failures and 5xx (retryable); engine.ErrNotFound is wrapped for
-// NoSuchKey and NoSuchBucket; other S3 errors are StageStorage. Messages
-// never contain the secret key or object contents. minio-go itself retries
-// transient failures (network errors, 5xx, throttling) with backoff before
-// an error reaches the caller.
 package minio
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/journal"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	minio "github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// Config names the bucket and how to reach it.
-type Config struct {
-	Endpoint  string // host[:port], without scheme
-	Bucket    string
-	Prefix    string // the LiveSync bucket prefix; prepended to every key
-	AccessKey string
-	SecretKey string
-	Region    string // may be empty (auto)
-	Secure    bool   // HTTPS
-	// PathStyle forces path-style requests (needed by most self-hosted
-	// servers); VirtualHost forces virtual-host-style requests
-	// (bucket.endpoint). With neither, minio-go picks the style from the
-	// endpoint (BucketLookupAuto). Setting both is an error.
-	PathStyle   bool
-	VirtualHost bool
-	// HTTPTransport replaces the default transport when not nil.
-	HTTPTransport http.RoundTripper
-	// Now returns the time used for pack keys; time.Now when nil.
-	Now func() time.Time
-}
-
-// Bucket is a journal stored in one bucket under one prefix. It is safe
-// for concurrent use.
+// Bucket is a journal stored in one bucket under one prefix. It
+// implements engine/journalsync.Objects and is safe for concurrent use.
 type Bucket struct {
-	c      *minio.Client
-	bucket string
-	prefix string
-	now    func() time.Time
+	c           *minio.Client
+	bucket      string
+	prefix      string
+	endpointURL string // scheme://host[:port]
+	region      string
+	retry       Retry
+	log         *slog.Logger
+	now         func() time.Time
 }
 
-// New returns a Bucket for cfg. It does not contact the server.
+// New returns a Bucket for cfg (see Config.Validate for what is checked).
+// It does not contact the server.
 func New(cfg Config) (*Bucket, error) {
-	if cfg.Endpoint == "" || cfg.Bucket == "" {
-		return nil, &engine.Error{Op: "open bucket", Stage: engine.StageProtocol, Err: errors.New("minio: Endpoint and Bucket are required")}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	lookup := minio.BucketLookupAuto
-	switch {
-	case cfg.PathStyle && cfg.VirtualHost:
-		return nil, &engine.Error{Op: "open bucket", Stage: engine.StageProtocol, Err: errors.New("minio: PathStyle and VirtualHost are exclusive")}
-	case cfg.PathStyle:
-		lookup = minio.BucketLookupPath
-	case cfg.VirtualHost:
-		lookup = minio.BucketLookupDNS
+	host, secure, _ := cfg.endpoint()
+	tr, err := cfg.transport(secure)
+	if err != nil {
+		return nil, fmt.Errorf("minio: transport: %w", err)
 	}
-	c, err := minio.New(cfg.Endpoint, &minio.Options{
+	c, err := minio.New(host, &minio.Options{
 		Creds:        credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
-		Secure:       cfg.Secure,
+		Secure:       secure,
 		Region:       cfg.Region,
-		BucketLookup: lookup,
-		Transport:    cfg.HTTPTransport,
+		BucketLookup: cfg.lookup(),
+		Transport:    tr,
+		MaxRetries:   1, // the retry policy is Config.Retry's
 	})
 	if err != nil {
-		return nil, &engine.Error{Op: "open bucket", Stage: engine.StageProtocol, Err: fmt.Errorf("minio: %w", err)}
+		return nil, fmt.Errorf("minio: %w", err)
 	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &Bucket{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix, now: now}, nil
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
+	return &Bucket{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix, endpointURL: scheme + host, region: cfg.Region,
+		retry: cfg.Retry.withDefaults(), log: cfg.Logger, now: now}, nil
 }
 
 // Client returns the underlying minio-go client (for bucket administration
-// in tests and tools).
+// in tests and tools). It does not retry: minio-go's retries are off.
 func (b *Bucket) Client() *minio.Client { return b.c }
 
 // Name returns the bucket name.
 func (b *Bucket) Name() string { return b.bucket }
 
-// Prefix returns the bucket prefix.
+// Prefix returns the bucket prefix every key starts with (may be empty).
 func (b *Bucket) Prefix() string { return b.prefix }
 
-// SyncParameters is the body of the sync-parameters object (FORMAT.md §1.7).
-type SyncParameters struct {
-	ID              string `json:"_id"`
-	Type            string `json:"type"`
-	ProtocolVersion int    `json:"protocolVersion"`
-	PBKDF2Salt      string `json:"pbkdf2salt"`
+// ID identifies the journal without credentials: upstream's checkpoint
+// identity (FORMAT.md §6.5) [endpoint, bucket + prefix, region] joined
+// with ",", where endpoint is "http(s)://host[:port]" and region is
+// Config.Region as given (empty when it is asked from the server).
+// Upstream stores its checkpoint under btoa(encodeURI(ID)).
+func (b *Bucket) ID() string {
+	return strings.Join([]string{b.endpointURL, b.bucket + b.prefix, b.region}, ",")
 }
 
-// Salt decodes PBKDF2Salt.
-func (p SyncParameters) Salt() ([]byte, error) {
-	s, err := base64.StdEncoding.DecodeString(p.PBKDF2Salt)
-	if err != nil || len(s) == 0 {
-		return nil, &engine.Error{Op: "read sync parameters", DocID: journal.SyncParametersKey, Stage: engine.StageDecode, Err: fmt.Errorf("minio: pbkdf2salt is not base64 of a salt: %w", engine.ErrMalformed)}
-	}
-	return s, nil
-}
-
-// GetSyncParameters reads the sync-parameters object. A missing object is
-// an error wrapping engine.ErrNotFound.
-func (b *Bucket) GetSyncParameters(ctx context.Context) (SyncParameters, error) {
-	const op = "read sync parameters"
-	body, err := b.get(ctx, op, journal.SyncParametersKey)
-	if err != nil {
-		return SyncParameters{}, err
-	}
-	var p SyncParameters
-	if err := json.Unmarshal(body, &p); err != nil {
-		return SyncParameters{}, &engine.Error{Op: op, DocID: b.prefix + journal.SyncParametersKey, Stage: engine.StageDecode, Err: fmt.Errorf("minio: %w: %v", engine.ErrMalformed, err)}
-	}
-	return p, nil
-}
-
-// EnsureSyncParameters returns the sync parameters with a salt. Only when
-// the object is proven absent (NoSuchKey) or holds an empty salt does it
-// write one (32 random bytes, protocolVersion 2), then re-reads it. Any
-// other read failure (auth, network, a missing bucket, a malformed body)
-// is returned and nothing is written.
-func (b *Bucket) EnsureSyncParameters(ctx context.Context) (SyncParameters, error) {
-	p, err := b.GetSyncParameters(ctx)
-	if err == nil && p.PBKDF2Salt != "" {
-		return p, nil
-	}
-	if err != nil && !b.isNoSuchKey(err) {
-		return SyncParameters{}, err
-	}
-	salt := make([]byte, 32)
-	if _, err := rand.Read(salt); err != nil {
-		return SyncParameters{}, &engine.Error{Op: "write sync parameters", Stage: engine.StageEncrypt, Err: err}
-	}
-	p = SyncParameters{ID: "_local/obsidian_livesync_sync_parameters", Type: "sync-parameters", ProtocolVersion: 2, PBKDF2Salt: base64.StdEncoding.EncodeToString(salt)}
-	body, _ := json.Marshal(p)
-	if err := b.put(ctx, "write sync parameters", journal.SyncParametersKey, body, "application/json"); err != nil {
-		return SyncParameters{}, err
-	}
-	return b.GetSyncParameters(ctx)
-}
-
-// GetMilestone returns the raw milestone JSON; a missing object is an
-// error wrapping engine.ErrNotFound.
-func (b *Bucket) GetMilestone(ctx context.Context) ([]byte, error) {
-	return b.get(ctx, "read milestone", journal.MilestoneKey)
-}
-
-// PutMilestone uploads the milestone JSON (never encrypted).
-func (b *Bucket) PutMilestone(ctx context.Context, body []byte) error {
-	return b.put(ctx, "write milestone", journal.MilestoneKey, body, "application/json")
+func (b *Bucket) do(ctx context.Context, op, key string, f func() error) error {
+	return retry(ctx, b.retry, b.log, op, key, f)
 }
 
 // List returns the keys (including the prefix) of the objects under the
 // prefix that come after the key after (empty: all), skipping names that
 // start with "_" (journal.IsPackListingCandidate), ordered by
 // journal.ComparePackKeys. The server lists lexically from after
-// (StartAfter) and minio-go follows the continuation tokens, so listings
-// longer than one page (1,000 keys) are complete.
+// (StartAfter) and the continuation tokens are followed, so listings
+// longer than one page (1,000 keys) are complete. A failed page restarts
+// the listing (Config.Retry).
 func (b *Bucket) List(ctx context.Context, after string) ([]string, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	const op = "list packs"
 	var keys []string
-	for o := range b.c.ListObjects(ctx, b.bucket, minio.ListObjectsOptions{Prefix: b.prefix, Recursive: true, StartAfter: after}) {
-		if o.Err != nil {
-			return nil, b.wrap("list packs", "", o.Err)
+	err := b.do(ctx, op, b.prefix, func() error {
+		keys = keys[:0]
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for o := range b.c.ListObjects(lctx, b.bucket, minio.ListObjectsOptions{Prefix: b.prefix, Recursive: true, StartAfter: after}) {
+			if o.Err != nil {
+				return b.wrap(ctx, op, b.prefix, o.Err)
+			}
+			if !strings.HasPrefix(o.Key, b.prefix) || !journal.IsPackListingCandidate(o.Key[len(b.prefix):]) {
+				continue
+			}
+			keys = append(keys, o.Key)
 		}
-		name := strings.TrimPrefix(o.Key, b.prefix)
-		if !journal.IsPackListingCandidate(name) {
-			continue
-		}
-		keys = append(keys, o.Key)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(keys, func(i, j int) bool { return journal.ComparePackKeys(keys[i], keys[j]) < 0 })
 	return keys, nil
+}
+
+// Get downloads the whole object stored under key (prefix included). An
+// absent object wraps engine.ErrNotFound.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := b.checkKey("read object", key); err != nil {
+		return nil, err
+	}
+	body, _, err := b.getObject(ctx, "read object", key)
+	return body, err
+}
+
+// Put uploads body under key (prefix included) with one PutObject, so
+// that readers see either no object or all of it. Keys ending in ".json"
+// are stored as application/json, others as application/octet-stream, as
+// upstream does. An existing object is replaced.
+func (b *Bucket) Put(ctx context.Context, key string, body []byte) error {
+	if err := b.checkKey("write object", key); err != nil {
+		return err
+	}
+	return b.putObject(ctx, "write object", key, body, contentType(key), put{})
+}
+
+func contentType(key string) string {
+	if strings.HasSuffix(key, ".json") {
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+func (b *Bucket) checkKey(op, key string) error {
+	if !strings.HasPrefix(key, b.prefix) || len(key) == len(b.prefix) {
+		return &engine.Error{Op: op, DocID: key, Stage: engine.StageProtocol,
+			Err: fmt.Errorf("minio: the key is not an object under the prefix %q", b.prefix)}
+	}
+	return nil
+}
+
+// GetSyncParameters reads the sync-parameters object (FORMAT.md §1.7). A
+// missing object wraps engine.ErrNotFound (and a missing bucket also
+// ErrNoBucket); a malformed one is StageDecode.
+func (b *Bucket) GetSyncParameters(ctx context.Context) (negotiate.SyncParameters, error) {
+	p, _, err := b.readSyncParams(ctx)
+	if err != nil {
+		return negotiate.SyncParameters{}, err
+	}
+	return *p, nil
+}
+
+func (b *Bucket) readSyncParams(ctx context.Context) (*negotiate.SyncParameters, string, error) {
+	const op = "read sync parameters"
+	key := b.prefix + negotiate.JournalSyncParametersKey
+	raw, etag, err := b.getObject(ctx, op, key)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := negotiate.ParseSyncParameters(raw)
+	if err != nil {
+		return nil, "", &engine.Error{Op: op, DocID: key, Stage: engine.StageDecode, Err: err}
+	}
+	return &p, etag, nil
+}
+
+// EnsureSyncParameters returns the sync parameters, creating the salt
+// when the bucket has none. Only when the object is proven absent
+// (NoSuchKey) or holds an empty salt does it write one (32 random bytes,
+// protocolVersion 2), with a conditional PutObject (If-None-Match: * when
+// absent, If-Match its ETag when salt-less) so that of two clients
+// creating it at once one wins; then it reads the object back and returns
+// what is stored, which may be the other client's salt. Any other read
+// failure (auth, network, a missing bucket, a malformed body) is returned
+// and nothing is written.
+func (b *Bucket) EnsureSyncParameters(ctx context.Context) (negotiate.SyncParameters, error) {
+	key := b.prefix + negotiate.JournalSyncParametersKey
+	doc, etag, rerr := b.readSyncParams(ctx)
+	if errors.Is(rerr, ErrNoBucket) { // not proof that the object is absent
+		return negotiate.SyncParameters{}, rerr
+	}
+	need, err := negotiate.NeedsNewSalt(doc, rerr)
+	if err != nil {
+		return negotiate.SyncParameters{}, fmt.Errorf("minio: the sync parameters could not be read, so no salt is created; fix the cause and retry: %w", err)
+	}
+	if !need {
+		return *doc, nil
+	}
+	salt, err := negotiate.NewSalt(nil)
+	if err != nil {
+		return negotiate.SyncParameters{}, err
+	}
+	p := negotiate.NewSyncParameters(salt)
+	cond := put{ifAbsent: true}
+	if doc != nil {
+		fresh := p
+		p = *doc // keep the members of the salt-less object
+		p.PBKDF2Salt = fresh.PBKDF2Salt
+		if p.ProtocolVersion == 0 {
+			p.ProtocolVersion = negotiate.ProtocolVersionAdvancedE2EE
+		}
+		if p.Type == "" {
+			p.Type = negotiate.TypeSyncParameters
+		}
+		cond = put{ifMatch: etag}
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return negotiate.SyncParameters{}, err
+	}
+	// A lost race (412) is fine: the read below returns the winner's salt.
+	if err := b.putObject(ctx, "write sync parameters", key, body, "application/json", cond); err != nil && !errors.Is(err, errPrecondition) {
+		return negotiate.SyncParameters{}, err
+	}
+	doc, _, err = b.readSyncParams(ctx)
+	if err != nil {
+		return negotiate.SyncParameters{}, err
+	}
+	if doc.PBKDF2Salt == "" {
+		return negotiate.SyncParameters{}, &engine.Error{Op: "write sync parameters", DocID: key, Stage: engine.StageStorage,
+			Err: fmt.Errorf("minio: the sync parameters hold no salt after writing one: %w", negotiate.ErrNoSalt)}
+	}
+	return *doc, nil
+}
+
+// GetMilestone returns the raw milestone JSON; a missing object wraps
+// engine.ErrNotFound.
+func (b *Bucket) GetMilestone(ctx context.Context) ([]byte, error) {
+	body, _, err := b.getObject(ctx, "read milestone", b.prefix+negotiate.JournalMilestoneKey)
+	return body, err
+}
+
+// PutMilestone uploads the milestone JSON (never encrypted), replacing
+// the object.
+func (b *Bucket) PutMilestone(ctx context.Context, body []byte) error {
+	return b.putObject(ctx, "write milestone", b.prefix+negotiate.JournalMilestoneKey, body, "application/json", put{})
 }
 
 // PutPack seals records (journal.Seal with c; nil means plain) and uploads
@@ -220,105 +262,74 @@ func (b *Bucket) PutPack(ctx context.Context, records []journal.Record, c journa
 	if err != nil {
 		return "", err
 	}
-	name := strings.TrimPrefix(journal.PackKey(b.prefix, b.now().UnixMilli()), b.prefix)
-	if err := b.put(ctx, "write pack", name, body, "application/octet-stream"); err != nil {
+	key := journal.PackKey(b.prefix, b.now().UnixMilli())
+	if err := b.putObject(ctx, "write pack", key, body, "application/octet-stream", put{}); err != nil {
 		return "", err
 	}
-	return b.prefix + name, nil
+	return key, nil
 }
 
 // PutObject uploads body under prefix+name as it is (for tools and tests
 // that copy packs written elsewhere).
 func (b *Bucket) PutObject(ctx context.Context, name string, body []byte) error {
-	return b.put(ctx, "write object", name, body, "application/octet-stream")
+	return b.putObject(ctx, "write object", b.prefix+name, body, contentType(name), put{})
 }
 
 // GetPack downloads the pack stored under key (as returned by List) and
 // opens it with journal.Open.
 func (b *Bucket) GetPack(ctx context.Context, key string, c journal.Cipher) ([]journal.Record, error) {
-	body, err := b.getKey(ctx, "read pack", key)
+	body, _, err := b.getObject(ctx, "read pack", key)
 	if err != nil {
 		return nil, err
 	}
 	return journal.Open(key, body, c, 0)
 }
 
-func (b *Bucket) get(ctx context.Context, op, name string) ([]byte, error) {
-	return b.getKey(ctx, op, b.prefix+name)
-}
-
-func (b *Bucket) getKey(ctx context.Context, op, key string) ([]byte, error) {
-	o, err := b.c.GetObject(ctx, b.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		return nil, b.wrap(op, key, err)
-	}
-	defer o.Close()
-	body, err := io.ReadAll(o)
-	if err != nil {
-		return nil, b.wrap(op, key, err)
-	}
-	return body, nil
-}
-
-func (b *Bucket) put(ctx context.Context, op, name string, body []byte, contentType string) error {
-	key := b.prefix + name
-	_, err := b.c.PutObject(ctx, b.bucket, key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{ContentType: contentType})
-	if err != nil {
-		return b.wrap(op, key, err)
-	}
-	return nil
-}
-
-// isNoSuchKey reports whether err says the object (not the bucket) is
-// absent.
-func (b *Bucket) isNoSuchKey(err error) bool {
-	var s3 *s3Error
-	return errors.As(err, &s3) && s3.code == "NoSuchKey"
-}
-
-// s3Error carries the S3 error code; it wraps a sentinel where one applies.
-type s3Error struct {
-	code, msg string
-	status    int
-	sentinel  error
-}
-
-func (e *s3Error) Error() string {
-	s := "minio: " + e.msg
-	if e.code != "" {
-		s += " (S3 " + e.code
-		if e.status != 0 {
-			s += fmt.Sprintf(", HTTP %d", e.status)
+// getObject downloads a whole object and its ETag with one GET request
+// (minio-go's Object would send a HEAD first, whose error answers carry no
+// S3 code, and then a GET conditional on the HEAD's ETag).
+func (b *Bucket) getObject(ctx context.Context, op, key string) (body []byte, etag string, err error) {
+	err = b.do(ctx, op, key, func() error {
+		rc, info, _, err := minio.Core{Client: b.c}.GetObject(ctx, b.bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			return b.wrap(ctx, op, key, err)
 		}
-		s += ")"
-	}
-	return s
+		defer rc.Close()
+		data, err := io.ReadAll(rc)
+		if err != nil {
+			return b.wrap(ctx, op, key, err)
+		}
+		if int64(len(data)) != info.Size {
+			return &engine.Error{Op: op, DocID: key, Stage: engine.StageTransport,
+				Err: fmt.Errorf("minio: %s: got %d bytes of %d", b.endpointURL, len(data), info.Size)}
+		}
+		body, etag = data, info.ETag
+		return nil
+	})
+	return body, etag, err
 }
 
-func (e *s3Error) Unwrap() error { return e.sentinel }
+// put is the precondition of a PutObject.
+type put struct {
+	ifAbsent bool   // If-None-Match: *
+	ifMatch  string // If-Match: this ETag
+}
 
-func (b *Bucket) wrap(op, key string, err error) error {
-	r := minio.ToErrorResponse(err)
-	if r.Code == "" && r.StatusCode == 0 {
-		return &engine.Error{Op: op, DocID: key, Stage: engine.StageTransport, Err: fmt.Errorf("minio: %w", err)}
-	}
-	e := &s3Error{code: r.Code, status: r.StatusCode, msg: r.Message}
-	stage := engine.StageStorage
-	switch {
-	case r.Code == "InvalidAccessKeyId" || r.Code == "SignatureDoesNotMatch" || r.Code == "AccessDenied" || r.StatusCode == http.StatusForbidden || r.StatusCode == http.StatusUnauthorized:
-		stage = engine.StageAuth
-		e.msg = "the server rejected the credentials: check the access key and secret key"
-	case r.Code == "NoSuchKey":
-		e.sentinel = engine.ErrNotFound
-		e.msg = "no such object"
-	case r.Code == "NoSuchBucket":
-		e.sentinel = engine.ErrNotFound
-		e.msg = fmt.Sprintf("no such bucket %q", b.bucket)
-	case r.StatusCode >= 500:
-		stage = engine.StageTransport
-	}
-	if e.msg == "" {
-		e.msg = "request failed"
-	}
-	return &engine.Error{Op: op, DocID: key, Stage: stage, Err: e}
+// putObject uploads body with one PutObject (no multipart) carrying a
+// Content-MD5, so the server stores all of it or nothing. A failed
+// precondition wraps errPrecondition.
+func (b *Bucket) putObject(ctx context.Context, op, key string, body []byte, contentType string, cond put) error {
+	return b.do(ctx, op, key, func() error {
+		opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: true, SendContentMd5: true}
+		switch {
+		case cond.ifAbsent:
+			opts.SetMatchETagExcept("*")
+		case cond.ifMatch != "":
+			opts.SetMatchETag(cond.ifMatch)
+		}
+		if _, err := b.c.PutObject(ctx, b.bucket, key, bytes.NewReader(body), int64(len(body)), opts); err != nil {
+			return b.wrap(ctx, op, key, err)
+		}
+		return nil
+	})
 }

@@ -1,0 +1,147 @@
+package minio
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+)
+
+// HandshakeOptions configure Handshake.
+type HandshakeOptions struct {
+	// NodeID is this device's node id (negotiate.NodeInfoDoc's nodeid).
+	NodeID string
+	// Device describes this device in the milestone's node_info. Upstream
+	// puts the newest journal pack this device received in Progress; it
+	// may be empty.
+	Device negotiate.DeviceInfo
+	// Settings are this device's tweak values (livesync.Settings.TweakValues).
+	Settings negotiate.TweakValues
+	// AllowJoin lets this node add itself to a locked bucket's
+	// accepted_nodes (upstream's markRemoteResolved): set it only after
+	// the user has chosen to fetch the rebuilt remote.
+	AllowJoin bool
+	// Check relaxes the milestone checks (upstream's ignoreVersionCheck,
+	// disableCheckingConfigMismatch).
+	Check negotiate.CheckOptions
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// milestoneTries bounds the read-register-write rounds of Handshake when
+// other clients rewrite the milestone at the same time. Every round that
+// loses does so because another client won one, so n racing clients all
+// finish within n rounds.
+const milestoneTries = 16
+
+// Handshake is the pre-sync handshake of a journal bucket (FORMAT.md §6.5
+// "Pre-sync checks mirror CouchDB", §5.4; commonlib
+// LiveSyncJournalReplicator.ts): it returns the vault's PBKDF2 salt and
+// the milestone verdict, or an error that says what to do.
+//
+//  1. Sync parameters (EnsureSyncParameters): the salt is created only
+//     when the object is proven absent (NoSuchKey) or salt-less; a failed
+//     read (wrong credentials, network, a missing bucket, a malformed
+//     object) is returned and writes nothing. A missing bucket wraps
+//     ErrNoBucket and names it: create it on the server.
+//  2. The milestone object (there is no version document on a bucket):
+//     read, registered (negotiate.Milestone.Register with
+//     negotiate.JournalChunkRange) and written back when needed, with a
+//     conditional PutObject on the ETag that was read; when another
+//     client wrote it in between, the round starts again from the read
+//     (ErrMilestoneRace after milestoneTries rounds). Then judged by
+//     negotiate.Check. A node that is not accepted by a locked bucket
+//     joins accepted_nodes only with AllowJoin. Verdicts that refuse sync
+//     are returned as errors wrapping negotiate's (ErrNodeLocked,
+//     ErrNodeCleaned, ErrIncompatible, *negotiate.TweakMismatchError).
+//
+// The verdict is valid when err is nil or wraps a refusing verdict.
+func (b *Bucket) Handshake(ctx context.Context, o HandshakeOptions) (salt []byte, verdict negotiate.Verdict, err error) {
+	if o.NodeID == "" {
+		return nil, verdict, errors.New("minio: handshake: NodeID is required")
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+
+	// 1. Sync parameters and the salt.
+	p, err := b.EnsureSyncParameters(ctx)
+	if err != nil {
+		return nil, verdict, err
+	}
+	if salt, err = p.Salt(); err != nil {
+		return nil, verdict, &engine.Error{Op: "read sync parameters", DocID: b.prefix + negotiate.JournalSyncParametersKey, Stage: engine.StageDecode,
+			Err: fmt.Errorf("minio: handshake: the bucket's salt is unusable (another client wrote it wrongly; do not overwrite it without rebuilding every device): %w", err)}
+	}
+
+	// 2. The milestone.
+	verdict, err = b.milestone(ctx, o, now())
+	return salt, verdict, err
+}
+
+func (b *Bucket) milestone(ctx context.Context, o HandshakeOptions, now time.Time) (negotiate.Verdict, error) {
+	key := b.prefix + negotiate.JournalMilestoneKey
+	my := negotiate.JournalChunkRange
+	for range milestoneTries {
+		var m *negotiate.Milestone
+		cond := put{}
+		switch raw, etag, err := b.getObject(ctx, "read milestone", key); {
+		case err == nil:
+			if m, err = negotiate.ParseMilestone(raw); err != nil {
+				return negotiate.Verdict{}, &engine.Error{Op: "read milestone", DocID: key, Stage: engine.StageDecode, Err: err}
+			}
+			cond.ifMatch = etag
+		case errors.Is(err, engine.ErrNotFound) && !errors.Is(err, ErrNoBucket):
+			m = negotiate.NewMilestone(o.NodeID, now)
+			cond.ifAbsent = true
+		default:
+			return negotiate.Verdict{}, err
+		}
+		write := m.Register(o.NodeID, my, o.Device, o.Settings, now)
+		v := negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
+		if (v.Kind == negotiate.VerdictNodeLocked || v.Kind == negotiate.VerdictNodeCleaned) && o.AllowJoin {
+			m.Accept(o.NodeID, my)
+			write = true
+			v = negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
+		}
+		if write {
+			body, err := json.Marshal(m)
+			if err != nil {
+				return v, err
+			}
+			err = b.putObject(ctx, "write milestone", key, body, "application/json", cond)
+			if errors.Is(err, errPrecondition) {
+				continue // another client wrote it since the read: register again
+			}
+			if err != nil {
+				return v, err
+			}
+		}
+		return v, verdictErr(v)
+	}
+	return negotiate.Verdict{}, &engine.Error{Op: "write milestone", DocID: key, Stage: engine.StageStorage, Err: ErrMilestoneRace}
+}
+
+// verdictErr wraps a refusing verdict with what the user can do.
+func verdictErr(v negotiate.Verdict) error {
+	err := v.Err()
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, negotiate.ErrNodeCleaned):
+		return fmt.Errorf("minio: handshake: sync refused: %w; fetch everything from the bucket again (then connect with AllowJoin), or unlock the bucket from a device that is accepted", err)
+	case errors.Is(err, negotiate.ErrNodeLocked):
+		return fmt.Errorf("minio: handshake: sync refused: %w; fetch the rebuilt bucket into a fresh local database (then connect with AllowJoin), or unlock the bucket from a device that is accepted", err)
+	case errors.Is(err, negotiate.ErrTweakMismatch):
+		return fmt.Errorf("minio: handshake: sync refused: %w; adopt the bucket's preferred settings, or make this device's settings the preferred ones (other devices must then adopt them)", err)
+	case errors.Is(err, negotiate.ErrIncompatible):
+		return fmt.Errorf("minio: handshake: sync refused: %w; update every device to a version that supports the bucket's chunk format", err)
+	}
+	return fmt.Errorf("minio: handshake: sync refused: %w", err)
+}
