@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,13 +24,32 @@ import (
 	minioclient "github.com/minio/minio-go/v7"
 )
 
-type s3Env struct{ endpoint, access, secret, bucketPrefix string }
+// s3Env is the S3 server named by the environment:
+//
+//	LIVESYNC_TEST_S3_ENDPOINT        host:port, or http(s)://host:port
+//	LIVESYNC_TEST_S3_ACCESS_KEY      a key allowed to create and delete buckets
+//	LIVESYNC_TEST_S3_SECRET_KEY
+//	LIVESYNC_TEST_S3_BUCKET_PREFIX   optional, default lsgo-test-
+//	LIVESYNC_TEST_S3_REGION          optional: the region the server enforces
+//	LIVESYNC_TEST_S3_SECURE          optional: 1 for HTTPS with a host:port endpoint
+//	LIVESYNC_TEST_S3_CA_FILE         optional: PEM of the server's CA (self-signed TLS)
+//	LIVESYNC_TEST_S3_VIRTUAL_DOMAIN  optional: the server serves <bucket>.<domain> as
+//	                                 virtual-host style (versitygw --virtual-domain,
+//	                                 MinIO MINIO_DOMAIN); tests resolve it to the endpoint
+type s3Env struct {
+	endpoint, access, secret, bucketPrefix string
+	region, virtualDomain                  string
+	secure                                 bool
+	caPEM                                  []byte
+}
 
 // s3Server returns the S3 server named by the environment. Without one it
 // fails under CI and skips otherwise.
 func s3Server(t *testing.T) s3Env {
 	t.Helper()
-	e := s3Env{os.Getenv("LIVESYNC_TEST_S3_ENDPOINT"), os.Getenv("LIVESYNC_TEST_S3_ACCESS_KEY"), os.Getenv("LIVESYNC_TEST_S3_SECRET_KEY"), os.Getenv("LIVESYNC_TEST_S3_BUCKET_PREFIX")}
+	e := s3Env{endpoint: os.Getenv("LIVESYNC_TEST_S3_ENDPOINT"), access: os.Getenv("LIVESYNC_TEST_S3_ACCESS_KEY"),
+		secret: os.Getenv("LIVESYNC_TEST_S3_SECRET_KEY"), bucketPrefix: os.Getenv("LIVESYNC_TEST_S3_BUCKET_PREFIX"),
+		region: os.Getenv("LIVESYNC_TEST_S3_REGION"), virtualDomain: os.Getenv("LIVESYNC_TEST_S3_VIRTUAL_DOMAIN")}
 	if e.endpoint == "" {
 		if os.Getenv("CI") != "" {
 			t.Fatal("LIVESYNC_TEST_S3_ENDPOINT is not set but CI is: the S3 integration tests must run in CI " +
@@ -40,13 +60,61 @@ func s3Server(t *testing.T) s3Env {
 	if e.bucketPrefix == "" {
 		e.bucketPrefix = "lsgo-test-"
 	}
+	switch v := os.Getenv("LIVESYNC_TEST_S3_SECURE"); v {
+	case "", "0", "false":
+	case "1", "true":
+		e.secure = true
+	default:
+		t.Fatalf("LIVESYNC_TEST_S3_SECURE=%q: want 1 or 0", v)
+	}
+	if strings.HasPrefix(e.endpoint, "https://") {
+		e.secure = true
+	}
+	if f := os.Getenv("LIVESYNC_TEST_S3_CA_FILE"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("LIVESYNC_TEST_S3_CA_FILE: %v", err)
+		}
+		e.caPEM = pem
+	}
 	return e
+}
+
+// requireS3Setting returns an optional setting that a test needs; without
+// it the test fails under CI (tests/s3server sets every one) and skips
+// otherwise, saying why.
+func requireS3Setting(t *testing.T, value, name, why string) string {
+	t.Helper()
+	if value == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set but CI is (tests/s3server sets it): %s", name, why)
+		}
+		t.Skipf("%s not set: %s", name, why)
+	}
+	return value
+}
+
+// hostPort is the endpoint without its scheme.
+func (e s3Env) hostPort() string {
+	h := strings.TrimPrefix(strings.TrimPrefix(e.endpoint, "https://"), "http://")
+	return strings.TrimSuffix(h, "/")
+}
+
+// config is a path-style Config for the server; Region is the server's
+// when known, else empty (asked from the server).
+func (e s3Env) config(bucket, prefix string) minio.Config {
+	cfg := minio.Config{Endpoint: e.endpoint, Secure: e.secure, CACertPEM: e.caPEM, Region: e.region,
+		Bucket: bucket, Prefix: prefix, AccessKey: e.access, SecretKey: e.secret, PathStyle: true}
+	if strings.HasPrefix(e.endpoint, "http://") {
+		cfg.Secure = false
+	}
+	return cfg
 }
 
 // s3Bucket opens a bucket on the test server with cfg adjusted by mod.
 func s3Bucket(t *testing.T, e s3Env, bucket, prefix string, mod func(*minio.Config)) *minio.Bucket {
 	t.Helper()
-	cfg := minio.Config{Endpoint: e.endpoint, Bucket: bucket, Prefix: prefix, AccessKey: e.access, SecretKey: e.secret, PathStyle: true}
+	cfg := e.config(bucket, prefix)
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -57,18 +125,23 @@ func s3Bucket(t *testing.T, e s3Env, bucket, prefix string, mod func(*minio.Conf
 	return b
 }
 
+// newBucketName is a fresh bucket name under the test prefix.
+func newBucketName(e s3Env) string {
+	r := make([]byte, 6)
+	_, _ = rand.Read(r)
+	return e.bucketPrefix + hex.EncodeToString(r)
+}
+
 // freshBucket creates a new bucket and removes it (with its objects) at
 // the end of the test; objects go under a per-test prefix.
 func freshBucket(t *testing.T) (*minio.Bucket, s3Env) {
 	t.Helper()
 	e := s3Server(t)
-	r := make([]byte, 6)
-	_, _ = rand.Read(r)
-	name := e.bucketPrefix + hex.EncodeToString(r)
+	name := newBucketName(e)
 	prefix := strings.ToLower(strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())) + "/"
 	b := s3Bucket(t, e, name, prefix, nil)
 	ctx := ctxT(t)
-	if err := b.Client().MakeBucket(ctx, name, minioclient.MakeBucketOptions{}); err != nil {
+	if err := b.Client().MakeBucket(ctx, name, minioclient.MakeBucketOptions{Region: e.region}); err != nil {
 		t.Fatalf("make bucket %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -79,9 +152,31 @@ func freshBucket(t *testing.T) (*minio.Bucket, s3Env) {
 		for re := range c.RemoveObjects(ctx, name, objs, minioclient.RemoveObjectsOptions{}) {
 			t.Logf("remove %s: %v", re.ObjectName, re.Err)
 		}
-		_ = c.RemoveBucket(ctx, name)
+		if err := c.RemoveBucket(ctx, name); err != nil {
+			t.Logf("remove bucket %s: %v", name, err)
+		}
 	})
 	return b, e
+}
+
+// allObjects lists every object of the bucket (control objects and
+// other prefixes included) with the raw client.
+func allObjects(t *testing.T, b *minio.Bucket) []string {
+	t.Helper()
+	var keys []string
+	for o := range b.Client().ListObjects(ctxT(t), b.Name(), minioclient.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatalf("list %s: %v", b.Name(), o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// fastRetry keeps the default attempts but waits 1 ms between them, for
+// tests that count attempts on a real server.
+func fastRetry(c *minio.Config) {
+	c.Retry.Delay = func(int) time.Duration { return time.Millisecond }
 }
 
 const vectorsDir = "../engine/testdata/vectors"
@@ -164,6 +259,12 @@ func TestS3JournalVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The handshake accepts the bucket the plugin wrote when run
+			// with the plugin's settings, and returns the plugin's salt.
+			hsSalt, v, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: "livesync-go", Settings: s.TweakValues()})
+			if err != nil || v.Kind != negotiate.VerdictOK {
+				t.Fatalf("handshake on the plugin's bucket: %v (verdict %v)", err, v.Kind)
+			}
 			var cipher journal.Cipher
 			if s.Encrypt {
 				p, err := b.GetSyncParameters(ctx)
@@ -173,6 +274,9 @@ func TestS3JournalVectors(t *testing.T) {
 				salt, err := p.Salt()
 				if err != nil {
 					t.Fatal(err)
+				}
+				if !bytes.Equal(hsSalt, salt) {
+					t.Fatal("the handshake returned a salt other than the plugin's")
 				}
 				cipher = e2ee.New(s.Passphrase, salt, e2ee.Options{})
 			}
@@ -256,41 +360,57 @@ func TestS3JournalVectors(t *testing.T) {
 	}
 }
 
-// TestS3ListPagination lists more objects than one S3 page (1,000) holds.
+// TestS3ListPagination lists more objects than one S3 page (1,000) holds,
+// from the start and from a key in the middle, leaving out control
+// objects ("_" names) and objects of another prefix in the same bucket.
 func TestS3ListPagination(t *testing.T) {
-	b, _ := freshBucket(t)
+	b, e := freshBucket(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	const n = 1005
+	const n = 1100
+	const t0 = 1700000000000
+	other := s3Bucket(t, e, b.Name(), "other-vault/", nil)
 	sem := make(chan struct{}, 16)
-	errc := make(chan error, n)
-	for i := 0; i < n; i++ {
+	errc := make(chan error, n+2)
+	for i := range n {
 		sem <- struct{}{}
-		go func(i int) {
+		go func() {
 			defer func() { <-sem }()
-			errc <- b.PutObject(ctx, journal.PackKey("", int64(1700000000000+i)), []byte{byte(i)})
-		}(i)
+			errc <- b.Put(ctx, journal.PackKey(b.Prefix(), int64(t0+i)), []byte{byte(i)})
+		}()
 	}
-	for i := 0; i < n; i++ {
+	go func() { errc <- b.PutMilestone(ctx, []byte(`{}`)) }()
+	go func() { errc <- other.Put(ctx, journal.PackKey(other.Prefix(), t0+5000), []byte("x")) }()
+	for range n + 2 {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.PutMilestone(ctx, []byte(`{}`)); err != nil {
-		t.Fatal(err)
+	check := func(keys []string, from int) {
+		t.Helper()
+		if len(keys) != n-from {
+			t.Fatalf("List returned %d keys, want %d", len(keys), n-from)
+		}
+		for i, k := range keys {
+			ms, ok := journal.ParsePackKey(b.Prefix(), k)
+			if !ok || ms != int64(t0+from+i) {
+				t.Fatalf("keys[%d] = %s, want the pack of %d", i, k, t0+from+i)
+			}
+		}
 	}
-	keys, err := b.List(ctx, "")
+	all, err := b.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != n {
-		t.Fatalf("List returned %d keys, want %d", len(keys), n)
+	check(all, 0)
+	const mid = 550
+	after, err := b.List(ctx, all[mid-1])
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, k := range keys {
-		ms, ok := journal.ParsePackKey(b.Prefix(), k)
-		if !ok || ms != int64(1700000000000+i) {
-			t.Fatalf("keys[%d] = %s, want the pack of %d", i, k, 1700000000000+i)
-		}
+	check(after, mid)
+	if last, err := b.List(ctx, all[n-1]); err != nil || len(last) != 0 {
+		t.Fatalf("List after the last key = %d keys, %v; want none", len(last), err)
 	}
 }
 
@@ -343,13 +463,13 @@ func TestS3WrongSecret(t *testing.T) {
 		t.Fatalf("missing bucket after Ensure: %v", err)
 	}
 	// Unreachable server: transport error.
-	down := s3Bucket(t, s3Env{endpoint: "127.0.0.1:1", access: e.access, secret: e.secret}, bucket, good.Prefix(), nil)
+	down := s3Bucket(t, s3Env{endpoint: "127.0.0.1:1", access: e.access, secret: e.secret, region: e.region}, bucket, good.Prefix(), fastRetry)
 	dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer dcancel()
 	if _, err := down.EnsureSyncParameters(dctx); func() bool {
 		var ee *engine.Error
 		return !errors.As(err, &ee) || ee.Stage != engine.StageTransport
-	}() {
-		t.Fatalf("unreachable server: %v, want a transport-stage error", err)
+	}() || !strings.Contains(err.Error(), "gave up after 4 attempts") {
+		t.Fatalf("unreachable server: %v, want a transport-stage error after 4 attempts", err)
 	}
 }
