@@ -1,0 +1,883 @@
+package holdback
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/purgatory"
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// Stats are the Store's gauges and counters, for /status and metrics.
+type Stats struct {
+	// Mode is the current Mode.
+	Mode Mode
+	// Held is a gauge: revisions in the holding area (held, or being
+	// handed to the purgatory).
+	Held int
+	// WrittenThrough counts metadata revisions written at once because
+	// their chunks were present (stored already or in the same batch).
+	WrittenThrough uint64
+	// Holds counts metadata revisions held on arrival.
+	Holds uint64
+	// Released counts held revisions written to the inner store once
+	// their chunks were present.
+	Released uint64
+	// Dropped counts held or pushed revisions dropped unserved:
+	// superseded by a newer revision, expired, previously expired or
+	// refused by the inner store.
+	Dropped uint64
+	// Unreadable counts metadata revisions written through unjudged
+	// because their chunk list is encrypted and no passphrase is
+	// configured.
+	Unreadable uint64
+	// Undecodable counts metadata revisions written through unjudged
+	// because the codec could not decode them (a wrong passphrase,
+	// malformed fields).
+	Undecodable uint64
+	// SaveErrors counts failed writes of the purgatory state, the index
+	// or the pruning of the holding area (each is retried at the next
+	// save).
+	SaveErrors uint64
+	// Purgatory are the purgatory core's gauges and counters.
+	Purgatory purgatory.Stats
+}
+
+type counters struct {
+	writtenThrough, holds, released, dropped, unreadable, undecodable, saveErrors uint64
+}
+
+// hrev is a revision in the holding area. gen is 0 until the purgatory
+// answered Held for it, then the value of Store.gen at that moment: the
+// pruning only drops revisions the purgatory had accepted before it
+// listed what it holds.
+type hrev struct {
+	gen uint64
+}
+
+// Store is a store.Store that holds back pushed metadata revisions whose
+// chunks are not stored: see the package documentation. It is safe for
+// concurrent use.
+type Store struct {
+	cfg     Config
+	log     *slog.Logger
+	inner   store.Store
+	codec   *livesync.Codec // never nil
+	decrypt bool            // Deps.Codec was set
+	p       *purgatory.Purgatory
+	area    area
+	locks   keyLocks
+
+	// gate is held for reading by every write call and for writing by
+	// Close, which so waits for writes in flight.
+	gate   sync.RWMutex
+	closed bool
+
+	// mu guards the fields below. Lock order: a document's key lock,
+	// then the purgatory's locks (through its methods), then mu; area.mu
+	// and area.imu are leaves, and mu is never held while calling the
+	// purgatory or the inner store.
+	mu      sync.Mutex
+	held    map[string]map[string]*hrev // doc -> rev -> state
+	indexed map[string]struct{}         // documents the last index write listed; nil = unknown
+	gen     uint64
+	n       counters
+
+	obfuscated atomic.Bool // no codec, and the latest judged metadata was unreadable
+
+	saveCancel context.CancelFunc
+	saveDone   chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store over deps.Inner. It reads the holding area and the
+// purgatory state the inner store keeps from an earlier run (timers
+// continue with the downtime subtracted; held revisions saved after the
+// last state save are held again), then starts the purgatory and the
+// periodic save. On error the inner store is left open.
+func New(cfg Config, deps Deps) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Inner == nil {
+		return nil, errors.New("holdback: Deps.Inner is required")
+	}
+	cfg = cfg.withDefaults()
+	codec := deps.Codec
+	if codec == nil {
+		var err error
+		if codec, err = livesync.New(livesync.Config{}); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{
+		cfg: cfg, log: cfg.Logger, inner: deps.Inner, codec: codec, decrypt: deps.Codec != nil,
+		area: area{inner: deps.Inner},
+		held: map[string]map[string]*hrev{},
+	}
+	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter, Release: s.release})
+	if err != nil {
+		return nil, err
+	}
+	s.p = p
+	if err := s.resume(context.Background()); err != nil {
+		p.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.saveCancel, s.saveDone = cancel, make(chan struct{})
+	go s.saver(ctx)
+	return s, nil
+}
+
+// Close stops accepting writes, waits for those in flight, stops the
+// purgatory (its Hunter is the caller's), saves the purgatory state and
+// closes the inner store. Later calls return the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.gate.Lock()
+		s.closed = true
+		s.gate.Unlock()
+		s.saveCancel()
+		<-s.saveDone
+		s.p.Close()
+		s.save(context.Background())
+		s.closeErr = s.inner.Close()
+	})
+	return s.closeErr
+}
+
+// enter admits a write call; the caller must call s.gate.RUnlock.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.gate.RLock()
+	if s.closed {
+		s.gate.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Mode says how metadata is judged now (see the Mode constants).
+func (s *Store) Mode() Mode {
+	switch {
+	case s.decrypt:
+		return ModeDecrypt
+	case s.obfuscated.Load():
+		return ModePassthroughObfuscated
+	}
+	return ModeReadable
+}
+
+// Held lists the held documents with their reasons (missing chunk count,
+// state, since, deadline, source), sorted by document id, for /status.
+func (s *Store) Held() []purgatory.HeldDoc { return s.p.Held() }
+
+// Stats returns the gauges and counters.
+func (s *Store) Stats() Stats {
+	ps := s.p.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{
+		Mode: s.Mode(), WrittenThrough: s.n.writtenThrough, Holds: s.n.holds, Released: s.n.released,
+		Dropped: s.n.dropped, Unreadable: s.n.unreadable, Undecodable: s.n.undecodable,
+		SaveErrors: s.n.saveErrors, Purgatory: ps,
+	}
+	for _, revs := range s.held {
+		st.Held += len(revs)
+	}
+	return st
+}
+
+// ChunksArrived tells the Store that chunks were written to the inner
+// store by another path (the hunt's Deps.OnDelivered, a bridge writing
+// the inner store directly): held documents that became complete are
+// released. Chunks written through the Store need no call.
+func (s *Store) ChunksArrived(ids []engine.ChunkID) { s.p.ChunksArrived(ids) }
+
+// BulkDocs writes replicated revisions (new_edits=false) pushed by a
+// client: BulkDocsFrom with purgatory.ClientPush.
+func (s *Store) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	return s.BulkDocsFrom(ctx, purgatory.ClientPush, docs)
+}
+
+// BulkDocsFrom writes replicated revisions (new_edits=false) that came
+// from source: purgatory.ClientPush for a client's push (first hunt
+// after 3 minutes), else the throttle key of the upstream a replication
+// pulled them from (first hunt after 500 ms). Chunks and documents that
+// are not file metadata are written through, with every metadata
+// revision whose chunks are stored or in docs, in one inner BulkDocs
+// call; metadata revisions with chunks missing are kept in the holding
+// area and handed to the purgatory, and answered like written ones
+// ({id, rev}, no error), as CouchDB would. Results are in docs order. An
+// error means the call may have written part of docs; repeating it is
+// safe.
+func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.gate.RUnlock()
+
+	js := make([]judged, len(docs))
+	inBatch := map[engine.ChunkID]struct{}{}
+	for i, raw := range docs {
+		js[i] = classify(s.codec, raw)
+		switch js[i].kind {
+		case kindChunk:
+			inBatch[js[i].id] = struct{}{}
+		case kindMeta:
+			s.obfuscated.Store(false)
+		case kindUnreadable:
+			s.obfuscated.Store(true)
+		}
+	}
+	// Chunks only ever appear, so reading them before taking the locks
+	// is safe: a stale "missing" sends the revision to the purgatory,
+	// which reads the store again.
+	var ask []engine.ChunkID
+	var metaIDs []string
+	asked := map[engine.ChunkID]struct{}{}
+	for _, j := range js {
+		if j.kind != kindMeta {
+			continue
+		}
+		metaIDs = append(metaIDs, j.id)
+		for _, id := range j.r.Chunks {
+			if _, ok := inBatch[id]; ok {
+				continue
+			}
+			if _, ok := asked[id]; !ok {
+				asked[id] = struct{}{}
+				ask = append(ask, id)
+			}
+		}
+	}
+	have := map[engine.ChunkID]engine.Chunk{}
+	if len(ask) > 0 {
+		var err error
+		if have, err = s.inner.GetChunks(ctx, ask); err != nil {
+			return nil, err
+		}
+	}
+
+	unlock := s.locks.lock(metaIDs)
+	defer unlock()
+
+	var through, slow []int
+	slowDoc := map[string]bool{}
+	for i, j := range js {
+		if j.kind != kindMeta {
+			through = append(through, i)
+			continue
+		}
+		if slowDoc[j.id] || s.isHeld(j.id) || !complete(j.r, have, inBatch) {
+			slowDoc[j.id] = true // later revisions of it in docs follow it through the purgatory
+			slow = append(slow, i)
+			continue
+		}
+		through = append(through, i)
+	}
+
+	results := make([]engine.BulkDocResult, len(docs))
+	if len(through) > 0 {
+		if err := s.writeThrough(ctx, docs, js, through, results); err != nil {
+			return nil, err
+		}
+	}
+	if len(slow) > 0 {
+		if err := s.hold(ctx, source, docs, js, slow, results); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// complete reports whether every chunk of r is stored or in the batch.
+func complete(r purgatory.Revision, have map[engine.ChunkID]engine.Chunk, inBatch map[engine.ChunkID]struct{}) bool {
+	for _, id := range r.Chunks {
+		if _, ok := have[id]; ok {
+			continue
+		}
+		if _, ok := inBatch[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// writeThrough writes docs[idx] to the inner store in one call and
+// announces the chunks among them.
+func (s *Store) writeThrough(ctx context.Context, docs []json.RawMessage, js []judged, idx []int, results []engine.BulkDocResult) error {
+	batch := make([]json.RawMessage, len(idx))
+	for k, i := range idx {
+		batch[k] = docs[i]
+	}
+	res, err := s.inner.BulkDocs(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if len(res) != len(batch) {
+		return &engine.Error{Op: "bulk docs", Stage: engine.StageStorage,
+			Err: fmt.Errorf("holdback: the inner store answered %d results for %d documents", len(res), len(batch))}
+	}
+	var arrived []engine.ChunkID
+	var c counters
+	for k, i := range idx {
+		results[i] = res[k]
+		j := js[i]
+		if res[k].Error != "" {
+			continue
+		}
+		switch j.kind {
+		case kindChunk:
+			arrived = append(arrived, j.id)
+		case kindMeta:
+			c.writtenThrough++
+		case kindUnreadable:
+			c.unreadable++
+		case kindUndecodable:
+			c.undecodable++
+			s.log.Warn("holdback: metadata written unjudged: cannot decode it", "doc", j.id, "rev", j.rev, "err", j.err)
+		}
+	}
+	s.mu.Lock()
+	s.n.writtenThrough += c.writtenThrough
+	s.n.unreadable += c.unreadable
+	s.n.undecodable += c.undecodable
+	s.mu.Unlock()
+	s.p.ChunksArrived(arrived)
+	return nil
+}
+
+func (s *Store) isHeld(doc string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held[doc]) > 0
+}
+
+// hold keeps docs[idx] (metadata revisions under their documents' key
+// locks) in the holding area, durably, then lets the purgatory decide:
+// held, released at once (its chunks are there, or it is a newer
+// revision of a held document) or dropped.
+func (s *Store) hold(ctx context.Context, source string, docs []json.RawMessage, js []judged, idx []int, results []engine.BulkDocResult) error {
+	var todo []int
+	bodies := map[string]map[string]heldBody{}
+	newDoc := false
+	s.mu.Lock()
+	for _, i := range idx {
+		j := js[i]
+		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
+		revs := s.held[j.id]
+		if revs == nil {
+			revs = map[string]*hrev{}
+			s.held[j.id] = revs
+		}
+		if revs[j.rev] != nil {
+			continue // held already: the client sent it again
+		}
+		revs[j.rev] = &hrev{}
+		todo = append(todo, i)
+		if bodies[j.id] == nil {
+			bodies[j.id] = map[string]heldBody{}
+		}
+		bodies[j.id][j.rev] = heldBody{Source: source, Body: docs[i]}
+		if _, ok := s.indexed[j.id]; !ok {
+			newDoc = true
+		}
+	}
+	s.mu.Unlock()
+
+	// Durable before the client is answered, and before the purgatory
+	// can release (Release reads the body from the holding area).
+	fail := func(from int, err error) error {
+		for _, i := range todo[from:] {
+			s.forget(ctx, js[i].id, js[i].rev)
+		}
+		return err
+	}
+	for _, doc := range slices.Sorted(maps.Keys(bodies)) {
+		if err := s.area.add(ctx, doc, bodies[doc]); err != nil {
+			return fail(0, fmt.Errorf("holdback: keeping %q: %w", doc, err))
+		}
+	}
+	if newDoc {
+		if err := s.writeIndex(ctx); err != nil {
+			return fail(0, fmt.Errorf("holdback: writing the holding index: %w", err))
+		}
+	}
+	for k, i := range todo {
+		j := js[i]
+		out, err := s.p.Hold(ctx, j.r, source)
+		if err := s.settled(ctx, j.r, source, out, err, true); err != nil {
+			return fail(k, err)
+		}
+	}
+	return nil
+}
+
+// settled records what the purgatory did with a revision handed to it;
+// arrival is false for revisions held again after a restart (not
+// counted). It returns an error only when the purgatory did not take the
+// revision at all (closed, the store failed); the caller forgets it then.
+func (s *Store) settled(ctx context.Context, r purgatory.Revision, source string, out purgatory.Outcome, err error, arrival bool) error {
+	var rerr *purgatory.ReleaseError
+	if err != nil && !errors.As(err, &rerr) {
+		return err
+	}
+	switch out {
+	case purgatory.Held:
+		s.mu.Lock()
+		if h := s.held[r.Doc][r.Rev]; h != nil { // not released meanwhile
+			s.gen++
+			h.gen = s.gen
+			if arrival {
+				s.n.holds++
+			}
+		}
+		s.mu.Unlock()
+		if rerr != nil {
+			s.log.Warn("holdback: release failed, will retry", "doc", r.Doc, "rev", r.Rev, "err", rerr)
+		}
+	case purgatory.Released:
+		// release wrote it and emptied the holding area of it.
+	default:
+		// Superseded, PreviouslyExpired, Rejected, Dropped: never served.
+		s.forget(ctx, r.Doc, r.Rev)
+		s.mu.Lock()
+		s.n.dropped++
+		s.mu.Unlock()
+		s.log.Info("holdback: revision dropped unserved", "doc", r.Doc, "rev", r.Rev, "source", sourceName(source), "reason", out.String())
+	}
+	return nil
+}
+
+// forget removes one revision from the holding area.
+func (s *Store) forget(ctx context.Context, doc, rev string) {
+	s.mu.Lock()
+	if revs := s.held[doc]; revs != nil {
+		delete(revs, rev)
+		if len(revs) == 0 {
+			delete(s.held, doc)
+		}
+	}
+	s.mu.Unlock()
+	if err := s.area.remove(ctx, doc, func(r string) bool { return r == rev }); err != nil {
+		s.saveFailed("holding area", err)
+	}
+}
+
+// release is the purgatory's Deps.Release: the held body is written to
+// the inner store (new_edits=false), where it gets a new sequence after
+// every sequence a reader can have seen, and this revision and every
+// older one of the document leave the holding area (late binding).
+// Called one at a time by the purgatory.
+func (s *Store) release(ctx context.Context, doc, rev string) error {
+	h, err := s.area.get(ctx, doc)
+	if err != nil {
+		return err // a malformed holding document is ErrMalformed: rejected
+	}
+	hb, ok := h.Revs[rev]
+	if !ok {
+		// Bodies are kept before the purgatory sees a revision, so a
+		// missing one left for good (pruned, or lost with its holding
+		// document).
+		s.mu.Lock()
+		if revs := s.held[doc]; revs != nil {
+			delete(revs, rev)
+			if len(revs) == 0 {
+				delete(s.held, doc)
+			}
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("holdback: no held body for %q rev %s: %w", doc, rev, engine.ErrNotFound)
+	}
+	// Never served before its chunks, whatever announced them.
+	if j := classify(s.codec, hb.Body); j.kind == kindMeta && len(j.r.Chunks) > 0 {
+		ids := slices.Compact(slices.Sorted(slices.Values(j.r.Chunks)))
+		got, err := s.inner.GetChunks(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if len(got) < len(ids) {
+			return fmt.Errorf("holdback: %q rev %s: %d of %d chunks stored: %w", doc, rev, len(got), len(ids), engine.ErrMissingChunk)
+		}
+	}
+	res, err := s.inner.BulkDocs(ctx, []json.RawMessage{hb.Body})
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 || res[0].Error != "" {
+		reason := "no result"
+		if len(res) == 1 {
+			reason = res[0].Error + ": " + res[0].Reason
+		}
+		return &engine.Error{Op: "release held revision", DocID: doc, Stage: engine.StageStorage,
+			Err: fmt.Errorf("holdback: the store refused rev %s (%s): %w", rev, reason, engine.ErrMalformed)}
+	}
+	older := func(r string) bool { return purgatory.CompareRevs(r, rev) <= 0 }
+	s.mu.Lock()
+	if revs := s.held[doc]; revs != nil {
+		maps.DeleteFunc(revs, func(r string, _ *hrev) bool { return older(r) })
+		if len(revs) == 0 {
+			delete(s.held, doc)
+		}
+	}
+	s.n.released++
+	s.mu.Unlock()
+	if err := s.area.remove(ctx, doc, older); err != nil {
+		s.saveFailed("holding area", err)
+	}
+	s.log.Info("holdback: held revision released", "doc", doc, "rev", rev, "source", sourceName(hb.Source))
+	return nil
+}
+
+func sourceName(s string) string {
+	if s == purgatory.ClientPush {
+		return "client"
+	}
+	return s
+}
+
+func (s *Store) saveFailed(what string, err error) {
+	s.mu.Lock()
+	s.n.saveErrors++
+	s.mu.Unlock()
+	s.log.Warn("holdback: save failed", "what", what, "stage", engine.StageStorage, "err", err)
+}
+
+// writeIndex stores the documents of the holding area as its index.
+func (s *Store) writeIndex(ctx context.Context) error {
+	err := s.area.writeIndex(ctx, func() []string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.indexed = make(map[string]struct{}, len(s.held))
+		for doc := range s.held {
+			s.indexed[doc] = struct{}{}
+		}
+		return slices.Collect(maps.Keys(s.indexed))
+	})
+	if err != nil {
+		s.mu.Lock()
+		s.indexed = nil // unknown: the next hold writes it again
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// saver saves every SaveInterval until ctx ends.
+func (s *Store) saver(ctx context.Context) {
+	defer close(s.saveDone)
+	t := time.NewTicker(s.cfg.SaveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.save(ctx)
+		}
+	}
+}
+
+// save drops from the holding area the revisions the purgatory gave up
+// (expired), saves the purgatory state and rewrites the index when it
+// lists documents that left.
+func (s *Store) save(ctx context.Context) {
+	s.mu.Lock()
+	g0 := s.gen
+	s.mu.Unlock()
+	inP := map[[2]string]struct{}{}
+	for _, h := range s.p.Held() {
+		for _, rev := range h.Revisions {
+			inP[[2]string{h.Doc, rev}] = struct{}{}
+		}
+	}
+	gone := map[string][]string{}
+	s.mu.Lock()
+	for doc, revs := range s.held {
+		for rev, h := range revs {
+			if _, ok := inP[[2]string{doc, rev}]; ok || h.gen == 0 || h.gen > g0 {
+				continue
+			}
+			gone[doc] = append(gone[doc], rev)
+			delete(revs, rev)
+			s.n.dropped++
+		}
+		if len(revs) == 0 {
+			delete(s.held, doc)
+		}
+	}
+	stale := s.indexed == nil
+	for doc := range s.indexed {
+		if s.held[doc] == nil {
+			stale = true
+		}
+	}
+	s.mu.Unlock()
+	for _, doc := range slices.Sorted(maps.Keys(gone)) {
+		revs := gone[doc]
+		s.log.Info("holdback: held revisions dropped unserved", "doc", doc, "revisions", len(revs), "reason", "given up by the purgatory")
+		if err := s.area.remove(ctx, doc, func(r string) bool { return slices.Contains(revs, r) }); err != nil {
+			s.saveFailed("holding area", err)
+		}
+	}
+	if snap, err := s.p.Snapshot(); err != nil {
+		s.saveFailed("purgatory state", err)
+	} else if err := s.inner.PutLocal(ctx, localState, snap); err != nil {
+		s.saveFailed("purgatory state", err)
+	}
+	if stale {
+		if err := s.writeIndex(ctx); err != nil {
+			s.saveFailed("holding index", err)
+		}
+	}
+}
+
+// resume loads what an earlier run left: the holding area, then the
+// purgatory state, and hands every held revision the restored purgatory
+// does not know (held after its last save) to it again.
+func (s *Store) resume(ctx context.Context) error {
+	docs, err := s.area.readIndex(ctx)
+	if errors.Is(err, engine.ErrMalformed) {
+		s.log.Error("holdback: the holding index is unreadable; held revisions are lost", "err", err)
+		docs, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("holdback: reading the holding index: %w", err)
+	}
+	type found struct {
+		doc, rev string
+		hb       heldBody
+	}
+	var all []found
+	s.indexed = map[string]struct{}{}
+	for _, doc := range docs {
+		s.indexed[doc] = struct{}{}
+		h, err := s.area.get(ctx, doc)
+		if errors.Is(err, engine.ErrMalformed) {
+			s.log.Error("holdback: a holding document is unreadable; its held revisions are lost", "doc", doc, "err", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("holdback: reading the holding area: %w", err)
+		}
+		for rev, hb := range h.Revs {
+			all = append(all, found{doc, rev, hb})
+			if s.held[doc] == nil {
+				s.held[doc] = map[string]*hrev{}
+			}
+			s.held[doc][rev] = &hrev{}
+		}
+	}
+	if b, err := s.inner.GetLocal(ctx, localState); err == nil {
+		if err := s.p.Restore(b, time.Now()); err != nil {
+			s.log.Error("holdback: the purgatory state is unreadable; held revisions start afresh", "err", err)
+		}
+	} else if !errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("holdback: reading the purgatory state: %w", err)
+	}
+	known := map[[2]string]struct{}{}
+	for _, h := range s.p.Held() {
+		for _, rev := range h.Revisions {
+			known[[2]string{h.Doc, rev}] = struct{}{}
+		}
+	}
+	// Older revisions first, so late binding sees them in arrival order.
+	slices.SortFunc(all, func(a, b found) int {
+		return cmp.Or(cmp.Compare(a.doc, b.doc), purgatory.CompareRevs(a.rev, b.rev))
+	})
+	for _, f := range all {
+		if _, ok := known[[2]string{f.doc, f.rev}]; ok {
+			s.settled(ctx, purgatory.Revision{Doc: f.doc, Rev: f.rev}, f.hb.Source, purgatory.Held, nil, false)
+			continue
+		}
+		s.mu.Lock()
+		still := s.held[f.doc][f.rev] != nil
+		s.mu.Unlock()
+		if !still {
+			continue // released meanwhile by the restored purgatory
+		}
+		r := purgatory.Revision{Doc: f.doc, Rev: f.rev}
+		if j := classify(s.codec, f.hb.Body); j.kind == kindMeta {
+			r = j.r
+		} else {
+			// It cannot be judged any more (the passphrase was removed
+			// from the configuration): it is written through, as such
+			// metadata is now.
+			s.log.Warn("holdback: a held revision cannot be judged any more; writing it through", "doc", f.doc, "rev", f.rev)
+		}
+		out, err := s.p.Hold(ctx, r, f.hb.Source)
+		if err := s.settled(ctx, r, f.hb.Source, out, err, false); err != nil {
+			return fmt.Errorf("holdback: holding %q again: %w", f.doc, err)
+		}
+	}
+	return nil
+}
+
+// RevsDiff returns the revisions the store lacks; a held revision counts
+// as present, so its pusher does not send it again.
+func (s *Store) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
+	out, err := s.inner.RevsDiff(ctx, revs)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, missing := range out {
+		h := s.held[id]
+		if h == nil {
+			continue
+		}
+		var keep []string
+		for _, rev := range missing {
+			if h[rev] == nil {
+				keep = append(keep, rev)
+			}
+		}
+		if len(keep) == 0 {
+			delete(out, id)
+		} else {
+			out[id] = keep
+		}
+	}
+	return out, nil
+}
+
+// Put writes a local edit (new_edits=true). It is never held: its
+// revision is chosen by the inner store as it writes. A chunk written by
+// Put is announced; a complete revision written to a held document goes
+// through the purgatory so that an older held revision is never released
+// after it.
+func (s *Store) Put(ctx context.Context, doc json.RawMessage) (string, error) {
+	if err := s.enter(ctx); err != nil {
+		return "", err
+	}
+	defer s.gate.RUnlock()
+	d, err := livesync.ParseDoc(doc)
+	if err != nil {
+		return s.inner.Put(ctx, doc) // the inner store explains the refusal
+	}
+	id := d.ID()
+	if docid.IsChunkID(id) {
+		rev, err := s.inner.Put(ctx, doc)
+		if err == nil && !d.Deleted() {
+			s.p.ChunksArrived([]engine.ChunkID{id})
+		}
+		return rev, err
+	}
+	unlock := s.locks.lock([]string{id})
+	defer unlock()
+	rev, err := s.inner.Put(ctx, doc)
+	if err != nil || !s.isHeld(id) {
+		return rev, err
+	}
+	body, err := s.inner.Get(ctx, id, store.GetOptions{Rev: rev, Revs: true})
+	if err != nil {
+		return rev, nil // written; the purgatory is told at the next push
+	}
+	j := classify(s.codec, body)
+	if j.kind != kindMeta {
+		return rev, nil
+	}
+	if len(j.r.Chunks) > 0 {
+		got, err := s.inner.GetChunks(ctx, j.r.Chunks)
+		if err != nil || !complete(j.r, got, nil) {
+			return rev, nil // incomplete: served already, nothing to bind
+		}
+	}
+	results := make([]engine.BulkDocResult, 1)
+	if err := s.hold(ctx, purgatory.ClientPush, []json.RawMessage{body}, []judged{j}, []int{0}, results); err != nil {
+		s.log.Warn("holdback: could not bind a local edit of a held document", "doc", id, "rev", rev, "err", err)
+	}
+	return rev, nil
+}
+
+// PutChunks writes chunks to the inner store and releases the documents
+// they complete.
+func (s *Store) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.RUnlock()
+	if err := s.inner.PutChunks(ctx, chunks); err != nil {
+		return err
+	}
+	ids := make([]engine.ChunkID, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID
+	}
+	s.p.ChunksArrived(ids)
+	return nil
+}
+
+// GetLocal reads a _local document; the Store's own are not found.
+func (s *Store) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
+	if reserved(id) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("get local %q: %w", id, engine.ErrNotFound)
+	}
+	return s.inner.GetLocal(ctx, id)
+}
+
+// PutLocal writes a _local document; the Store's own ids are refused
+// with an error wrapping store.ErrInvalid.
+func (s *Store) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.RUnlock()
+	if reserved(id) {
+		return fmt.Errorf("holdback: _local/%s is reserved: %w", id, store.ErrInvalid)
+	}
+	return s.inner.PutLocal(ctx, id, doc)
+}
+
+// Info describes the inner store; held revisions are not counted.
+func (s *Store) Info(ctx context.Context) (engine.EndpointInfo, error) { return s.inner.Info(ctx) }
+
+// Changes lists the inner store's changes: held revisions are not in it
+// until released, and then at a new sequence.
+func (s *Store) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
+	return s.inner.Changes(ctx, req)
+}
+
+// BulkGet reads revisions from the inner store; held ones are left out.
+func (s *Store) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	return s.inner.BulkGet(ctx, revs)
+}
+
+// Get reads a document from the inner store; a held revision is
+// engine.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string, opts store.GetOptions) (json.RawMessage, error) {
+	return s.inner.Get(ctx, id, opts)
+}
+
+// AllDocs lists the inner store's documents; a document with only held
+// revisions is not listed.
+func (s *Store) AllDocs(ctx context.Context, opts store.AllDocsOptions) ([]store.DocInfo, error) {
+	return s.inner.AllDocs(ctx, opts)
+}
+
+// GetChunks reads chunks from the inner store.
+func (s *Store) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
+	return s.inner.GetChunks(ctx, ids)
+}
