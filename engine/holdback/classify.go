@@ -47,6 +47,10 @@ type judged struct {
 	kind kind
 	id   string
 	rev  string
+	// note: a valid revision of a document that is not a chunk or a
+	// system document. While its document is held, such a revision goes
+	// through the purgatory whatever its kind (late binding).
+	note bool
 	r    purgatory.Revision // kindMeta only
 	err  error              // kindUndecodable only
 }
@@ -74,7 +78,9 @@ func classify(codec *livesync.Codec, raw json.RawMessage) judged {
 		return j
 	case strings.HasPrefix(id, "_") || docid.IsSystemID(id):
 		return j
-	case !d.IsFileDoc() && !isBodylessTombstone(d):
+	}
+	j.note = true
+	if !d.IsFileDoc() && !isBodylessTombstone(d) {
 		return j
 	}
 	dec, err := codec.DecodeRemote(d)

@@ -252,13 +252,15 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 	// is safe: a stale "missing" sends the revision to the purgatory,
 	// which reads the store again.
 	var ask []engine.ChunkID
-	var metaIDs []string
+	var noteIDs []string
 	asked := map[engine.ChunkID]struct{}{}
 	for _, j := range js {
+		if j.note {
+			noteIDs = append(noteIDs, j.id)
+		}
 		if j.kind != kindMeta {
 			continue
 		}
-		metaIDs = append(metaIDs, j.id)
 		for _, id := range j.r.Chunks {
 			if _, ok := inBatch[id]; ok {
 				continue
@@ -277,22 +279,27 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 		}
 	}
 
-	unlock := s.locks.lock(metaIDs)
+	unlock := s.locks.lock(noteIDs)
 	defer unlock()
 
 	var through, slow []int
 	slowDoc := map[string]bool{}
 	for i, j := range js {
-		if j.kind != kindMeta {
+		switch {
+		case !j.note:
 			through = append(through, i)
-			continue
-		}
-		if slowDoc[j.id] || s.isHeld(j.id) || !complete(j.r, have, inBatch) {
+		case j.kind == kindMeta && (slowDoc[j.id] || s.isHeld(j.id) || !complete(j.r, have, inBatch)):
 			slowDoc[j.id] = true // later revisions of it in docs follow it through the purgatory
 			slow = append(slow, i)
-			continue
+		case j.kind != kindMeta && (slowDoc[j.id] || s.isHeld(j.id)):
+			// A revision of a held document that cannot be judged
+			// (foreign, unreadable): it needs no chunk, but only the
+			// purgatory may order it against the held ones.
+			js[i].r = purgatory.Revision{Doc: j.id, Rev: j.rev}
+			slow = append(slow, i)
+		default:
+			through = append(through, i)
 		}
-		through = append(through, i)
 	}
 
 	results := make([]engine.BulkDocResult, len(docs))
@@ -790,13 +797,16 @@ func (s *Store) Put(ctx context.Context, doc json.RawMessage) (string, error) {
 	}
 	body, err := s.inner.Get(ctx, id, store.GetOptions{Rev: rev, Revs: true})
 	if err != nil {
-		return rev, nil // written; the purgatory is told at the next push
+		s.log.Warn("holdback: could not bind a local edit of a held document", "doc", id, "rev", rev, "err", err)
+		return rev, nil // written all the same
 	}
 	j := classify(s.codec, body)
-	if j.kind != kindMeta {
+	switch {
+	case !j.note:
 		return rev, nil
-	}
-	if len(j.r.Chunks) > 0 {
+	case j.kind != kindMeta:
+		j.r = purgatory.Revision{Doc: id, Rev: rev} // cannot be judged: needs no chunk
+	case len(j.r.Chunks) > 0:
 		got, err := s.inner.GetChunks(ctx, j.r.Chunks)
 		if err != nil || !complete(j.r, got, nil) {
 			return rev, nil // incomplete: served already, nothing to bind

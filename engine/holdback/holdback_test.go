@@ -504,3 +504,24 @@ func TestSaveKeepsRevisionsInFlight(t *testing.T) {
 		}
 	})
 }
+
+// A revision of a held note that the Store cannot judge (here a
+// deletion with a body field but no type) still goes through the
+// purgatory: the older held revision is never released after it.
+func TestUnjudgedRevisionOfHeldNote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{}, Deps{})
+		r.push(chunk("h:1"), meta("a.md", "1-a", "h:1"))
+		r.push(metaHist("a.md", "2-b", []string{"a"}, "h:2"))
+		r.push(json.RawMessage(`{"_id":"a.md","_rev":"2-c","_revisions":{"start":2,"ids":["c","a"]},"_deleted":true,"deleted":true}`))
+		synctest.Wait()
+		if r.rev("a.md") != "" || len(r.s.Held()) != 0 {
+			t.Fatalf("rev %q, held %+v", r.rev("a.md"), r.s.Held())
+		}
+		r.push(chunk("h:2"))
+		synctest.Wait()
+		if r.rev("a.md") != "" {
+			t.Fatalf("the deleted note came back at %q", r.rev("a.md"))
+		}
+	})
+}
