@@ -1,0 +1,54 @@
+// Package couchapi serves the CouchDB-protocol HTTP API of the relay: the
+// subset of CouchDB 3 that PouchDB replication and the Self-hosted LiveSync
+// plugin use (FORMAT.md §5, DESIGN.md §5), over engine/store.Store
+// databases. It is a library so that cmd/livesync-relay and a later
+// Workers build share one handler.
+//
+// A Server is an http.Handler:
+//
+//	dbs, err := couchapi.OpenDir("./livesync-data", boltstore.Options{})
+//	...
+//	defer dbs.Close()
+//	api, err := couchapi.New(couchapi.Config{
+//		Databases:   dbs,
+//		Users:       []couchapi.User{{Name: "alice", Password: os.Getenv("RELAY_PASSWORD"), Databases: []string{"vault"}}},
+//		CORSOrigins: []string{"app://obsidian.md", "capacitor://localhost", "http://localhost"},
+//	})
+//	...
+//	srv := &http.Server{Addr: "127.0.0.1:5984", Handler: api}
+//	srv.RegisterOnShutdown(func() { api.Close() }) // end changes feeds
+//	...
+//	srv.Shutdown(ctx)
+//
+// Routes: GET / (welcome), /_up, /_uuids, /_all_dbs, /_session (Basic and
+// cookie login), the read-only server configuration the plugin's setup
+// wizard checks (/_node/_local/_config[/section[/key]]), and per database
+// GET/HEAD/PUT/DELETE /{db}, _changes (normal, longpoll, continuous;
+// _selector, _doc_ids and _design filters; include_docs), _revs_diff,
+// _bulk_docs (new_edits true and false), _bulk_get, _all_docs (GET and
+// POST keys), documents (rev, revs, conflicts, open_revs with latest, JSON
+// or multipart/mixed), _local documents with CouchDB's "0-N" revisions,
+// _ensure_full_commit. Everything else is a CouchDB-shaped 404 or 405.
+// Attachments, views, Mango _find, JWT and proxy authentication are not
+// served.
+//
+// Security: every route except /, /_up and /_session needs a valid user
+// (Basic or the AuthSession cookie) unless Config allows anonymous reads or
+// writes; a wrong password is a 401 with no WWW-Authenticate header unless
+// Config.WWWAuthenticate asks for one (a browser would show a login
+// dialog); a user not allowed on a database gets 403. Passwords are kept as
+// PBKDF2-SHA256 hashes (CouchDB's "-pbkdf2:sha256-" format is accepted as
+// is); a successful check is remembered for a few minutes so Basic auth
+// does not cost a key derivation per request. Request bodies over
+// Config.MaxRequestBytes are refused with 413 before anything is stored,
+// chunked bodies included.
+//
+// Databases is the port to the storage: NewMemoryDatabases keeps stores in
+// memory, OpenDir one bbolt file per database. A decorator around a
+// Databases (for example one that wraps each opened Store) changes what is
+// served without touching this package; a Store that wants a document
+// refused answers with an error wrapping ErrForbidden.
+//
+// Long-running feeds (longpoll and continuous _changes) end when the client
+// disconnects or Close is called; Close waits for them.
+package couchapi

@@ -1,0 +1,508 @@
+package couchapi
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// CORS answers, as LiveSync provisions CouchDB (FORMAT.md §5.1).
+const (
+	corsMethods       = "GET, PUT, POST, HEAD, DELETE"
+	corsHeaders       = "accept, authorization, content-type, origin, referer"
+	corsExposeHeaders = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
+	corsMaxAge        = "3600"
+)
+
+// serverHeader is the Server header: LiveSync's wizard reads the CouchDB
+// version from it.
+const serverHeader = "CouchDB/" + CouchDBVersion + " (livesync-relay)"
+
+// Server serves the CouchDB-protocol API over a Databases. It is an
+// http.Handler, safe for concurrent use.
+type Server struct {
+	cfg            Config
+	dbs            Databases
+	log            *slog.Logger
+	auth           *authenticator
+	uuid           string
+	maxReq         int64
+	maxDoc         int64
+	changesTimeout time.Duration
+	corsAll        bool
+	corsOrigins    map[string]bool
+
+	ctx    context.Context // cancelled by Close: ends feeds
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	feeds  sync.WaitGroup
+
+	localSeed  maphash.Seed
+	localLocks [64]sync.Mutex // serialise _local writes per (db, id) hash
+}
+
+// New returns a Server for cfg. Plaintext passwords are hashed here
+// (PasswordIterations rounds of PBKDF2 each).
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	auth, err := newAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, dbs: cfg.Databases, log: cfg.Log, auth: auth, uuid: cfg.UUID,
+		maxReq: cfg.maxRequestBytes(), maxDoc: cfg.maxDocumentBytes(), changesTimeout: cfg.changesTimeout(),
+		corsOrigins: map[string]bool{}, localSeed: maphash.MakeSeed(),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.uuid == "" {
+		s.uuid = hex.EncodeToString(randomBytes(16))
+	}
+	for _, o := range cfg.CORSOrigins {
+		if o == "*" {
+			s.corsAll = true
+		}
+		s.corsOrigins[strings.TrimSuffix(o, "/")] = true
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close ends every longpoll and continuous feed (each is closed like a
+// timed-out feed, with its last_seq) and waits for them; later requests
+// are answered 503. It does not close the Databases. Call it before
+// http.Server.Shutdown, whose wait would otherwise never see the feeds go
+// idle (http.Server.RegisterOnShutdown does that).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.feeds.Wait()
+	return nil
+}
+
+// beginFeed registers a long-running feed; false after Close.
+func (s *Server) beginFeed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.feeds.Add(1)
+	return true
+}
+
+// access is what a route needs from the caller.
+type access int
+
+const (
+	accPublic  access = iota // anyone
+	accServer                // a valid user, or anonymous when anonymous reads are allowed
+	accRead                  // read the database
+	accWrite                 // write documents of the database
+	accDBAdmin               // create or delete the database
+)
+
+// request is one request being served.
+type request struct {
+	w    *respWriter
+	r    *http.Request
+	id   identity
+	db   string
+	st   store.Store
+	rest []string // path segments after the database name
+}
+
+type handler func(s *Server, q *request) *apiError
+
+type op struct {
+	h   handler
+	acc access
+}
+
+// endpoint is a resolved path: its route template for metrics and the
+// operations per method.
+type endpoint struct {
+	tmpl string
+	db   string // "" for server routes
+	rest []string
+	ops  map[string]op
+}
+
+// respWriter records the status sent.
+type respWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	head   bool // a HEAD request: bodies are dropped
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+		w.ResponseWriter.WriteHeader(http.StatusOK)
+	}
+	if w.head {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's Flush.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &respWriter{ResponseWriter: w, head: r.Method == http.MethodHead}
+	tmpl := "unknown"
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				s.hook(tmpl, rw, start)
+				panic(p)
+			}
+			s.log.Error("panic while serving a request", "route", tmpl, "method", r.Method,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !rw.wrote {
+				writeError(rw, errorf(http.StatusInternalServerError, "internal_server_error", "The server could not complete the request."))
+			} else {
+				s.hook(tmpl, rw, start)
+				panic(http.ErrAbortHandler) // a half-sent answer must not look complete
+			}
+		}
+		s.hook(tmpl, rw, start)
+	}()
+	h := rw.Header()
+	h.Set("Server", serverHeader)
+	h.Set("Cache-Control", "must-revalidate")
+	h.Set("X-Couch-Request-Id", hex.EncodeToString(randomBytes(5)))
+	if s.ctx.Err() != nil {
+		writeError(rw, errShuttingDown)
+		return
+	}
+	if s.cors(rw, r) {
+		return
+	}
+	ep, ae := s.resolve(r)
+	if ep != nil {
+		tmpl = ep.tmpl
+	}
+	if ae != nil {
+		writeError(rw, ae)
+		return
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	o, ok := ep.ops[method]
+	if !ok {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if _, ok := ep.ops[m]; ok || (m == http.MethodHead && ep.ops[http.MethodGet].h != nil) {
+				allowed = append(allowed, m)
+			}
+		}
+		rw.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(rw, methodNotAllowed(strings.Join(allowed, ",")))
+		return
+	}
+	q := &request{w: rw, r: r, db: ep.db, rest: ep.rest}
+	if o.acc != accPublic {
+		id, ae := s.auth.identify(rw, r)
+		if ae != nil {
+			s.log.Info("authentication failed", "route", tmpl, "remote", r.RemoteAddr, "reason", ae.reason)
+			s.unauthorized(rw, ae)
+			return
+		}
+		q.id = id
+		if ae := s.authorize(q, o.acc); ae != nil {
+			if ae.status == http.StatusUnauthorized {
+				s.unauthorized(rw, ae)
+			} else {
+				writeError(rw, ae)
+			}
+			return
+		}
+	}
+	if r.ContentLength > s.maxReq {
+		rw.Header().Set("Connection", "close")
+		writeError(rw, errTooLarge)
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(rw, r.Body, s.maxReq)
+	}
+	if ep.db != "" && o.acc != accDBAdmin {
+		st, err := s.dbs.Open(r.Context(), ep.db)
+		if err != nil {
+			ae := asAPIError(err)
+			if ae == errMissing {
+				ae = errDBMissing
+			}
+			s.fail(rw, q, ae)
+			return
+		}
+		q.st = st
+	}
+	if ae := o.h(s, q); ae != nil {
+		s.fail(rw, q, ae)
+	}
+}
+
+func (s *Server) hook(tmpl string, rw *respWriter, start time.Time) {
+	if s.cfg.Hooks.OnRequest != nil {
+		status := rw.status
+		if !rw.wrote {
+			status = http.StatusOK
+		}
+		s.cfg.Hooks.OnRequest(tmpl, status, time.Since(start))
+	}
+}
+
+// fail answers ae if nothing has been sent yet, and logs server errors.
+func (s *Server) fail(w *respWriter, q *request, ae *apiError) {
+	if ae.status >= 500 && ae.cause != nil {
+		s.log.Error("request failed", "method", q.r.Method, "db", q.db, "status", ae.status, "err", ae.cause)
+	}
+	if w.wrote {
+		panic(http.ErrAbortHandler)
+	}
+	writeError(w, ae)
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, ae *apiError) {
+	if s.cfg.WWWAuthenticate != "" {
+		w.Header().Set("WWW-Authenticate", s.cfg.WWWAuthenticate)
+	}
+	writeError(w, ae)
+}
+
+// authorize checks q's identity against what the route needs.
+func (s *Server) authorize(q *request, acc access) *apiError {
+	u := q.id.acc
+	anon := func(write bool) bool {
+		return (!write && s.cfg.AllowAnonymousRead) || (write && s.cfg.AllowAnonymousWrite)
+	}
+	switch acc {
+	case accPublic:
+		return nil
+	case accServer:
+		if u != nil || s.cfg.AllowAnonymousRead || s.cfg.AllowAnonymousWrite {
+			return nil
+		}
+		return errAuthRequired
+	case accRead, accWrite:
+		write := acc == accWrite
+		if u != nil && (u.admin || u.dbs[q.db]) || anon(write) {
+			return nil
+		}
+		if u == nil {
+			return errorf(http.StatusUnauthorized, "unauthorized", "You are not authorized to access this db.")
+		}
+		return errDBForbidden
+	case accDBAdmin:
+		if u != nil && (u.admin || u.dbs[q.db]) {
+			return nil
+		}
+		if u == nil {
+			return errorf(http.StatusUnauthorized, "unauthorized", "You are not a server admin.")
+		}
+		return errNotAdmin
+	}
+	return errNotAdmin
+}
+
+// originAllowed reports whether a browser origin may call the server.
+func (s *Server) originAllowed(origin string) bool {
+	return origin != "" && (s.corsAll || s.corsOrigins[origin])
+}
+
+// cors adds CORS headers for an allowed origin and answers a preflight
+// request (reporting true when it did).
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if !s.originAllowed(origin) {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Credentials", "true")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", corsMethods)
+	h.Set("Access-Control-Allow-Headers", corsHeaders)
+	h.Set("Access-Control-Max-Age", corsMaxAge)
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// pathSegments splits the escaped path into unescaped segments, so that
+// "%2F" inside a document id stays part of it.
+func pathSegments(r *http.Request) ([]string, *apiError) {
+	p := strings.TrimPrefix(r.URL.EscapedPath(), "/")
+	if p == "" {
+		return nil, nil
+	}
+	raw := strings.Split(p, "/")
+	if len(raw) > 1 && raw[len(raw)-1] == "" {
+		raw = raw[:len(raw)-1] // "/db/" is "/db"
+	}
+	segs := make([]string, len(raw))
+	for i, s := range raw {
+		u, err := url.PathUnescape(s)
+		if err != nil || !utf8.ValidString(u) {
+			return nil, badRequest("The request path is not valid (bad escape or invalid UTF-8).")
+		}
+		segs[i] = u
+	}
+	return segs, nil
+}
+
+// resolve maps a path to its endpoint.
+func (s *Server) resolve(r *http.Request) (*endpoint, *apiError) {
+	segs, ae := pathSegments(r)
+	if ae != nil {
+		return nil, ae
+	}
+	get := func(h handler, acc access) map[string]op { return map[string]op{http.MethodGet: {h, acc}} }
+	if len(segs) == 0 {
+		return &endpoint{tmpl: "/", ops: get((*Server).welcome, accPublic)}, nil
+	}
+	first := segs[0]
+	if strings.HasPrefix(first, "_") {
+		switch {
+		case first == "_up" && len(segs) == 1:
+			return &endpoint{tmpl: "/_up", ops: get((*Server).up, accPublic)}, nil
+		case first == "_all_dbs" && len(segs) == 1:
+			return &endpoint{tmpl: "/_all_dbs", ops: get((*Server).allDBs, accServer)}, nil
+		case first == "_uuids" && len(segs) == 1:
+			return &endpoint{tmpl: "/_uuids", ops: get((*Server).uuids, accServer)}, nil
+		case first == "_session" && len(segs) == 1:
+			return &endpoint{tmpl: "/_session", ops: map[string]op{
+				http.MethodGet:    {(*Server).getSession, accPublic},
+				http.MethodPost:   {(*Server).postSession, accPublic},
+				http.MethodDelete: {(*Server).deleteSession, accPublic},
+			}}, nil
+		case first == "_node" && len(segs) >= 3 && (segs[1] == "_local" || segs[1] == "nonode@nohost") && segs[2] == "_config" && len(segs) <= 5:
+			ro := (*Server).configReadOnly
+			return &endpoint{tmpl: "/_node/{node}/_config", rest: segs[3:], ops: map[string]op{
+				http.MethodGet:    {(*Server).config, accServer},
+				http.MethodPut:    {ro, accServer},
+				http.MethodDelete: {ro, accServer},
+				http.MethodPost:   {ro, accServer},
+			}}, nil
+		}
+		return &endpoint{tmpl: "unknown"}, errNotFoundRoute
+	}
+	db := first
+	if !ValidDatabaseName(db) {
+		return &endpoint{tmpl: "/{db}"}, illegalDBName(db)
+	}
+	rest := segs[1:]
+	ep := &endpoint{db: db, rest: rest}
+	if len(rest) == 0 {
+		ep.tmpl = "/{db}"
+		ep.ops = map[string]op{
+			http.MethodGet:    {(*Server).dbInfo, accRead},
+			http.MethodPut:    {(*Server).createDB, accDBAdmin},
+			http.MethodDelete: {(*Server).deleteDB, accDBAdmin},
+			http.MethodPost:   {(*Server).postDoc, accWrite},
+		}
+		return ep, nil
+	}
+	switch name := rest[0]; {
+	case name == "_changes" && len(rest) == 1:
+		ep.tmpl = "/{db}/_changes"
+		ep.ops = map[string]op{http.MethodGet: {(*Server).changes, accRead}, http.MethodPost: {(*Server).changes, accRead}}
+	case name == "_revs_diff" && len(rest) == 1:
+		ep.tmpl = "/{db}/_revs_diff"
+		ep.ops = map[string]op{http.MethodPost: {(*Server).revsDiff, accRead}}
+	case name == "_bulk_docs" && len(rest) == 1:
+		ep.tmpl = "/{db}/_bulk_docs"
+		ep.ops = map[string]op{http.MethodPost: {(*Server).bulkDocs, accWrite}}
+	case name == "_bulk_get" && len(rest) == 1:
+		ep.tmpl = "/{db}/_bulk_get"
+		ep.ops = map[string]op{http.MethodPost: {(*Server).bulkGet, accRead}}
+	case name == "_all_docs" && len(rest) == 1:
+		ep.tmpl = "/{db}/_all_docs"
+		ep.ops = map[string]op{http.MethodGet: {(*Server).allDocs, accRead}, http.MethodPost: {(*Server).allDocs, accRead}}
+	case name == "_ensure_full_commit" && len(rest) == 1:
+		ep.tmpl = "/{db}/_ensure_full_commit"
+		ep.ops = map[string]op{http.MethodPost: {(*Server).ensureFullCommit, accWrite}}
+	case name == "_local" && len(rest) >= 2:
+		ep.tmpl = "/{db}/_local/{id}"
+		ep.rest = []string{strings.Join(rest[1:], "/")}
+		ep.ops = map[string]op{
+			http.MethodGet:    {(*Server).getLocal, accRead},
+			http.MethodPut:    {(*Server).putLocal, accWrite},
+			http.MethodDelete: {(*Server).deleteLocal, accWrite},
+		}
+	case name == "_design" && len(rest) == 2:
+		ep.tmpl = "/{db}/_design/{ddoc}"
+		ep.rest = []string{"_design/" + rest[1]}
+		ep.ops = docOps()
+	case strings.HasPrefix(name, "_"):
+		// Views, _find, _security, attachments of design documents…: not served.
+		ep.tmpl = "/{db}/_unknown"
+		return ep, errNotFoundRoute
+	case len(rest) == 1:
+		ep.tmpl = "/{db}/{docid}"
+		ep.ops = docOps()
+	default:
+		ep.tmpl = "/{db}/{docid}/{attachment}"
+		return ep, errorf(http.StatusNotFound, "not_found", "Attachments are not served by this server.")
+	}
+	return ep, nil
+}
+
+func docOps() map[string]op {
+	return map[string]op{
+		http.MethodGet:    {(*Server).getDoc, accRead},
+		http.MethodPut:    {(*Server).putDoc, accWrite},
+		http.MethodDelete: {(*Server).deleteDoc, accWrite},
+	}
+}
+
+// localLock returns the lock that serialises writes of one _local
+// document (CouchDB's "0-N" revision check is read-then-write).
+func (s *Server) localLock(db, id string) *sync.Mutex {
+	return &s.localLocks[maphash.String(s.localSeed, db+"\x00"+id)%uint64(len(s.localLocks))]
+}
+
+// feedContext is the context of a long-running feed: it ends when the
+// client goes away or the server closes.
+func (s *Server) feedContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
