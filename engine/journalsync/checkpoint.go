@@ -2,8 +2,10 @@ package journalsync
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -156,6 +158,17 @@ type state struct {
 	// seen, which the next sent pack must exceed.
 	maxReceived, maxSent string
 	maxMillis            int64
+
+	// The stored form (see plan): the generation and segment count of
+	// the stored checkpoint, how much of each set's encoding it holds,
+	// the sizes of its base and log, whether the next save must write a
+	// new base, and a count of resets (a save planned before a reset
+	// must not mark the new sets saved).
+	gen, segments       int
+	saved               offsets
+	baseBytes, logBytes int
+	needBase            bool
+	resets              int
 }
 
 func newState() *state {
@@ -193,27 +206,76 @@ func (s *state) addIndex(name string, ids []string) {
 
 // wipe forgets everything this device knew about the bucket's content
 // (FORMAT.md §6.5: the four sets; here also the index and the
-// quarantine, whose packs are gone). lastLocalSeq is kept, as upstream.
+// quarantine, whose packs are gone). lastLocalSeq and the epoch are
+// kept, as upstream keeps them; the next save rewrites the stored form.
 func (s *state) wipe() {
 	seq, epoch := s.lastLocalSeq, s.epoch
-	*s = *newState()
+	s.reset()
 	s.lastLocalSeq, s.epoch = seq, epoch
 }
 
-// checkpointDoc is the stored form of a state.
-type checkpointDoc struct {
-	Version       int                        `json:"version"`
-	LastLocalSeq  json.RawMessage            `json:"lastLocalSeq"`
-	JournalEpoch  string                     `json:"journalEpoch"`
-	Opened        bool                       `json:"opened"`
-	LastOpened    string                     `json:"lastOpened"`
-	KnownIDs      []string                   `json:"knownIDs"`
-	SentIDs       []string                   `json:"sentIDs"`
-	ReceivedFiles []string                   `json:"receivedFiles"`
-	SentFiles     []string                   `json:"sentFiles"`
-	Quarantine    map[string]quarantineEntry `json:"quarantine"`
-	Retry         []string                   `json:"retry"`
-	Index         []indexEntry               `json:"index"`
+// reset empties the state; the next save replaces the stored form.
+func (s *state) reset() {
+	gen, segments, resets := s.gen, s.segments, s.resets
+	*s = *newState()
+	s.gen, s.segments, s.resets, s.needBase = gen, segments, resets+1, true
+}
+
+// The stored form. The checkpoint is one _local document (the head:
+// the scalar fields, the quarantine and the retry list) and a log of
+// segment documents holding the sets and the index. A save appends the
+// members added since the previous save as one segment, then rewrites
+// the head with the new segment count; so a save costs what it adds,
+// not what the checkpoint holds. When the log outgrows the first segment
+// (the base), or holds maxSegments segments, the whole state is written
+// as the base of the other generation and the head switches to it.
+// Segments are written before the head that counts them, so a crash
+// between the two leaves the previous checkpoint intact, and a segment
+// beyond the head's count is never read.
+const (
+	// maxSegments bounds the segments of one generation (and the reads
+	// of a load).
+	maxSegments = 64
+	// compactMin: a log smaller than this is not compacted even when it
+	// outgrows the base, so small checkpoints do not rewrite themselves.
+	compactMin = 64 << 10
+)
+
+// segmentID is the id of segment i of generation gen.
+func segmentID(cpID string, gen, i int) string {
+	return cpID + "." + strconv.Itoa(gen) + "." + strconv.Itoa(i)
+}
+
+// offsets are byte lengths into the set encodings: how much of each is
+// stored in segments.
+type offsets struct {
+	known, sent, received, sentFiles, index int
+}
+
+func (s *state) encLens() offsets {
+	return offsets{len(s.knownIDs.enc), len(s.sentIDs.enc), len(s.receivedFiles.enc), len(s.sentFiles.enc), len(s.index.enc)}
+}
+
+// checkpointHead is the stored head document.
+type checkpointHead struct {
+	Version      int                        `json:"version"`
+	LastLocalSeq json.RawMessage            `json:"lastLocalSeq"`
+	JournalEpoch string                     `json:"journalEpoch"`
+	Opened       bool                       `json:"opened"`
+	LastOpened   string                     `json:"lastOpened"`
+	Quarantine   map[string]quarantineEntry `json:"quarantine"`
+	Retry        []string                   `json:"retry"`
+	Gen          int                        `json:"gen"`
+	Segments     int                        `json:"segments"`
+}
+
+// checkpointSegment is a stored segment: members added to each set.
+type checkpointSegment struct {
+	KnownIDs      []string     `json:"knownIDs"`
+	SentIDs       []string     `json:"sentIDs"`
+	ReceivedFiles []string     `json:"receivedFiles"`
+	SentFiles     []string     `json:"sentFiles"`
+	Index         []indexEntry `json:"index"`
 }
 
 // indexEntry is one pack of the stored index: ["name", ["h:…", …]].
@@ -233,60 +295,82 @@ func (e *indexEntry) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(pair[0], &e.Name); err != nil {
 		return err
 	}
+	if e.Name == "" {
+		return errors.New("index entry without a pack name")
+	}
 	return json.Unmarshal(pair[1], &e.Chunks)
 }
 
-// decodeCheckpoint reads a stored checkpoint. It never panics; any
-// input that is not a checkpoint this version wrote is an error wrapping
-// engine.ErrMalformed (or engine.ErrUnsupported for another version).
-func decodeCheckpoint(b []byte) (*state, error) {
-	var d checkpointDoc
+// decodeStrict decodes exactly one JSON object into v.
+func decodeStrict(b []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("journalsync: checkpoint is not valid JSON of the expected shape: %w", engine.ErrMalformed)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("journalsync: checkpoint %s is not valid JSON of the expected shape: %w", what, engine.ErrMalformed)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("journalsync: checkpoint has data after its object: %w", engine.ErrMalformed)
+		return fmt.Errorf("journalsync: checkpoint %s has data after its object: %w", what, engine.ErrMalformed)
 	}
-	if d.Version != checkpointVersion {
-		return nil, fmt.Errorf("journalsync: checkpoint version %d, this engine reads %d: %w", d.Version, checkpointVersion, engine.ErrUnsupported)
+	return nil
+}
+
+// decodeHead reads a stored head into a new state (without the sets,
+// which its segments hold). It never panics; input this version did not
+// write is an error wrapping engine.ErrMalformed, or engine.ErrUnsupported
+// for another version.
+func decodeHead(b []byte) (*state, error) {
+	var h checkpointHead
+	if err := decodeStrict(b, &h, "head"); err != nil {
+		return nil, err
+	}
+	if h.Version != checkpointVersion {
+		return nil, fmt.Errorf("journalsync: checkpoint version %d, this engine reads %d: %w", h.Version, checkpointVersion, engine.ErrUnsupported)
+	}
+	if h.Gen != 0 && h.Gen != 1 || h.Segments < 0 || h.Segments > maxSegments {
+		return nil, fmt.Errorf("journalsync: checkpoint names generation %d with %d segments: %w", h.Gen, h.Segments, engine.ErrMalformed)
 	}
 	s := newState()
-	seq, err := decodeSeq(d.LastLocalSeq)
+	seq, err := decodeSeq(h.LastLocalSeq)
 	if err != nil {
 		return nil, err
 	}
-	s.lastLocalSeq, s.epoch, s.opened, s.lastOpened = seq, d.JournalEpoch, d.Opened, d.LastOpened
-	for _, k := range d.KnownIDs {
-		s.knownIDs.add(k)
-	}
-	for _, k := range d.SentIDs {
-		s.sentIDs.add(k)
-	}
-	for _, k := range d.ReceivedFiles {
-		s.addReceived(k)
-	}
-	for _, k := range d.SentFiles {
-		s.addSentFile(k)
-	}
-	for _, e := range d.Index {
-		if e.Name == "" || s.index.has(e.Name) {
-			return nil, fmt.Errorf("journalsync: checkpoint index names a pack twice or an empty name: %w", engine.ErrMalformed)
-		}
-		s.addIndex(e.Name, e.Chunks)
-	}
-	for k, q := range d.Quarantine {
+	s.lastLocalSeq, s.epoch, s.opened, s.lastOpened = seq, h.JournalEpoch, h.Opened, h.LastOpened
+	s.gen, s.segments = h.Gen, h.Segments
+	for k, q := range h.Quarantine {
 		s.quarantine[k] = q
 		s.noteName(k)
 	}
-	for _, k := range d.Retry {
+	for _, k := range h.Retry {
 		s.retry[k] = struct{}{}
 	}
 	return s, nil
 }
 
+// applySegment adds the members of a stored segment to s.
+func (s *state) applySegment(b []byte) error {
+	var g checkpointSegment
+	if err := decodeStrict(b, &g, "segment"); err != nil {
+		return err
+	}
+	for _, k := range g.KnownIDs {
+		s.knownIDs.add(k)
+	}
+	for _, k := range g.SentIDs {
+		s.sentIDs.add(k)
+	}
+	for _, k := range g.ReceivedFiles {
+		s.addReceived(k)
+	}
+	for _, k := range g.SentFiles {
+		s.addSentFile(k)
+	}
+	for _, e := range g.Index {
+		s.addIndex(e.Name, e.Chunks)
+	}
+	return nil
+}
+
 // decodeSeq accepts lastLocalSeq as a string, or a number as upstream
-// stores it; absent or null is "" (from the start).
+// stores it; absent, null or 0 is "" (from the start).
 func decodeSeq(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -312,60 +396,162 @@ func decodeSeq(raw json.RawMessage) (string, error) {
 	return n.String(), nil
 }
 
-// snapshot is an immutable view of a state for saving: the set encodings
-// are shared slices that later additions never overwrite.
-type snapshot struct {
-	head                                    []byte // the scalar fields
-	known, sent, received, sentFiles, index []byte
-	quarantine, retry                       []byte
+// loadCheckpoint reads the stored checkpoint cpID of store st; nil, nil
+// when there is none.
+func loadCheckpoint(ctx context.Context, st engine.Endpoint, cpID string) (*state, error) {
+	raw, err := st.GetLocal(ctx, cpID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := decodeHead(raw)
+	if err != nil {
+		return nil, err
+	}
+	for i := range s.segments {
+		raw, err := st.GetLocal(ctx, segmentID(cpID, s.gen, i))
+		if errors.Is(err, engine.ErrNotFound) {
+			return nil, fmt.Errorf("journalsync: checkpoint segment %d of %d is missing: %w", i, s.segments, engine.ErrMalformed)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := s.applySegment(raw); err != nil {
+			return nil, fmt.Errorf("segment %d: %w", i, err)
+		}
+		if i == 0 {
+			s.baseBytes = len(raw)
+		} else {
+			s.logBytes += len(raw)
+		}
+	}
+	s.saved = s.encLens()
+	return s, nil
 }
 
-// snapshot captures s; the caller holds Journal.mu. Only the small parts
-// are encoded here.
-func (s *state) snapshot() snapshot {
-	head := []byte(`{"version":`)
-	head = strconv.AppendInt(head, checkpointVersion, 10)
-	head = append(head, `,"lastLocalSeq":`...)
-	head = appendJSONString(head, s.lastLocalSeq)
-	head = append(head, `,"journalEpoch":`...)
-	head = appendJSONString(head, s.epoch)
-	head = append(head, `,"opened":`...)
-	head = strconv.AppendBool(head, s.opened)
-	head = append(head, `,"lastOpened":`...)
-	head = appendJSONString(head, s.lastOpened)
+// savePlan is what one save writes, captured under Journal.mu from
+// encodings that later additions never overwrite.
+type savePlan struct {
+	head  []byte
+	segID string
+	seg   []byte // nil: no segment to write
+	base  bool   // seg is a new base
+
+	gen, segments       int
+	saved               offsets
+	baseBytes, logBytes int
+	resets              int
+}
+
+// plan prepares the next save of s, stored under cpID.
+func (s *state) plan(cpID string) savePlan {
+	lens := s.encLens()
+	p := savePlan{gen: s.gen, segments: s.segments, saved: s.saved, baseBytes: s.baseBytes, logBytes: s.logBytes, resets: s.resets}
+	delta := 0
+	for _, d := range [][2]int{{lens.known, s.saved.known}, {lens.sent, s.saved.sent}, {lens.received, s.saved.received},
+		{lens.sentFiles, s.saved.sentFiles}, {lens.index, s.saved.index}} {
+		delta += d[0] - d[1]
+	}
+	switch {
+	case s.needBase || s.segments == 0 && delta > 0 || s.segments >= maxSegments ||
+		delta > 0 && s.logBytes+delta > s.baseBytes && s.logBytes+delta > compactMin:
+		p.base = true
+		if s.segments > 0 || s.needBase {
+			p.gen = 1 - s.gen
+		}
+		p.seg = encodeSegment(s, offsets{})
+		p.segID = segmentID(cpID, p.gen, 0)
+		p.segments, p.baseBytes, p.logBytes = 1, len(p.seg), 0
+		p.saved = lens
+	case delta > 0:
+		p.seg = encodeSegment(s, s.saved)
+		p.segID = segmentID(cpID, s.gen, s.segments)
+		p.segments++
+		p.logBytes += len(p.seg)
+		p.saved = lens
+	}
+	p.head = s.encodeHead(p.gen, p.segments)
+	return p
+}
+
+// commit records a successful save in s. The layout fields always follow
+// the store; what was saved only when s was not reset meanwhile (then a
+// new base is due anyway).
+func (s *state) commit(p savePlan) {
+	s.gen, s.segments, s.baseBytes, s.logBytes = p.gen, p.segments, p.baseBytes, p.logBytes
+	if s.resets == p.resets {
+		s.saved = p.saved
+		if p.base {
+			s.needBase = false
+		}
+	}
+}
+
+// encodeHead encodes the head document.
+func (s *state) encodeHead(gen, segments int) []byte {
+	b := []byte(`{"version":`)
+	b = strconv.AppendInt(b, checkpointVersion, 10)
+	b = append(b, `,"lastLocalSeq":`...)
+	b = appendJSONString(b, s.lastLocalSeq)
+	b = append(b, `,"journalEpoch":`...)
+	b = appendJSONString(b, s.epoch)
+	b = append(b, `,"opened":`...)
+	b = strconv.AppendBool(b, s.opened)
+	b = append(b, `,"lastOpened":`...)
+	b = appendJSONString(b, s.lastOpened)
 	q, _ := json.Marshal(s.quarantine) // map keys sorted: deterministic
-	r, _ := json.Marshal(slices.Sorted(maps.Keys(s.retry)))
-	if len(s.retry) == 0 {
-		r = []byte("[]")
+	b = append(b, `,"quarantine":`...)
+	b = append(b, q...)
+	b = append(b, `,"retry":[`...)
+	for i, k := range slices.Sorted(maps.Keys(s.retry)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
 	}
-	return snapshot{
-		head:  head,
-		known: s.knownIDs.enc, sent: s.sentIDs.enc, received: s.receivedFiles.enc, sentFiles: s.sentFiles.enc,
-		index: s.index.enc, quarantine: q, retry: r,
-	}
+	b = append(b, `],"gen":`...)
+	b = strconv.AppendInt(b, int64(gen), 10)
+	b = append(b, `,"segments":`...)
+	b = strconv.AppendInt(b, int64(segments), 10)
+	return append(b, '}')
 }
 
-// encode assembles the checkpoint JSON.
-func (p snapshot) encode() []byte {
-	n := len(p.head) + len(p.known) + len(p.sent) + len(p.received) + len(p.sentFiles) + len(p.index) + len(p.quarantine) + len(p.retry) + 128
+// encodeSegment encodes the members of s added after from.
+func encodeSegment(s *state, from offsets) []byte {
+	parts := []struct {
+		name string
+		enc  []byte
+		from int
+	}{
+		{"knownIDs", s.knownIDs.enc, from.known},
+		{"sentIDs", s.sentIDs.enc, from.sent},
+		{"receivedFiles", s.receivedFiles.enc, from.received},
+		{"sentFiles", s.sentFiles.enc, from.sentFiles},
+		{"index", s.index.enc, from.index},
+	}
+	n := 96
+	for _, p := range parts {
+		n += len(p.enc) - p.from
+	}
 	b := make([]byte, 0, n)
-	b = append(b, p.head...)
-	arr := func(name string, body []byte) {
-		b = append(b, `,"`...)
-		b = append(b, name...)
+	for i, p := range parts {
+		if i == 0 {
+			b = append(b, '{')
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, p.name...)
 		b = append(b, `":[`...)
+		body := p.enc[p.from:]
+		if len(body) > 0 && body[0] == ',' {
+			body = body[1:]
+		}
 		b = append(b, body...)
 		b = append(b, ']')
 	}
-	arr("knownIDs", p.known)
-	arr("sentIDs", p.sent)
-	arr("receivedFiles", p.received)
-	arr("sentFiles", p.sentFiles)
-	b = append(b, `,"quarantine":`...)
-	b = append(b, p.quarantine...)
-	b = append(b, `,"retry":`...)
-	b = append(b, p.retry...)
-	arr("index", p.index)
 	return append(b, '}')
 }
 

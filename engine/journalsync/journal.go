@@ -89,18 +89,16 @@ func (j *Journal) state(ctx context.Context) (*state, error) {
 	if st != nil {
 		return st, nil
 	}
-	raw, err := j.cfg.Local.GetLocal(ctx, j.cpID)
+	st, err := loadCheckpoint(ctx, j.cfg.Local, j.cpID)
+	var ee *engine.Error
 	switch {
-	case errors.Is(err, engine.ErrNotFound):
-		st = newState()
+	case err != nil && (errors.Is(err, engine.ErrMalformed) || errors.Is(err, engine.ErrUnsupported)) && !errors.As(err, &ee):
+		return nil, &engine.Error{Op: "read journal checkpoint", DocID: j.cpID, Stage: engine.StageDecode,
+			Err: fmt.Errorf("%w (ResetCheckpoint starts over)", err)}
 	case err != nil:
 		return nil, err
-	default:
-		st, err = decodeCheckpoint(raw)
-		if err != nil {
-			return nil, &engine.Error{Op: "read journal checkpoint", DocID: j.cpID, Stage: engine.StageDecode,
-				Err: fmt.Errorf("%w (ResetCheckpoint starts over)", err)}
-		}
+	case st == nil:
+		st = newState()
 	}
 	j.mu.Lock()
 	j.st = st
@@ -108,8 +106,9 @@ func (j *Journal) state(ctx context.Context) (*state, error) {
 	return st, nil
 }
 
-// save writes the checkpoint. Snapshots are taken and written in order,
-// so a later write never carries an older state.
+// save writes the checkpoint (see state.plan): plans are made and
+// written in order, so a later write never carries an older state, and
+// a segment is written before the head that counts it.
 func (j *Journal) save(ctx context.Context) error {
 	j.saveMu.Lock()
 	defer j.saveMu.Unlock()
@@ -118,11 +117,19 @@ func (j *Journal) save(ctx context.Context) error {
 		j.mu.Unlock()
 		return nil
 	}
-	snap := j.st.snapshot()
+	p := j.st.plan(j.cpID)
 	j.mu.Unlock()
-	if err := j.cfg.Local.PutLocal(ctx, j.cpID, snap.encode()); err != nil {
+	if p.seg != nil {
+		if err := j.cfg.Local.PutLocal(ctx, p.segID, p.seg); err != nil {
+			return fmt.Errorf("journalsync: save checkpoint: %w", err)
+		}
+	}
+	if err := j.cfg.Local.PutLocal(ctx, j.cpID, p.head); err != nil {
 		return fmt.Errorf("journalsync: save checkpoint: %w", err)
 	}
+	j.mu.Lock()
+	j.st.commit(p)
+	j.mu.Unlock()
 	return nil
 }
 
@@ -289,8 +296,9 @@ func (j *Journal) ResetCheckpoint(ctx context.Context) error {
 	j.mu.Lock()
 	if j.st == nil {
 		j.st = newState()
+		j.st.needBase = true
 	} else {
-		*j.st = *newState() // in place: the pointer stays valid
+		j.st.reset() // in place: the pointer stays valid
 	}
 	j.mu.Unlock()
 	j.src.reset()

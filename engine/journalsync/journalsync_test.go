@@ -192,13 +192,9 @@ func packRecords(t testing.TB, b *memObjects, c journal.Cipher) [][]string {
 
 func readCheckpoint(t testing.TB, j *Journal) *state {
 	t.Helper()
-	raw, err := j.cfg.Local.GetLocal(context.Background(), j.CheckpointID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := decodeCheckpoint(raw)
-	if err != nil {
-		t.Fatal(err)
+	st, err := loadCheckpoint(context.Background(), j.cfg.Local, j.CheckpointID())
+	if err != nil || st == nil {
+		t.Fatalf("checkpoint %v, %v", st, err)
 	}
 	return st
 }
@@ -206,7 +202,8 @@ func readCheckpoint(t testing.TB, j *Journal) *state {
 func setOf(s strSet) []string { return slices.Sorted(maps.Keys(s.m)) }
 
 // vault fills st with files, an edited note (a revision tree of three),
-// a tombstone and a document with two conflicting leaves.
+// a tombstone, a legacy inline note and a document with two conflicting
+// leaves.
 func vault(t testing.TB, st store.Store) {
 	t.Helper()
 	putFile(t, st, "notes/a.md", "# A\nfirst note, long enough to be split into a few chunks.\n")
@@ -217,6 +214,7 @@ func vault(t testing.TB, st store.Store) {
 	putFile(t, st, "attachments/x.bin", "\x00\x01\x02binary\xff")
 	m := putFile(t, st, "gone.md", "to be deleted")
 	put(t, st, fmt.Sprintf(`{"_id":%q,"_rev":%q,"_deleted":true}`, m.ID, m.Rev))
+	put(t, st, `{"_id":"legacy.md","type":"notes","path":"legacy.md","data":["line 1\n","line 2"],"ctime":1,"mtime":1,"size":13}`)
 	res, err := st.BulkDocs(context.Background(), []json.RawMessage{
 		json.RawMessage(`{"_id":"conflict.md","_rev":"2-bbbb","_revisions":{"start":2,"ids":["bbbb","aaaa"]},"type":"plain","path":"conflict.md","children":[],"size":0,"ctime":1,"mtime":1,"eden":{}}`),
 		json.RawMessage(`{"_id":"conflict.md","_rev":"2-cccc","_revisions":{"start":2,"ids":["cccc","aaaa"]},"type":"plain","path":"conflict.md","children":[],"size":0,"ctime":1,"mtime":2,"eden":{}}`),
@@ -262,7 +260,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 		t.Fatalf("stores differ: %d vs %d leaves", len(got), len(want))
 	}
-	if fa, fb := readFiles(t, a), readFiles(t, b); !maps.EqualFunc(fa, fb, func(x, y []byte) bool { return string(x) == string(y) }) || len(fa) != 5 {
+	if fa, fb := readFiles(t, a), readFiles(t, b); !maps.EqualFunc(fa, fb, func(x, y []byte) bool { return string(x) == string(y) }) || len(fa) != 6 {
 		t.Fatalf("files differ: %d vs %d", len(fa), len(fb))
 	}
 	if _, ok := readFiles(t, b)["edited.md"]; !ok || string(readFiles(t, b)["edited.md"]) != "version 3, longer still" {
@@ -521,12 +519,11 @@ func TestManyPacks(t *testing.T) {
 	ctx := t.Context()
 	bucket := newMemObjects("big/")
 	for i := range 1200 {
-		rec := journal.Record{ID: fmt.Sprintf("h:%05d", i), ChunkData: fmt.Sprintf("chunk %d", i)}
-		obj, err := journal.Seal([]journal.Record{rec}, nil)
+		payload, err := journal.EncodePack([]journal.Record{{ID: fmt.Sprintf("h:%05d", i), ChunkData: fmt.Sprintf("chunk %d", i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bucket.set(journal.PackKey("big/", t0+int64(i)), obj)
+		bucket.set(journal.PackKey("big/", t0+int64(i)), storedDeflate(payload))
 	}
 	st := newStore(t)
 	j := newJournal(t, Config{Local: st, Remote: bucket})
@@ -650,4 +647,82 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v: no error", c)
 		}
 	}
+}
+
+// TestSendSplitChange: a document whose leaves land in two packs; the
+// second upload fails. The checkpoint must not cover that document, and
+// the next Send uploads exactly the leaf that was not acknowledged.
+func TestSendSplitChange(t *testing.T) {
+	ctx := t.Context()
+	st := newStore(t)
+	put(t, st, `{"_id":"first.md","type":"plain","path":"first.md","children":[],"size":0,"ctime":1,"mtime":1}`)
+	var docs []json.RawMessage
+	for _, h := range []string{"aaaa", "bbbb", "cccc"} {
+		docs = append(docs, json.RawMessage(`{"_id":"c.md","_rev":"2-`+h+`","_revisions":{"start":2,"ids":["`+h+`","0000"]},"type":"plain","path":"c.md","children":[],"size":0,"ctime":1,"mtime":1}`))
+	}
+	if _, err := st.BulkDocs(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	bucket := newMemObjects("")
+	puts := 0
+	bucket.putErr = func(string) error {
+		if puts++; puts == 2 {
+			return transportErr("put")
+		}
+		return nil
+	}
+	// Packs of 2 records: [first.md, c.md leaf 1] [c.md leaves 2, 3].
+	j := newJournal(t, Config{Local: st, Remote: bucket, MaxPackRecords: 1})
+	if res, err := j.Send(ctx); !IsTransportErr(err) || res.PacksSent != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	cp := readCheckpoint(t, j)
+	if cp.lastLocalSeq != "1" || cp.sentIDs.len() != 2 {
+		t.Fatalf("checkpoint seq %q sent %v", cp.lastLocalSeq, setOf(cp.sentIDs))
+	}
+	res, err := j.Send(ctx)
+	if err != nil || res.PacksSent != 1 || res.RecordsSent != 2 || res.Skipped != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	dst := newStore(t)
+	if _, err := newJournal(t, Config{Local: dst, Remote: bucket}).Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(dump(t, st), dump(t, dst)) {
+		t.Fatal("stores differ")
+	}
+}
+
+// TestSendSkipsDeletedChunk: a deleted chunk revision has no data to
+// pack (upstream's serializer would throw); it is skipped and counted,
+// the rest is sent.
+func TestSendSkipsDeletedChunk(t *testing.T) {
+	ctx := t.Context()
+	st := newStore(t)
+	if err := st.PutChunks(ctx, []engine.Chunk{{ID: "h:gone", Data: "x"}, {ID: "h:kept", Data: "y"}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.Get(ctx, "h:gone", store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h docHeader
+	json.Unmarshal(raw, &h)
+	put(t, st, `{"_id":"h:gone","_rev":"`+h.Rev+`","_deleted":true}`)
+	bucket := newMemObjects("")
+	j := newJournal(t, Config{Local: st, Remote: bucket})
+	res, err := j.Send(ctx)
+	if err != nil || res.RecordsSent != 1 || res.Skipped != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if p := packRecords(t, bucket, nil); len(p) != 1 || !slices.Equal(p[0], []string{"h:kept"}) {
+		t.Fatalf("packs %v", p)
+	}
+}
+
+// storedDeflate is payload (< 64 KiB) as one final stored DEFLATE block:
+// a valid pack body that costs nothing to make.
+func storedDeflate(payload []byte) []byte {
+	n := len(payload)
+	return append([]byte{1, byte(n), byte(n >> 8), ^byte(n), ^byte(n >> 8)}, payload...)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/journal"
-	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
 // packer is the pack being built by one Send.
@@ -94,11 +93,13 @@ type sender struct {
 	pk  packer
 }
 
-// docHeader is what Send reads of a local revision.
+// docHeader is what Send reads of a local revision (Data only matters
+// for chunks).
 type docHeader struct {
-	ID      string `json:"_id"`
-	Rev     string `json:"_rev"`
-	Deleted bool   `json:"_deleted"`
+	ID      string          `json:"_id"`
+	Rev     string          `json:"_rev"`
+	Deleted bool            `json:"_deleted"`
+	Data    json.RawMessage `json:"data"`
 }
 
 // page packs the unsent revisions of one page of changes.
@@ -171,16 +172,10 @@ func (s *sender) add(ctx context.Context, h docHeader, raw json.RawMessage) erro
 	if chunk {
 		// Upstream's serializer writes chunk data only; a deleted chunk
 		// (no data) would make it throw. Such revisions stay local.
-		d, err := livesync.ParseDoc(raw)
-		var data string
-		if err == nil && !h.Deleted {
-			err = json.Unmarshal(d["data"], &data)
-		}
-		if err != nil || h.Deleted {
-			s.skip(h.ID, h.Rev, fmt.Errorf("chunk revision without data (deleted?): %w", engine.ErrMalformed))
+		if h.Deleted || json.Unmarshal(h.Data, &rec.ChunkData) != nil {
+			s.skip(h.ID, h.Rev, fmt.Errorf("chunk revision without string data (deleted?): %w", engine.ErrMalformed))
 			return nil
 		}
-		rec.ChunkData = data
 	} else {
 		rec.Doc = raw
 	}

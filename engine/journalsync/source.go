@@ -57,16 +57,18 @@ type source struct {
 	mu         sync.Mutex
 	flights    map[string]*flight // pack downloads in progress, by name
 	listing    *flight            // the on-demand listing in progress
+	listGen    uint64             // on-demand listings completed
 	unreadable map[string]bool    // packs that are gone or do not open (until ClearQuarantine or a reset)
 
 	lists, downloads, hits, found, missing atomic.Int64
 }
 
 // flight is one download (or listing) shared by every caller that needs
-// it; done is closed when chunks and err are set.
+// it; done is closed when its results are set.
 type flight struct {
 	done   chan struct{}
-	chunks map[string]string
+	chunks map[string]string            // a download: the pack's chunks
+	packs  map[string]map[string]string // a listing: the packs it downloaded
 	err    error
 }
 
@@ -108,9 +110,14 @@ func (s *source) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.
 	if _, err := s.j.state(ctx); err != nil {
 		return res, err
 	}
+	s.mu.Lock()
+	gen := s.listGen
+	s.mu.Unlock()
 	groups, unknown := s.lookup(ids)
+	var fresh map[string]map[string]string // packs the listing downloaded
 	if len(unknown) > 0 {
-		if err := s.indexNew(ctx); err != nil {
+		var err error
+		if fresh, err = s.indexNew(ctx, gen); err != nil {
 			return engine.FetchResult{}, err
 		}
 		more, still := s.lookup(unknown)
@@ -120,9 +127,13 @@ func (s *source) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.
 		res.Missing = append(res.Missing, still...)
 	}
 	for _, name := range slices.SortedFunc(maps.Keys(groups), journal.ComparePackKeys) {
-		chunks, err := s.pack(ctx, name)
-		if err != nil && !errors.Is(err, errUnreadable) {
-			return engine.FetchResult{}, err
+		chunks, ok := fresh[name]
+		if !ok {
+			var err error
+			chunks, err = s.pack(ctx, name)
+			if err != nil && !errors.Is(err, errUnreadable) {
+				return engine.FetchResult{}, err
+			}
 		}
 		for _, id := range groups[name] {
 			if data, ok := chunks[id]; ok {
@@ -158,36 +169,52 @@ func (s *source) lookup(ids []engine.ChunkID) (map[string][]engine.ChunkID, []en
 // indexNew lists the bucket after the newest pack indexed from a listing
 // (received, or indexed on demand; packs this device sent are indexed
 // when sent but do not move this cursor) and indexes every pack it did
-// not know. Concurrent callers share one listing.
-func (s *source) indexNew(ctx context.Context) error {
+// not know. Concurrent callers share one listing, and a caller that
+// looked its ids up before a listing completed (gen is the count it saw)
+// takes that listing's result instead of listing again. It returns the
+// chunks of the packs the listing downloaded (read-only), so that a
+// caller does not download them again when the cache cannot hold them.
+func (s *source) indexNew(ctx context.Context, gen uint64) (map[string]map[string]string, error) {
+	var last *flight
 	for {
 		s.mu.Lock()
+		if s.listGen != gen {
+			s.mu.Unlock()
+			if last != nil {
+				return last.packs, nil
+			}
+			return nil, nil
+		}
 		f := s.listing
 		if f == nil {
 			f = &flight{done: make(chan struct{})}
 			s.listing = f
 			s.mu.Unlock()
-			f.err = s.listAndIndex(ctx)
+			f.packs, f.err = s.listAndIndex(ctx)
 			s.mu.Lock()
 			s.listing = nil
+			if f.err == nil {
+				s.listGen++
+			}
 			s.mu.Unlock()
 			close(f.done)
-			return f.err
+			return f.packs, f.err
 		}
 		s.mu.Unlock()
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		if f.err == nil || !isCanceled(f.err) {
-			return f.err
+		if f.err != nil && !isCanceled(f.err) {
+			return nil, f.err
 		}
-		// The leader's context ended; try again with ours.
+		last = f
+		// Done (listGen moved), or the leader's context ended: loop.
 	}
 }
 
-func (s *source) listAndIndex(ctx context.Context) error {
+func (s *source) listAndIndex(ctx context.Context) (map[string]map[string]string, error) {
 	j := s.j
 	j.mu.Lock()
 	cursor := ""
@@ -204,9 +231,9 @@ func (s *source) listAndIndex(ctx context.Context) error {
 	s.lists.Add(1)
 	keys, err := j.cfg.Remote.List(ctx, after)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	indexed := 0
+	packs := make(map[string]map[string]string)
 	for _, k := range keys {
 		name, ok := strings.CutPrefix(k, j.prefix)
 		if !ok || !journal.IsPackListingCandidate(name) {
@@ -221,19 +248,22 @@ func (s *source) listAndIndex(ctx context.Context) error {
 		if known || bad {
 			continue
 		}
-		if _, err := s.pack(ctx, name); err != nil {
+		chunks, err := s.pack(ctx, name)
+		if err != nil {
 			if errors.Is(err, errUnreadable) {
 				continue
 			}
-			return err
+			return nil, err
 		}
-		indexed++
+		packs[name] = chunks
 	}
-	if indexed > 0 {
-		j.cfg.Log.Debug("journalsync: packs indexed on demand", "source", j.cfg.Remote.ID(), "packs", indexed)
-		return j.save(ctx)
+	if len(packs) > 0 {
+		j.cfg.Log.Debug("journalsync: packs indexed on demand", "source", j.cfg.Remote.ID(), "packs", len(packs))
+		if err := j.save(ctx); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return packs, nil
 }
 
 // pack returns the chunks of one pack (id → data), from the cache or by
