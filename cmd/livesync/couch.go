@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
@@ -169,8 +171,13 @@ func (c *couchRemote) Chunks() engine.ChunkSource { return c.db.ChunkSource(c.co
 func (c *couchRemote) Close() error               { return c.db.Close() }
 
 func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, o replicateOptions) (replicate.Result, error) {
-	cfg := replicate.Config{Local: local, Remote: replicate.Transform(c.db, c.codec),
-		LocalID: localID, RemoteID: c.id, Progress: o.progress}
+	var localEP, remoteEP engine.Endpoint = local, chunksFirst{c.db}
+	if o.written != nil {
+		localEP = countWrites{localEP, func(n int) { o.written(replicate.Pull, n) }}
+		remoteEP = countWrites{remoteEP, func(n int) { o.written(replicate.Push, n) }}
+	}
+	cfg := replicate.Config{Local: localEP, Remote: replicate.Transform(remoteEP, c.codec),
+		LocalID: localID, RemoteID: c.id, Progress: o.progress, Log: o.log}
 	if o.metadataOnly {
 		cfg.Selector = replicate.ChunksOnlineSelector
 	}
@@ -249,4 +256,73 @@ func (c *couchRemote) Files(ctx context.Context) ([]livesync.Meta, error) {
 		}
 		since = page.LastSeq
 	}
+}
+
+// chunksFirst is a remote endpoint whose bulk writes send a batch's chunks
+// in one request and, only once the server has stored all of them, its
+// other documents in a second: a server (CouchDB sorts a request's
+// documents by id) never holds metadata whose chunks were not stored
+// first, even if a push stops between the two requests. A chunk the
+// server refuses fails the batch, so its metadata is not sent.
+type chunksFirst struct{ engine.Endpoint }
+
+func (c chunksFirst) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	var chunks, others []json.RawMessage
+	for _, d := range docs {
+		if docid.IsChunkID(rawDocID(d)) {
+			chunks = append(chunks, d)
+		} else {
+			others = append(others, d)
+		}
+	}
+	if len(chunks) == 0 || len(others) == 0 {
+		return c.Endpoint.BulkDocs(ctx, docs)
+	}
+	res, err := c.Endpoint.BulkDocs(ctx, chunks)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res {
+		if r.Error != "" {
+			return nil, &engine.Error{Op: "bulk write chunks", DocID: r.ID, Stage: engine.StageProtocol,
+				Err: fmt.Errorf("the server refused a chunk (%s: %s); the metadata naming it is not sent", r.Error, r.Reason)}
+		}
+	}
+	more, err := c.Endpoint.BulkDocs(ctx, others)
+	if err != nil {
+		return nil, err
+	}
+	return append(res, more...), nil
+}
+
+// rawDocID reads a document's _id.
+func rawDocID(raw json.RawMessage) string {
+	var d struct {
+		ID string `json:"_id"`
+	}
+	_ = json.Unmarshal(raw, &d)
+	return d.ID
+}
+
+// countWrites reports the documents each bulk write stored (live runs
+// print them: the replicator's progress counts restart with every pass).
+type countWrites struct {
+	engine.Endpoint
+	fn func(n int)
+}
+
+func (c countWrites) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	res, err := c.Endpoint.BulkDocs(ctx, docs)
+	if err == nil {
+		n := 0
+		for _, r := range res {
+			if r.Error == "" {
+				n++
+			}
+		}
+		if n > 0 {
+			c.fn(n)
+		}
+	}
+	return res, err
 }

@@ -47,10 +47,11 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // commonFlags are the flags of every command that uses the local replica
 // or a remote.
 type commonFlags struct {
-	config string
-	store  string
-	json   bool
-	quiet  bool
+	config  string
+	store   string
+	json    bool
+	quiet   bool
+	verbose bool
 
 	passwordFile, passwordArg     string
 	passphraseFile, passphraseArg string
@@ -61,6 +62,7 @@ func addCommonFlags(fs *flag.FlagSet, c *commonFlags) {
 	fs.StringVar(&c.store, "store", "", "the local replica, a bbolt file (default: the configuration's store, else "+defaultStore+")")
 	fs.BoolVar(&c.json, "json", false, "print the result as one JSON object on stdout")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output")
+	fs.BoolVar(&c.verbose, "verbose", false, "log what the replicator does (reconnections, retries) on stderr")
 	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the server password (default: $LIVESYNC_PASSWORD, the remote's password_file, or a prompt)")
 	fs.StringVar(&c.passwordArg, "password-insecure-arg", "", "the server password itself (visible to other users in the process list: avoid)")
 	fs.StringVar(&c.passphraseFile, "passphrase-file", "", "file holding the vault passphrase (default: $LIVESYNC_PASSPHRASE, the remote's passphrase_file, or a prompt)")

@@ -13,7 +13,7 @@ import (
 
 // progress shows how a replication advances: a bar on a terminal, plain
 // lines ("pulled 100/302 docs") otherwise, nothing when quiet. Live runs
-// print one line per batch that moved documents. It is safe for the
+// print one line per bulk write ("pulled 2 docs"). It is safe for the
 // concurrent callbacks of a live sync (one goroutine per direction).
 type progress struct {
 	w     io.Writer
@@ -62,15 +62,6 @@ func (pr *progress) update(p replicate.Progress) {
 	last := pr.last[p.Direction]
 	pr.last[p.Direction] = p
 	switch {
-	case pr.live:
-		// A live pass's counts grow until it reconnects, then restart.
-		n := p.DocsWritten - last.DocsWritten
-		if p.DocsWritten < last.DocsWritten {
-			n = p.DocsWritten
-		}
-		if n > 0 {
-			fmt.Fprintf(pr.w, "%s %d %s\n", verb(p.Direction), n, plural(n, "doc", "docs"))
-		}
 	case pr.bar:
 		b := pr.bars[p.Direction]
 		max := int64(total(p))
@@ -102,6 +93,17 @@ func (pr *progress) update(p replicate.Progress) {
 			fmt.Fprintf(pr.w, "%s %d %s\n", verb(p.Direction), p.DocsRead, plural(p.DocsRead, "doc", "docs"))
 		}
 	}
+}
+
+// written is told the documents one bulk write of a live run stored;
+// it prints them as one line.
+func (pr *progress) written(dir replicate.Direction, n int) {
+	if pr.quiet {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	fmt.Fprintf(pr.w, "%s %d %s\n", verb(dir), n, plural(n, "doc", "docs"))
 }
 
 // finish completes the bars.

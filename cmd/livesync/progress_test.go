@@ -36,24 +36,17 @@ func TestProgressPlainLines(t *testing.T) {
 	}
 }
 
-// Live runs print what each batch moved; a pass's counts restart after
-// a reconnection.
+// Live runs print what each bulk write stored.
 func TestProgressLive(t *testing.T) {
 	var b strings.Builder
 	env := testEnv(nil)
 	env.stderr = &b
 	env.stderrTerminal = true // no bar for live runs, even on a terminal
 	pr := newProgress(env, false, true)
-	for _, p := range []replicate.Progress{
-		{Direction: replicate.Pull, DocsWritten: 3},
-		{Direction: replicate.Push, DocsWritten: 1},
-		{Direction: replicate.Pull, DocsWritten: 3},
-		{Direction: replicate.Pull, DocsWritten: 5},
-		{Direction: replicate.Pull, DocsWritten: 2}, // a new pass
-	} {
-		pr.update(p)
-	}
-	want := "pulled 3 docs\npushed 1 doc\npulled 2 docs\npulled 2 docs\n"
+	pr.written(replicate.Pull, 3)
+	pr.written(replicate.Push, 1)
+	pr.written(replicate.Pull, 2)
+	want := "pulled 3 docs\npushed 1 doc\npulled 2 docs\n"
 	if b.String() != want {
 		t.Errorf("lines:\n%s\nwant:\n%s", b.String(), want)
 	}

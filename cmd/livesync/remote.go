@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -42,6 +43,10 @@ type replicateOptions struct {
 	live         bool
 	metadataOnly bool // pull without chunks (LiveSync's readChunksOnline)
 	progress     func(replicate.Progress)
+	// written, if set, is told how many documents each bulk write stored
+	// in direction dir (live runs report these).
+	written func(dir replicate.Direction, n int)
+	log     *slog.Logger // nil discards
 }
 
 // remoteSpec is a remote as named on the command line or in the

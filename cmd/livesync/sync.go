@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine/replicate"
@@ -60,7 +61,10 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		return err
 	}
 	pr := newProgress(env, cf.quiet, *watch)
-	ro := replicateOptions{live: *watch, progress: pr.update}
+	ro := replicateOptions{live: *watch, progress: pr.update, log: env.logger(cf)}
+	if *watch {
+		ro.progress, ro.written = nil, pr.written
+	}
 	if metadataOnly != nil {
 		ro.metadataOnly = *metadataOnly
 	}
@@ -153,4 +157,13 @@ func first(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+// logger returns the replicator's logger: text on stderr with --verbose,
+// else nil (discard).
+func (e *cliEnv) logger(cf commonFlags) *slog.Logger {
+	if !cf.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
