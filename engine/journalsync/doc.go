@@ -37,25 +37,39 @@
 // limits, Config.MaxPackRecords and MaxPackBytes) and uploaded with one
 // Put under journal.PackKey(prefix, now), where now is raised to one
 // millisecond after the newest pack key this device knows, so keys only
-// increase. Send runs inside Activity.RunBounded, as a push does.
+// increase. Send runs inside Activity.RunBounded, as engine/replicate
+// runs a push: it delivers nothing locally, so it must not keep readers
+// waiting for chunks (seed "Meaning of Finite Replication Completion").
 //
 // # Checkpoint
 //
-// What this device received and sent is kept in the local store as the
-// _local document CheckpointID(Remote.ID()) ("bucketsync-checkpoint-" +
+// What this device received and sent is kept in the local store under
+// the _local id CheckpointID(Remote.ID()) ("bucketsync-checkpoint-" +
 // btoa(encodeURI(id)), upstream's name): lastLocalSeq, journalEpoch,
 // knownIDs (keys of received records), sentIDs, receivedFiles, sentFiles
 // (upstream's fields), plus the quarantine and the chunk index. It is
-// written after every pack received or sent, so an interrupted run
-// resumes at the next pack: applying a pack twice is harmless, and a
-// pack that failed to upload is sent again with only the records that
-// were not acknowledged (lastLocalSeq never covers a change whose records
-// are not in an uploaded pack). The sets are encoded as they grow, so a
-// save costs a copy of the document (about 1.3 MB for 10,000 notes of
-// one chunk), not a re-encoding. When Config.Epoch differs from the
-// recorded epoch and the newest pack this device sent is gone from the
-// bucket, the bucket was wiped: the sets, the index and the quarantine
-// are cleared (FORMAT.md §6.5). An unreadable checkpoint is an error;
+// saved after every pack received or sent, so an interrupted run resumes
+// at the next pack: applying a pack twice is harmless, and a pack that
+// failed to upload is sent again with only the records that were not
+// acknowledged (lastLocalSeq never covers a change whose records are not
+// in an uploaded pack).
+//
+// To keep saves cheap, that document holds only the small fields and
+// counts segments stored beside it (ids with the suffix
+// ".<generation>.<n>"), which hold the sets and the index: a save appends
+// what was added since the last save as one segment and rewrites the
+// small document, and the log is folded into a new base when it outgrows
+// the old one. At 10,000 notes of one chunk the checkpoint holds about
+// 825 KB; a save after a pack writes about 11 KB, and receiving all
+// 10,000 notes writes about 2 MB of checkpoint in all (rewriting one
+// document after every pack would write about 33 MB). A segment is always
+// written before the document that counts it, so a crash leaves the
+// previous checkpoint whole.
+//
+// When Config.Epoch differs from the recorded epoch and the newest pack
+// this device sent is gone from the bucket, the bucket was wiped: the
+// sets, the index and the quarantine are cleared (FORMAT.md §6.5). An
+// unreadable checkpoint is an error that changes nothing;
 // ResetCheckpoint starts over.
 //
 // # Errors and quarantine
@@ -112,4 +126,7 @@
 //   - A deleted chunk revision (no data) is not sent; upstream's
 //     serializer throws on it.
 //   - Pack keys never repeat or go backwards on this device.
+//
+// Example (in example_test.go) runs a laptop, a phone and a tablet
+// against an in-memory bucket.
 package journalsync
