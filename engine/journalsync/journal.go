@@ -293,6 +293,8 @@ func (j *Journal) ResetCheckpoint(ctx context.Context) error {
 		return err
 	}
 	defer j.unlock()
+	j.loadMu.Lock() // no load in progress may install the old checkpoint
+	defer j.loadMu.Unlock()
 	j.mu.Lock()
 	if j.st == nil {
 		j.st = newState()

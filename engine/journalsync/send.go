@@ -64,12 +64,10 @@ func (j *Journal) send(ctx context.Context, res *Result) error {
 		if err := s.page(ctx, page); err != nil {
 			return err
 		}
-		if page.LastSeq != "" {
-			since = page.LastSeq
+		if len(page.Results) == 0 || page.Pending == 0 || page.LastSeq == "" || page.LastSeq == since {
+			break // the end, or a feed that does not advance
 		}
-		if len(page.Results) == 0 || page.Pending == 0 {
-			break
-		}
+		since = page.LastSeq
 	}
 	if len(s.pk.keys) > 0 {
 		return s.flush(ctx)
