@@ -228,3 +228,54 @@ func testCLIWatch(t *testing.T, c *cliRunner) {
 		}
 	}
 }
+
+// testCLIConfigFile: remotes by name from the configuration file
+// ($LIVESYNC_CONFIG), with the password and passphrase in files it names
+// and the store it names; no secret in the environment or on the
+// command line.
+func testCLIConfigFile(t *testing.T, c *cliRunner) {
+	const pass = "config file passphrase"
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pw"), []byte(c.couch.password+"\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "pass"), []byte(pass+"\n"), 0o600)
+	name := dbName(t)
+	t.Cleanup(func() { _ = openDB(t, name, false, nil).Destroy(ctxT(t)) })
+	cfg := fmt.Sprintf(`store = "replica/store.db"
+default_remote = "home"
+device_name = "cli-test"
+
+[remote.home]
+url = %q
+password_file = "pw"
+passphrase_file = "pass"
+e2ee = true
+obfuscate_paths = true
+`, c.url(name))
+	os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o600)
+	env := map[string]string{"LIVESYNC_CONFIG": filepath.Join(dir, "config.toml"), "LIVESYNC_PASSWORD": ""}
+	work := t.TempDir()
+	c.ok(t, work, env, "put", "a.md", filepath.Join(dir, "pass"))
+	r := c.ok(t, work, env, "push", "--quiet")
+	c.noSecrets(t, r, pass)
+	if !strings.Contains(r.stdout, "pushed 2 docs") { // a.md and its chunk
+		t.Errorf("push to the default remote: %q", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "replica", "store.db")); err != nil {
+		t.Errorf("the configuration's store was not used: %v", err)
+	}
+	// Another replica pulls the remote by name and reads the file.
+	c.ok(t, work, env, "pull", "home", "--store", filepath.Join(work, "b.db"), "--quiet")
+	if got := c.ok(t, work, env, "cat", "a.md", "--store", filepath.Join(work, "b.db")).stdout; got != pass+"\n" {
+		t.Errorf("cat: %q", got)
+	}
+	// The vault is encrypted as the configuration says.
+	codec := remoteCodec(t, openDB(t, name, false, nil), pass)
+	if !codec.Settings().Encrypt || !codec.Settings().PathObfuscation {
+		t.Errorf("settings on the server: %+v", codec.Settings())
+	}
+	// The milestone names the device as configured.
+	raw, _ := openDB(t, name, false, nil).GetLocal(ctxT(t), "obsydian_livesync_milestone")
+	if !strings.Contains(string(raw), `"device_name":"cli-test"`) {
+		t.Errorf("milestone: %s", raw)
+	}
+}
