@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -73,10 +74,19 @@ func TestQuarantine(t *testing.T) {
 	bucket.set(keys[2], []byte{0xff, 0xff, 0xff, 0xff})                           // not DEFLATE
 	bucket.set(keys[3], deflated(t, "~h:ok\x1fsecret content x\nnot a record\n")) // a malformed record
 	st := newStore(t)
-	j := newJournal(t, Config{Local: st, Remote: bucket})
+	var logs bytes.Buffer
+	var progress []Progress
+	j := newJournal(t, Config{Local: st, Remote: bucket, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Progress: func(p Progress) { progress = append(progress, p) }})
 	res, err := j.Receive(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "secret") || strings.Count(logs.String(), "quarantined") != 3 {
+		t.Fatalf("log:\n%s", logs.String())
+	}
+	if len(progress) != 5 || progress[4] != (Progress{Direction: Receiving, Key: keys[4], Packs: 5, Total: 5, Docs: 2, Chunks: 2}) {
+		t.Fatalf("progress %+v", progress)
 	}
 	want := []string{keys[0] + " decode", keys[2] + " decode", keys[3] + " decode"}
 	if got := quarantinedKeys(res.Quarantined); !slicesEqual(got, want) || res.PacksReceived != 2 {

@@ -176,10 +176,10 @@ func (r *receiver) failed(ctx context.Context, name string, err error) error {
 		if err := r.keyProven(ctx); err != nil {
 			return err
 		}
-		return r.quarantine(ctx, failure{name, err})
+		return r.quarantine(ctx, failure{name, err}, true)
 	}
 	if r.proven {
-		return r.quarantine(ctx, failure{name, err})
+		return r.quarantine(ctx, failure{name, err}, true)
 	}
 	j.mu.Lock()
 	opened, canary := j.st.opened, j.st.lastOpened
@@ -205,7 +205,7 @@ func (r *receiver) failed(ctx context.Context, name string, err error) error {
 		}
 	}
 	r.proven = true
-	return r.quarantine(ctx, failure{name, err})
+	return r.quarantine(ctx, failure{name, err}, true)
 }
 
 // keyProven records that the key opens this journal and quarantines the
@@ -215,7 +215,7 @@ func (r *receiver) keyProven(ctx context.Context) error {
 	pending := r.pending
 	r.pending = nil
 	for _, f := range pending {
-		if err := r.quarantine(ctx, f); err != nil {
+		if err := r.quarantine(ctx, f, false); err != nil { // reported when met
 			return err
 		}
 	}
@@ -223,8 +223,9 @@ func (r *receiver) keyProven(ctx context.Context) error {
 }
 
 // quarantine records a pack that cannot be opened, with the stage and
-// the error text but never its content, and goes on.
-func (r *receiver) quarantine(ctx context.Context, f failure) error {
+// the error text but never its content, and goes on; report says to
+// report the pack as done (not yet reported).
+func (r *receiver) quarantine(ctx context.Context, f failure, report bool) error {
 	j := r.j
 	stage := stageOf(f.err)
 	if stage == "" {
@@ -242,7 +243,9 @@ func (r *receiver) quarantine(ctx context.Context, f failure) error {
 	if err := j.save(ctx); err != nil {
 		return err
 	}
-	r.report(key)
+	if report {
+		r.report(key)
+	}
 	return nil
 }
 
