@@ -31,6 +31,7 @@ func TestCLI(t *testing.T) {
 	t.Run("MetadataOnlyCatRemote", func(t *testing.T) { testCLIMetadataOnly(t, c) })
 	t.Run("Watch", func(t *testing.T) { testCLIWatch(t, c) })
 	t.Run("ConfigFile", func(t *testing.T) { testCLIConfigFile(t, c) })
+	t.Run("Doctor", func(t *testing.T) { testCLIDoctor(t, c) })
 	t.Run("Faults", func(t *testing.T) { testCLIFaults(t, c) })
 	t.Run("DiskFull", func(t *testing.T) { testCLIDiskFull(t, c) })
 	t.Run("Output", func(t *testing.T) { testCLIOutput(t, c) })

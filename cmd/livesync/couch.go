@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
@@ -15,6 +16,50 @@ import (
 	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
+
+// couchConn is an opened CouchDB database (not contacted yet) and what
+// is needed to ask its server directly.
+type couchConn struct {
+	db             *couchdb.DB
+	server         *url.URL // the server, without the database
+	user, password string
+}
+
+// openCouch resolves the password of spec and opens its database.
+func (e *cliEnv) openCouch(spec remoteSpec, f commonFlags) (couchConn, error) {
+	password := spec.password
+	if f.passwordArg != "" || f.passwordFile != "" || password == "" {
+		prompt := ""
+		if spec.user != "" {
+			prompt = "Password for " + spec.user + " at " + spec.url.Host + ": "
+		}
+		p, err := e.secret(secretSource{what: "password", insecureArg: f.passwordArg, file: f.passwordFile,
+			envVar: "LIVESYNC_PASSWORD", configFile: spec.cfg.PasswordFile, prompt: prompt})
+		if err != nil {
+			return couchConn{}, err
+		}
+		if p != "" {
+			password = p
+		}
+	}
+	if spec.user != "" && password == "" {
+		return couchConn{}, usageError{"no password for " + spec.user + ": set LIVESYNC_PASSWORD, use --password-file, or run on a terminal to be asked"}
+	}
+	server := *spec.url
+	path := strings.Trim(server.Path, "/")
+	database := path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		database = path[i+1:]
+		server.Path = "/" + path[:i]
+	} else {
+		server.Path = ""
+	}
+	db, err := couchdb.New(couchdb.Config{URL: server.String(), Database: database, User: spec.user, Password: password})
+	if err != nil {
+		return couchConn{}, usageError{err.Error()}
+	}
+	return couchConn{db: db, server: &server, user: spec.user, password: password}, nil
+}
 
 // couchRemote is a CouchDB database holding a LiveSync vault.
 type couchRemote struct {
@@ -35,37 +80,11 @@ func (e *cliEnv) connectCouch(spec remoteSpec, r *replica, o connectOptions) (_ 
 		}
 		return nil, &remoteError{remote: id, err: err}
 	}
-	password := spec.password
-	if o.flags.passwordArg != "" || o.flags.passwordFile != "" || password == "" {
-		prompt := ""
-		if spec.user != "" {
-			prompt = "Password for " + spec.user + " at " + spec.url.Host + ": "
-		}
-		p, err := e.secret(secretSource{what: "password", insecureArg: o.flags.passwordArg, file: o.flags.passwordFile,
-			envVar: "LIVESYNC_PASSWORD", configFile: spec.cfg.PasswordFile, prompt: prompt})
-		if err != nil {
-			return nil, err
-		}
-		if p != "" {
-			password = p
-		}
-	}
-	if spec.user != "" && password == "" {
-		return nil, usageError{"no password for " + spec.user + ": set LIVESYNC_PASSWORD, use --password-file, or run on a terminal to be asked"}
-	}
-	server := *spec.url
-	path := strings.Trim(server.Path, "/")
-	database := path
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		database = path[i+1:]
-		server.Path = "/" + path[:i]
-	} else {
-		server.Path = ""
-	}
-	db, err := couchdb.New(couchdb.Config{URL: server.String(), Database: database, User: spec.user, Password: password})
+	cc, err := e.openCouch(spec, o.flags)
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return nil, err
 	}
+	db := cc.db
 	defer func() {
 		if err != nil {
 			db.Close()

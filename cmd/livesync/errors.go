@@ -64,11 +64,14 @@ func classify(err error) (int, string) {
 	var le *localError
 	var re *remoteError
 	var ee *engine.Error
+	var de *doctorError
 	remote := ""
 	if errors.As(err, &re) {
 		remote = re.remote
 	}
 	switch {
+	case errors.As(err, &de):
+		return de.code, err.Error()
 	case errors.As(err, &ue):
 		return exitUsage, err.Error()
 	case errors.As(err, &pe):

@@ -12,6 +12,7 @@
 //	livesync put     PATH [FILE|-]                         write a file into the local replica
 //	livesync rm      PATH                                  delete a file (as the plugin does)
 //	livesync status                                        what the local replica holds
+//	livesync doctor  [REMOTE]                              why a remote refuses to sync (read-only)
 //	livesync export  REMOTE --out DIR                      remote -> folder
 //	livesync export  --out DIR                             local replica -> folder
 //	livesync export  --dump vault.json --out DIR           dump -> folder
@@ -85,6 +86,7 @@ commands:
   put      write a file into the local replica
   rm       delete a file from the local replica (a LiveSync soft deletion)
   status   what the local replica holds, and when it last met each remote
+  doctor   why a remote refuses to sync, and what to do (read-only)
   export   a remote, the local replica or a dump -> a folder of files
   import   a folder of files -> a remote, or a dump
 
@@ -173,6 +175,7 @@ var commands = map[string]func(*cliEnv, []string) error{
 	"put":    runPut,
 	"rm":     runRm,
 	"status": runStatus,
+	"doctor": runDoctor,
 }
 
 // runEnv executes one command and returns the process exit code.
@@ -202,7 +205,8 @@ func runEnv(env *cliEnv, args []string) int {
 	}
 	code, msg := classify(err)
 	fmt.Fprintf(env.stderr, "livesync %s: %s\n", args[0], msg)
-	if env.json {
+	var de *doctorError
+	if env.json && !errors.As(err, &de) { // doctor's report is its JSON answer
 		writeJSON(env.stdout, map[string]any{"ok": false, "command": args[0], "exit_code": code, "error": msg})
 	}
 	return code

@@ -191,6 +191,23 @@ func (r *replica) nodeID(ctx context.Context) (string, error) {
 	return node, nil
 }
 
+// nodeIDIfAny returns this device's node id, "" if the replica has none
+// yet (it creates nothing).
+func (r *replica) nodeIDIfAny(ctx context.Context) (string, error) {
+	raw, err := r.st.GetLocal(ctx, negotiate.NodeInfoDocID[len("_local/"):])
+	if errors.Is(err, engine.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var d negotiate.NodeInfoDoc
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return "", nil
+	}
+	return d.NodeID, nil
+}
+
 // settingsOf returns the format settings of tweak values, without a
 // passphrase.
 func settingsOf(tv negotiate.TweakValues) (livesync.Settings, error) {
