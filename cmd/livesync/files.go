@@ -529,7 +529,8 @@ func runPut(env *cliEnv, args []string) error {
 	if res.unchanged {
 		fmt.Fprintf(env.stdout, "%s: unchanged\n", p)
 	} else {
-		fmt.Fprintf(env.stdout, "%s: %d bytes, %d chunks (%d new), revision %s\n", p, len(data), len(distinct(res.meta.Children)), res.newChunks, res.meta.Rev)
+		n := len(distinct(res.meta.Children))
+		fmt.Fprintf(env.stdout, "%s: %d bytes, %d %s (%d new), revision %s\n", p, len(data), n, plural(n, "chunk", "chunks"), res.newChunks, res.meta.Rev)
 	}
 	return nil
 }

@@ -70,8 +70,6 @@ func (pr *progress) update(p replicate.Progress) {
 				progressbar.OptionSetWriter(pr.w),
 				progressbar.OptionSetDescription(verb(p.Direction)),
 				progressbar.OptionShowCount(),
-				progressbar.OptionSetItsString("docs"),
-				progressbar.OptionShowIts(),
 				progressbar.OptionThrottle(100*time.Millisecond),
 				progressbar.OptionSetPredictTime(true),
 				progressbar.OptionFullWidth(),
@@ -83,8 +81,8 @@ func (pr *progress) update(p replicate.Progress) {
 		}
 		_ = b.Set64(int64(p.DocsRead))
 	default:
-		if p.DocsRead == last.DocsRead && p.Pending == last.Pending && pr.printed[p.Direction] {
-			return // nothing moved since the last line
+		if (p.DocsRead == last.DocsRead && p.Pending == last.Pending && pr.printed[p.Direction]) || (p.DocsRead == 0 && p.Pending != 0) {
+			return // nothing moved since the last line, or nothing to say yet
 		}
 		pr.printed[p.Direction] = true
 		if t := total(p); t >= 0 {
