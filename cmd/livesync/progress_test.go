@@ -18,7 +18,7 @@ func TestProgressPlainLines(t *testing.T) {
 		{Direction: replicate.Pull, DocsRead: 200, DocsWritten: 200, Pending: -1},
 		{Direction: replicate.Pull, DocsRead: 302, DocsWritten: 302, Pending: 0},
 		{Direction: replicate.Pull, DocsRead: 302, DocsWritten: 302, Pending: 0}, // nothing moved
-		{Direction: replicate.Push, DocsRead: 0, Pending: -1}, // nothing to say yet
+		{Direction: replicate.Push, DocsRead: 0, Pending: -1},                    // nothing to say yet
 		{Direction: replicate.Push, DocsRead: 1, DocsWritten: 1, Pending: -1},
 	} {
 		pr.update(p)
