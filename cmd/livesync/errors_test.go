@@ -121,3 +121,23 @@ func TestUsage2(t *testing.T) {
 		t.Errorf("pull -h: exit %d %q", code, errs)
 	}
 }
+
+// Ctrl-C (a cancelled context) before a one-shot command ends: exit 130
+// and one line.
+func TestInterrupted(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close() // accepts nothing: the request waits until cancelled
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := newSession(t)
+	var out, errb strings.Builder
+	env := &cliEnv{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+		getenv: func(string) string { return "" }}
+	code := runEnv(env, []string{"pull", "http://" + l.Addr().String() + "/vault", "--store", s.store})
+	if code != exitInterrupted || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "interrupted") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
