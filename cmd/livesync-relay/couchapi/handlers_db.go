@@ -346,7 +346,8 @@ func (s *Server) bulkGet(q *request) *apiError {
 			continue
 		}
 		if rawRev, ok := obj["rev"]; ok && !isNull(rawRev) {
-			if json.Unmarshal(rawRev, &r.rev) != nil || !validRev(r.rev) {
+			// "" means no revision, as PouchDB servers read it.
+			if json.Unmarshal(rawRev, &r.rev) != nil || (r.rev != "" && !validRev(r.rev)) {
 				r.err = &bulkGetError{ID: rawID, Rev: rawRev, Error: "bad_request", Reason: "Invalid rev format"}
 				continue
 			}
