@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,10 +15,18 @@ import (
 
 type couchEnv struct{ url, user, password string }
 
+// servers maps a top-level test's name to the server it and its subtests
+// use instead of the environment's (the relay tests run these suites
+// against an in-process relay: see useServer in relay_env_test.go).
+var servers sync.Map
+
 // couchServer returns the server named by the environment. Without one it
 // fails under CI and skips otherwise.
 func couchServer(t *testing.T) couchEnv {
 	t.Helper()
+	if e, ok := servers.Load(strings.SplitN(t.Name(), "/", 2)[0]); ok {
+		return e.(couchEnv)
+	}
 	e := couchEnv{os.Getenv("LIVESYNC_TEST_COUCHDB_URL"), os.Getenv("LIVESYNC_TEST_COUCHDB_USER"), os.Getenv("LIVESYNC_TEST_COUCHDB_PASSWORD")}
 	if e.url == "" {
 		if os.Getenv("CI") != "" {

@@ -1,0 +1,346 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+)
+
+// livesyncClientJS is a real PouchDB 9 client doing what the LiveSync
+// plugin does against a CouchDB remote (FORMAT.md §5.3, §5.6), in two
+// modes:
+//
+//	roundtrip: replicate.from the remote with readChunksOnline's selector
+//	  {"type":{"$ne":"leaf"}} (batch_size / batches_limit 25), fetch the
+//	  chunks named in --chunks with allDocs({keys, include_docs}) in
+//	  groups of 100 (error rows and rows without doc dropped) and store
+//	  them with new_edits=false, then replicate.to a second database.
+//	sync: local.sync(remote, {live: true, retry: false, heartbeat: 30000,
+//	  pull: {selector}}) as LiveSync's continuous mode; prints READY when
+//	  caught up, writes a local document "from-pouch", prints GOT <id>
+//	  <rev> when --wait-for arrives, and on stdin's end prints LOCAL
+//	  [ids…] and exits.
+//
+// It needs tests/pouchdb/node_modules (POUCH_MODULES names that folder)
+// and fails loudly on any replication error. Credentials come from the
+// environment.
+const livesyncClientJS = `
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+const require = createRequire(process.env.POUCH_MODULES + '/');
+const PouchDB = require('pouchdb-node').plugin(require('pouchdb-adapter-memory'));
+const die = (msg) => { process.stderr.write('livesync-client: ' + msg + '\n'); process.exit(1); };
+const args = {};
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i += 2) args[argv[i].replace(/^--/, '')] = argv[i + 1];
+const auth = { username: process.env.LIVESYNC_TEST_COUCHDB_USER, password: process.env.LIVESYNC_TEST_COUCHDB_PASSWORD };
+const remoteOf = (db) => new PouchDB(args.url.replace(/\/+$/, '') + '/' + encodeURIComponent(db), { adapter: 'http', skip_setup: true, auth });
+const selector = { type: { $ne: 'leaf' } };
+const opts = { batch_size: 25, batches_limit: 25, style: 'all_docs' };
+const local = new PouchDB('copy-' + randomBytes(6).toString('hex'), { adapter: 'memory' });
+const run = (rep) => new Promise((resolve, reject) => {
+	rep.on('denied', (e) => reject(new Error('denied: ' + JSON.stringify(e))));
+	rep.on('error', reject);
+	rep.on('complete', (res) => (res.ok === false || res.doc_write_failures > 0) ? reject(new Error(JSON.stringify(res))) : resolve(res));
+});
+try {
+	if (args.mode === 'roundtrip') {
+		const remote = remoteOf(args.db);
+		const pulled = await run(local.replicate.from(remote, { ...opts, selector, retry: false }));
+		const ids = JSON.parse(readFileSync(args.chunks, 'utf8'));
+		let fetched = 0, requests = 0;
+		for (let i = 0; i < ids.length; i += 100) {
+			const res = await remote.allDocs({ keys: ids.slice(i, i + 100), include_docs: true });
+			requests++;
+			const docs = res.rows.filter((r) => !r.error && r.doc).map((r) => r.doc);
+			fetched += docs.length;
+			const out = await local.bulkDocs(docs, { new_edits: false });
+			if (out.some((r) => r.error)) die('storing chunks: ' + JSON.stringify(out.filter((r) => r.error)));
+		}
+		const pushed = await run(local.replicate.to(remoteOf(args.db2), { ...opts, retry: false }));
+		const info = await local.info();
+		process.stdout.write(JSON.stringify({ pulled: pulled.docs_written, fetched, requests, pushed: pushed.docs_written, local: info.doc_count }) + '\n');
+	} else if (args.mode === 'sync') {
+		const remote = remoteOf(args.db);
+		const rep = local.sync(remote, { live: true, retry: false, heartbeat: 30000, batch_size: 25, batches_limit: 25, push: {}, pull: { selector } });
+		let ready = false, got = false;
+		rep.on('error', (e) => die('sync error: ' + (e && (e.stack || e.message || JSON.stringify(e)))));
+		rep.on('denied', (e) => die('denied: ' + JSON.stringify(e)));
+		rep.on('paused', async (err) => {
+			if (err) die('paused with an error: ' + JSON.stringify(err));
+			if (!ready) {
+				ready = true;
+				await local.put({ _id: 'from-pouch', type: 'plain', path: 'from-pouch.md' });
+				process.stdout.write('READY\n');
+			}
+		});
+		const watch = local.changes({ live: true, since: 'now' }).on('change', (c) => {
+			if (!got && c.id === args['wait-for']) {
+				got = true;
+				process.stdout.write('GOT ' + c.id + ' ' + c.changes[0].rev + '\n');
+			}
+		});
+		process.stdin.resume();
+		await new Promise((resolve) => process.stdin.on('end', resolve));
+		rep.cancel();
+		watch.cancel();
+		const all = await local.allDocs();
+		process.stdout.write('LOCAL ' + JSON.stringify(all.rows.map((r) => r.id)) + '\n');
+	} else {
+		die('unknown mode ' + args.mode);
+	}
+	await local.destroy();
+	process.exit(0);
+} catch (e) {
+	die(e && (e.stack || e.message || JSON.stringify(e)));
+}
+`
+
+// livesyncClient writes livesyncClientJS to a temporary file and returns
+// a command running it with the server's credentials in the environment.
+func livesyncClient(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
+	t.Helper()
+	node, script := pouchClient(t)
+	modules, err := filepath.Abs(filepath.Join(filepath.Dir(script), "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "livesync-client.mjs")
+	if err := os.WriteFile(js, []byte(livesyncClientJS), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := couchServer(t)
+	cmd := exec.CommandContext(ctx, node, append([]string{js, "--url", e.url}, args...)...)
+	cmd.Env = append(os.Environ(), "POUCH_MODULES="+modules,
+		"LIVESYNC_TEST_COUCHDB_USER="+e.user, "LIVESYNC_TEST_COUCHDB_PASSWORD="+e.password)
+	return cmd
+}
+
+// allDocsOf reads every document of a database (_all_docs include_docs)
+// with its full revision history, keyed by id.
+func allDocsOf(t *testing.T, db *couchdb.DB) map[string]string {
+	t.Helper()
+	ctx := ctxT(t)
+	out := map[string]string{}
+	since := ""
+	for {
+		page, err := db.Changes(ctx, engine.ChangesRequest{Since: since, Limit: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refs []engine.DocRev
+		for _, c := range page.Results {
+			for _, r := range c.Revs {
+				refs = append(refs, engine.DocRev{ID: c.ID, Rev: r})
+			}
+		}
+		docs, err := db.BulkGet(ctx, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			var m map[string]any
+			if err := json.Unmarshal(d, &m); err != nil {
+				t.Fatal(err)
+			}
+			canon, _ := json.Marshal(m)
+			key := fmt.Sprint(m["_id"], " ", m["_rev"])
+			out[key] = string(canon)
+		}
+		if len(page.Results) == 0 {
+			return out
+		}
+		since = page.LastSeq
+	}
+}
+
+// TestPouchDBLiveSyncRoundTrip: the plugin's E2EE vault dump is loaded
+// into a database (new_edits=false); a real PouchDB 9 client pulls it with
+// LiveSync's readChunksOnline settings (metadata through the selector
+// feed, then the chunks its metadata names, fetched with POST _all_docs
+// keys include_docs in batches of 100 as the plugin's ChunkFetcher does)
+// and pushes its copy to a second database. Both databases then hold the
+// same documents, revisions and histories.
+func TestPouchDBLiveSyncRoundTrip(t *testing.T) {
+	pouchClient(t)
+	d := readVaultDump(t)
+	db := loadVaultDump(t, d)
+	db2 := freshDB(t, nil)
+	ctx := ctxT(t)
+	// The chunk ids the plugin would fetch: the children of every file's
+	// metadata, readable once decrypted (paths are obfuscated).
+	codec := handshakeCodec(t, db, "go-reader", dumpSettings(t, d, d.FixedValues.Passphrase))
+	page, err := db.Changes(ctx, engine.ChangesRequest{Selector: json.RawMessage(`{"type":{"$ne":"leaf"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []engine.DocRev
+	for _, c := range page.Results {
+		refs = append(refs, engine.DocRev{ID: c.ID, Rev: c.Revs[0]})
+	}
+	metas, err := db.BulkGet(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunkIDs []string
+	for _, raw := range metas {
+		doc, err := livesync.ParseDoc(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doc, err = codec.DecodeRemote(doc); err != nil {
+			t.Fatal(err)
+		}
+		if !doc.IsFileDoc() {
+			continue
+		}
+		m, err := livesync.ParseMeta(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range m.Children {
+			chunkIDs = append(chunkIDs, string(c))
+		}
+	}
+	slices.Sort(chunkIDs)
+	chunkIDs = slices.Compact(chunkIDs)
+	chunkIDs = append(chunkIDs, "h:+not-on-the-server") // a missing chunk is an error row, dropped
+	ids, _ := json.Marshal(chunkIDs)
+	chunksFile := filepath.Join(t.TempDir(), "chunks.json")
+	if err := os.WriteFile(chunksFile, ids, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := livesyncClient(t, cctx, "--mode", "roundtrip", "--db", db.Name(), "--db2", db2.Name(), "--chunks", chunksFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("PouchDB client: %v\n%s", err, stderr.String())
+	}
+	var stats struct{ Pulled, Fetched, Requests, Pushed, Local int }
+	if err := json.Unmarshal(out, &stats); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	t.Logf("PouchDB: %+v", stats)
+	if stats.Fetched != len(chunkIDs)-1 || stats.Requests != (len(chunkIDs)+99)/100 || stats.Pulled != len(metas) {
+		t.Fatalf("pulled %d of %d metadata documents, fetched %d of %d chunks in %d requests", stats.Pulled, len(metas), stats.Fetched, len(chunkIDs)-1, stats.Requests)
+	}
+	src, dst := allDocsOf(t, db), allDocsOf(t, db2)
+	if len(src) != len(d.Remote.AllDocs) || len(dst) != len(src) {
+		t.Fatalf("source %d revisions (dump %d), copy %d", len(src), len(d.Remote.AllDocs), len(dst))
+	}
+	for k, v := range src {
+		if dst[k] != v {
+			t.Fatalf("%s differs:\n%s\n%s", k, v, dst[k])
+		}
+	}
+}
+
+// TestPouchDBLiveReplication: LiveSync's continuous mode, a live PouchDB
+// sync (longpoll feed with heartbeat, selector on the pull side) against
+// the server: a document written on the server after the client caught up
+// reaches it, a chunk does not (readChunksOnline), and a document the
+// client writes reaches the server.
+func TestPouchDBLiveReplication(t *testing.T) {
+	pouchClient(t)
+	db := freshDB(t, nil)
+	ctx := ctxT(t)
+	seed := []json.RawMessage{
+		raw(`{"_id":"early","_rev":"1-a","type":"plain","path":"early.md"}`),
+		raw(`{"_id":"h:early","_rev":"1-b","type":"leaf","data":"x"}`),
+	}
+	if _, err := db.BulkDocs(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := livesyncClient(t, cctx, "--mode", "sync", "--db", db.Name(), "--wait-for", "late")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func(prefix string) string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok || !strings.HasPrefix(l, prefix) {
+				_ = cmd.Wait()
+				t.Fatalf("PouchDB client said %q (open %v), want %s…\n%s", l, ok, prefix, stderr.String())
+			}
+			return l
+		case <-cctx.Done():
+			t.Fatalf("no %s from the PouchDB client\n%s", prefix, stderr.String())
+		}
+		return ""
+	}
+	next("READY")
+	// Written after the client caught up: a chunk first, then a document.
+	if _, err := db.BulkDocs(ctx, []json.RawMessage{raw(`{"_id":"h:late","_rev":"1-c","type":"leaf","data":"y"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := db.BulkDocs(ctx, []json.RawMessage{raw(`{"_id":"late","_rev":"1-d","type":"plain","path":"late.md"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("GOT "); got != "GOT late 1-d" {
+		t.Fatalf("got %q", got)
+	}
+	// The client's own document reaches the server.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		page, err := db.Changes(ctx, engine.ChangesRequest{Selector: raw(`{"_id":"from-pouch"}`)})
+		if err == nil && len(page.Results) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's document never reached the server (%v)\n%s", err, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stdin.Close()
+	local := next("LOCAL ")
+	var ids []string
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(local, "LOCAL ")), &ids); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ids, "early") || !slices.Contains(ids, "late") || slices.Contains(ids, "h:late") || slices.Contains(ids, "h:early") {
+		t.Fatalf("client's documents %v: want the notes, no chunks", ids)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("PouchDB client: %v\n%s", err, stderr.String())
+	}
+}
