@@ -28,8 +28,10 @@
 // _bulk_docs (new_edits true and false), _bulk_get, _all_docs (GET and
 // POST keys), documents (rev, revs, conflicts, open_revs with latest, JSON
 // or multipart/mixed), _local documents with CouchDB's "0-N" revisions,
-// _ensure_full_commit. Everything else is a CouchDB-shaped 404 or 405.
-// Attachments, views, Mango _find, JWT and proxy authentication are not
+// _ensure_full_commit. Design documents are stored and served as
+// documents (written by admins only) but never run: their views, shows
+// and filters are 404. Everything else is a CouchDB-shaped 404 or 405.
+// Attachments, Mango _find, gzip, JWT and proxy authentication are not
 // served.
 //
 // Security: every route except /, /_up and /_session needs a valid user

@@ -207,6 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cors(rw, r) {
+		tmpl = "preflight"
 		return
 	}
 	ep, ae := s.resolve(r)
