@@ -30,6 +30,21 @@ import (
 //	custom_chunk_size = 60
 //	case_sensitive = false
 //
+//	[remote.bucket]                       # an S3 journal bucket (MinIO, R2, AWS S3, ...)
+//	kind = "s3"
+//	endpoint = "minio.example:9000"       # or "https://minio.example:9000"
+//	tls = true                            # HTTPS for a host:port endpoint (default false)
+//	bucket = "vaults"
+//	prefix = "my-vault/"                  # LiveSync's bucket prefix (may be empty)
+//	region = "us-east-1"                  # default: asked from the server
+//	access_key = "AKIA..."
+//	secret_key_file = "~/.config/livesync/bucket.secret"
+//	ca_file = "~/.config/livesync/minio-ca.pem"  # a self-signed or private CA
+//	path_style = true                     # or virtual_host = true (default: the client picks)
+//	direct_fetch = true                   # let cat --remote and hunt fetch chunks by id from the packs
+//	passphrase_file = "~/.config/livesync/vault.passphrase"
+//
+// A bucket can also be given as url = "s3://ACCESS_KEY@host:port/bucket/prefix/?region=...&tls=1".
 // Relative paths are relative to the file's folder; "~/" is the home
 // folder. Unknown keys are an error, so that a typo is not silently
 // ignored.
@@ -44,12 +59,34 @@ type config struct {
 
 // remoteConfig is one [remote.NAME] table.
 type remoteConfig struct {
+	// Kind is "couchdb" (the default, unless url is an s3:// URL) or
+	// "s3" (a journal bucket).
+	Kind           string `toml:"kind"`
 	URL            string `toml:"url"`
 	User           string `toml:"user"`
 	PasswordFile   string `toml:"password_file"`
 	PassphraseFile string `toml:"passphrase_file"`
+	s3Config
 	vaultConfig
 }
+
+// s3Config holds the keys of a [remote.NAME] table with kind = "s3".
+type s3Config struct {
+	Endpoint      string `toml:"endpoint"`
+	TLS           *bool  `toml:"tls"`
+	Bucket        string `toml:"bucket"`
+	Prefix        string `toml:"prefix"`
+	Region        string `toml:"region"`
+	AccessKey     string `toml:"access_key"`
+	SecretKeyFile string `toml:"secret_key_file"`
+	CAFile        string `toml:"ca_file"`
+	PathStyle     bool   `toml:"path_style"`
+	VirtualHost   bool   `toml:"virtual_host"`
+	DirectFetch   bool   `toml:"direct_fetch"`
+}
+
+// isSet reports whether any S3 key is set.
+func (c s3Config) isSet() bool { return c != s3Config{} }
 
 // vaultConfig holds the settings of a new vault; nil means "not set".
 type vaultConfig struct {
@@ -108,16 +145,61 @@ func (e *cliEnv) loadConfig(flagValue string) (*config, error) {
 	dir := filepath.Dir(path)
 	cfg.Store = e.expandPath(cfg.Store, dir)
 	for name, r := range cfg.Remotes {
-		if r == nil || r.URL == "" {
+		if r == nil {
 			return nil, usageError{fmt.Sprintf("configuration file %s: remote %q has no url", path, name)}
+		}
+		if err := r.check(); err != nil {
+			return nil, usageError{fmt.Sprintf("configuration file %s: remote %q %s", path, name, err)}
 		}
 		r.PasswordFile = e.expandPath(r.PasswordFile, dir)
 		r.PassphraseFile = e.expandPath(r.PassphraseFile, dir)
+		r.SecretKeyFile = e.expandPath(r.SecretKeyFile, dir)
+		r.CAFile = e.expandPath(r.CAFile, dir)
 	}
 	if cfg.DefaultRemote != "" && cfg.Remotes[cfg.DefaultRemote] == nil {
 		return nil, usageError{fmt.Sprintf("configuration file %s: default_remote %q is not a [remote.%s] table", path, cfg.DefaultRemote, cfg.DefaultRemote)}
 	}
 	return cfg, nil
+}
+
+// check settles the kind of a remote table and refuses keys of the other
+// kind; the error completes "remote NAME ...".
+func (r *remoteConfig) check() error {
+	if r.Kind == "" {
+		r.Kind = "couchdb"
+		if strings.HasPrefix(r.URL, "s3://") || (r.URL == "" && r.s3Config.isSet()) {
+			r.Kind = "s3"
+		}
+	}
+	switch r.Kind {
+	case "couchdb":
+		if r.URL == "" {
+			return errors.New("has no url")
+		}
+		if r.s3Config.isSet() {
+			return errors.New(`has keys of an S3 bucket (endpoint, bucket, access_key, ...): add kind = "s3", or remove them`)
+		}
+	case "s3":
+		if r.User != "" || r.PasswordFile != "" {
+			return errors.New("is an S3 bucket: use access_key and secret_key_file instead of user and password_file")
+		}
+		c := r.s3Config
+		inURL := c.Endpoint != "" || c.TLS != nil || c.Bucket != "" || c.Prefix != "" || c.Region != "" ||
+			c.AccessKey != "" || c.PathStyle || c.VirtualHost
+		switch {
+		case r.URL != "" && inURL:
+			return errors.New("has both an s3:// url and keys the url already gives (endpoint, tls, bucket, prefix, region, access_key, path_style, virtual_host): use one or the other")
+		case r.URL != "" && !strings.HasPrefix(r.URL, "s3://"):
+			return errors.New(`is of kind "s3" but its url is not an s3:// URL`)
+		case r.URL == "" && (r.Endpoint == "" || r.Bucket == ""):
+			return errors.New(`is of kind "s3" and needs endpoint and bucket (or an s3:// url)`)
+		case r.PathStyle && r.VirtualHost:
+			return errors.New("sets both path_style and virtual_host")
+		}
+	default:
+		return fmt.Errorf(`has kind %q: use "couchdb" or "s3"`, r.Kind)
+	}
+	return nil
 }
 
 // expandPath resolves "~/" and paths relative to dir.

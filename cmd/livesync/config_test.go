@@ -75,7 +75,11 @@ func TestResolveRemote(t *testing.T) {
 	}
 	for _, tc := range []struct{ arg, want string }{
 		{"http://alice:s3cret@127.0.0.1:5984/db", "process list"},
-		{"s3://bucket/prefix", "not supported"},
+		{"s3://AK:s3cret@minio.example:9000/vaults/", "process list"},
+		{"s3://minio.example:9000/", "names no bucket"},
+		{"s3://minio.example:9000/b/?tsl=1", "unknown parameter"},
+		{"s3://minio.example:9000/b/?tls=maybe", "want 1 or 0"},
+		{"s3://minio.example:9000/b/?path-style=1&virtual-host=1", "both"},
 		{"ftp://host/db", "unknown kind"},
 		{"http://127.0.0.1:5984/", "names no database"},
 		{"nowhere", "neither a URL nor a remote"},
@@ -212,5 +216,91 @@ func TestPassphrasePrompt(t *testing.T) {
 	env.stdin = strings.NewReader("")
 	if code := runEnv(env, []string{"cat", "p.md", "--store", s2.store}); code != exitOK || asked != 1 {
 		t.Errorf("an unencrypted vault asked for a passphrase (exit %d, asked %d)", code, asked)
+	}
+}
+
+func TestResolveBucketRemote(t *testing.T) {
+	yes := true
+	cfg := &config{Remotes: map[string]*remoteConfig{
+		"keys": {Kind: "s3", PassphraseFile: "/pp", s3Config: s3Config{Endpoint: "https://minio.example:9000/", Bucket: "vaults", Prefix: "mine/",
+			Region: "eu-1", AccessKey: "AK", SecretKeyFile: "/sk", CAFile: "/ca.pem", PathStyle: true, DirectFetch: true}},
+		"url": {Kind: "s3", URL: "s3://AK:in-config@10.0.0.2:9000/vaults?region=r&tls=1", s3Config: s3Config{CAFile: "/ca.pem"}},
+		"tls": {Kind: "s3", s3Config: s3Config{Endpoint: "minio.example", TLS: &yes, Bucket: "b"}},
+	}}
+	for _, tc := range []struct {
+		arg, id string
+		want    s3Spec
+	}{
+		{"keys", "s3://minio.example:9000/vaults/mine/", s3Spec{endpoint: "minio.example:9000", tls: true, bucket: "vaults", prefix: "mine/",
+			region: "eu-1", accessKey: "AK", caFile: "/ca.pem", pathStyle: true, directFetch: true}},
+		{"url", "s3://10.0.0.2:9000/vaults", s3Spec{endpoint: "10.0.0.2:9000", tls: true, bucket: "vaults", region: "r", accessKey: "AK", secretKey: "in-config", caFile: "/ca.pem"}},
+		{"tls", "s3://minio.example/b", s3Spec{endpoint: "minio.example", tls: true, bucket: "b"}},
+		{"s3://AK@127.0.0.1:9000/b/vault/?region=lsgo-local-1&virtual-host=0&direct-fetch=1", "s3://127.0.0.1:9000/b/vault/",
+			s3Spec{endpoint: "127.0.0.1:9000", bucket: "b", prefix: "vault/", region: "lsgo-local-1", accessKey: "AK", directFetch: true}},
+	} {
+		spec, err := resolveRemote(cfg, tc.arg)
+		if err != nil || spec.kind != "s3" || spec.String() != tc.id || spec.s3 != tc.want {
+			t.Errorf("%q: %v\n got %+v (%s)\nwant %+v (%s)", tc.arg, err, spec.s3, spec.String(), tc.want, tc.id)
+		}
+	}
+	if spec, _ := resolveRemote(cfg, "keys"); spec.cfg.SecretKeyFile != "/sk" || spec.cfg.PassphraseFile != "/pp" {
+		t.Errorf("the files of the remote's table are lost: %+v", spec.cfg)
+	}
+	no := false
+	bad := &config{Remotes: map[string]*remoteConfig{"x": {Kind: "s3", s3Config: s3Config{Endpoint: "https://h", TLS: &no, Bucket: "b"}}}}
+	if _, err := resolveRemote(bad, "x"); !errors.As(err, new(usageError)) {
+		t.Errorf("https endpoint with tls = false: %v", err)
+	}
+}
+
+func TestLoadBucketConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := write("ok.toml", `
+[remote.bucket]
+kind = "s3"
+endpoint = "127.0.0.1:9000"
+bucket = "vaults"
+prefix = "v/"
+access_key = "AK"
+secret_key_file = "secret"
+ca_file = "~/ca.pem"
+virtual_host = true
+direct_fetch = true
+
+[remote.byurl]
+url = "s3://AK@127.0.0.1:9000/vaults/v/"
+secret_key_file = "secret"
+`)
+	cfg, err := testEnv(map[string]string{"HOME": "/home/u"}).loadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Remotes["bucket"]
+	if b.Kind != "s3" || b.SecretKeyFile != filepath.Join(dir, "secret") || b.CAFile != "/home/u/ca.pem" || !b.VirtualHost || !b.DirectFetch {
+		t.Errorf("bucket: %+v", b)
+	}
+	if cfg.Remotes["byurl"].Kind != "s3" {
+		t.Errorf("an s3:// url makes a bucket remote: %+v", cfg.Remotes["byurl"])
+	}
+	for name, body := range map[string]string{
+		"s3 keys on couch": "[remote.x]\nurl = \"http://h/db\"\nbucket = \"b\"\n",
+		"no bucket":        "[remote.x]\nkind = \"s3\"\nendpoint = \"h:9000\"\n",
+		"user on s3":       "[remote.x]\nkind = \"s3\"\nendpoint = \"h:9000\"\nbucket = \"b\"\nuser = \"alice\"\n",
+		"both url and key": "[remote.x]\nurl = \"s3://h/b\"\nbucket = \"b\"\n",
+		"unknown kind":     "[remote.x]\nkind = \"ftp\"\nurl = \"ftp://h\"\n",
+		"both styles":      "[remote.x]\nkind = \"s3\"\nendpoint = \"h:9000\"\nbucket = \"b\"\npath_style = true\nvirtual_host = true\n",
+		"http url as s3":   "[remote.x]\nkind = \"s3\"\nurl = \"http://h/db\"\n",
+	} {
+		p := write(strings.ReplaceAll(name, " ", "-")+".toml", body)
+		if _, err := testEnv(nil).loadConfig(p); !errors.As(err, new(usageError)) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
 	}
 }

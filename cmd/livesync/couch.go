@@ -106,7 +106,7 @@ func (e *cliEnv) connectCouch(spec remoteSpec, r *replica, o connectOptions) (_ 
 		return fail(err)
 	}
 	explicit := spec.cfg.vaultConfig.merge(o.newVault)
-	tv, settings, err := vaultSettings(r, pref, hasPref, explicit)
+	tv, settings, err := vaultSettings(r, pref, hasPref, explicit, false)
 	if err != nil {
 		return fail(err)
 	}
@@ -189,7 +189,7 @@ func (c *couchRemote) Codec() *livesync.Codec     { return c.codec }
 func (c *couchRemote) Chunks() engine.ChunkSource { return c.db.ChunkSource(c.codec) }
 func (c *couchRemote) Close() error               { return c.db.Close() }
 
-func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, o replicateOptions) (replicate.Result, error) {
+func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, o replicateOptions) (syncResult, error) {
 	var localEP, remoteEP engine.Endpoint = local, chunksFirst{c.db}
 	if o.written != nil {
 		localEP = countWrites{localEP, func(n int) { o.written(replicate.Pull, n) }}
@@ -197,16 +197,19 @@ func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID 
 	}
 	cfg := replicate.Config{Local: localEP, Remote: replicate.Transform(remoteEP, c.codec),
 		LocalID: localID, RemoteID: c.id, Progress: o.progress, Log: o.log}
+	if o.holder != nil {
+		cfg.Holder, cfg.HoldSource = o.holder, c.id
+	}
 	if o.metadataOnly {
 		cfg.Selector = replicate.ChunksOnlineSelector
 	}
 	rep, err := replicate.New(cfg)
 	if err != nil {
-		return replicate.Result{}, err
+		return syncResult{}, err
 	}
 	defer rep.Close()
 	if o.live {
-		return replicate.Result{}, c.wrap(rep.Live(ctx, dir))
+		return syncResult{}, c.wrap(rep.Live(ctx, dir))
 	}
 	var res replicate.Result
 	switch dir {
@@ -217,7 +220,7 @@ func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID 
 	default:
 		res, err = rep.Sync(ctx)
 	}
-	return res, c.wrap(err)
+	return syncResult{Result: res}, c.wrap(err)
 }
 
 // wrap names the remote in its errors (the local replica's errors are

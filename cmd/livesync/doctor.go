@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -45,8 +46,9 @@ type doctor struct {
 	env      *cliEnv
 	spec     remoteSpec
 	flags    commonFlags
-	cc       couchConn
-	rep      *replica // nil without a local replica
+	cc       couchConn     // a CouchDB remote
+	bucket   *minio.Bucket // a journal bucket
+	rep      *replica      // nil without a local replica
 	findings []finding
 }
 
@@ -84,12 +86,17 @@ func runDoctor(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	cc, err := env.openCouch(spec, cf)
-	if err != nil {
-		return err
+	d := &doctor{env: env, spec: spec, flags: cf}
+	if spec.kind == "s3" {
+		if d.bucket, err = env.openBucket(spec, cf); err != nil {
+			return err
+		}
+	} else {
+		if d.cc, err = env.openCouch(spec, cf); err != nil {
+			return err
+		}
+		defer d.cc.db.Close()
 	}
-	defer cc.db.Close()
-	d := &doctor{env: env, spec: spec, flags: cf, cc: cc}
 	if path := storePath(cf.store, cfg); fileExists(path) {
 		if d.rep, err = env.openReplica(path, false); err != nil {
 			return err
@@ -111,6 +118,10 @@ func fileExists(p string) bool {
 // run runs the checks; a check whose failure makes the next ones
 // meaningless ends the run.
 func (d *doctor) run(ctx context.Context) {
+	if d.bucket != nil {
+		d.runBucket(ctx)
+		return
+	}
 	if !d.checkServer(ctx) || !d.checkDatabase(ctx) {
 		return
 	}
@@ -282,8 +293,14 @@ func (d *doctor) checkSyncParameters(ctx context.Context) ([]byte, bool) {
 // checkMilestone judges the milestone as the handshake would for this
 // replica's node (a new device's without a replica), without writing it.
 func (d *doctor) checkMilestone(ctx context.Context) (livesync.Settings, bool) {
-	var m *negotiate.Milestone
 	raw, err := d.cc.db.GetLocal(ctx, strings.TrimPrefix(negotiate.MilestoneDocID, "_local/"))
+	return d.judgeMilestone(ctx, raw, err, negotiate.CouchDBChunkRange)
+}
+
+// judgeMilestone judges a milestone read as raw (err: the read's error;
+// not found: none yet) for a client announcing chunkRange.
+func (d *doctor) judgeMilestone(ctx context.Context, raw []byte, err error, chunkRange negotiate.ChunkRange) (livesync.Settings, bool) {
+	var m *negotiate.Milestone
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 	case err != nil:
@@ -312,7 +329,12 @@ func (d *doctor) checkMilestone(ctx context.Context) (livesync.Settings, bool) {
 	if local != nil {
 		current = local.Tweaks
 	} else if !hasPref {
-		current = newVaultSettings(vaultConfig{}).TweakValues()
+		c := vaultConfig{}
+		if d.bucket != nil {
+			size := journalChunkSize
+			c.CustomChunkSize = &size
+		}
+		current = newVaultSettings(c).TweakValues()
 	}
 	// The remote's data is written with its preferred settings; this
 	// device's are compared with them below.
@@ -329,7 +351,7 @@ func (d *doctor) checkMilestone(ctx context.Context) (livesync.Settings, bool) {
 		d.ok("milestone", "no milestone yet: the vault is new (the first sync writes it with this device's settings)")
 		return s, true
 	}
-	v := negotiate.Check(m, node, negotiate.CouchDBChunkRange, current, negotiate.CheckOptions{})
+	v := negotiate.Check(m, node, chunkRange, current, negotiate.CheckOptions{})
 	switch v.Kind {
 	case negotiate.VerdictOK:
 		d.ok("milestone", "the remote accepts this device: "+describeSettings(s))

@@ -15,7 +15,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
@@ -24,6 +26,7 @@ import (
 type remoteError struct {
 	remote string // the remote without credentials
 	err    error
+	bucket string // the bucket's name, for a journal bucket
 }
 
 func (e *remoteError) Error() string { return e.remote + ": " + e.err.Error() }
@@ -44,13 +47,18 @@ func (e *localError) Unwrap() error { return e.err }
 type passphraseError struct {
 	remote string
 	docID  string
+	what   string // what docID names: "document" unless set ("pack")
 }
 
 func (e *passphraseError) Error() string {
-	if strings.HasPrefix(e.remote, "the local replica") {
-		return fmt.Sprintf("the passphrase is not the one %s was written with (document %q)", e.remote, e.docID)
+	what := e.what
+	if what == "" {
+		what = "document"
 	}
-	return fmt.Sprintf("cannot decrypt %s (document %q): the passphrase is wrong, or the remote was re-keyed with a new salt", e.remote, e.docID)
+	if strings.HasPrefix(e.remote, "the local replica") {
+		return fmt.Sprintf("the passphrase is not the one %s was written with (%s %q)", e.remote, what, e.docID)
+	}
+	return fmt.Sprintf("cannot decrypt %s (%s %q): the passphrase is wrong, or the remote was re-keyed with a new salt", e.remote, what, e.docID)
 }
 
 func (e *passphraseError) Unwrap() error { return engine.ErrDecrypt }
@@ -95,12 +103,20 @@ func classify(err error) (int, string) {
 		}
 		doc := ""
 		if errors.As(err, &ee) && ee.DocID != "" {
-			doc = fmt.Sprintf(" (document %q)", ee.DocID)
+			what := "document"
+			if strings.HasSuffix(ee.DocID, journal.PackKeySuffix) {
+				what = "pack"
+			}
+			doc = fmt.Sprintf(" (%s %q)", what, ee.DocID)
 		}
 		if remote == "" {
 			return exitPassphrase, fmt.Sprintf("cannot decrypt the vault's data%s: the passphrase is wrong (or the data is damaged)", doc)
 		}
 		return exitPassphrase, fmt.Sprintf("%scannot decrypt the vault's data%s: the passphrase is wrong, or the remote was re-keyed with a new salt", prefix(remote), doc)
+	case errors.Is(err, minio.ErrTLS):
+		return exitUnreachable, fmt.Sprintf("%scannot reach the bucket over TLS: %s; trust its certificate with ca_file (or ?ca-file= in the URL), or set tls to match the server", prefix(remote), s3Message(err))
+	case errors.As(err, &ee) && ee.Stage == engine.StageAuth && re != nil && re.bucket != "":
+		return exitAuth, fmt.Sprintf("%sthe server refused the credentials: %s; check the access key and the secret key ($LIVESYNC_S3_SECRET_KEY, --password-file, secret_key_file), the key's rights on bucket %q, and the region", prefix(remote), s3Message(err), re.bucket)
 	case errors.As(err, &ee) && ee.Stage == engine.StageAuth:
 		return exitAuth, fmt.Sprintf("%sthe server refused the user name or password (%s); check them, and the user's access to the database", prefix(remote), httpStatusOf(ee))
 	case errors.As(err, &ee) && ee.Stage == engine.StageTransport:
@@ -122,6 +138,14 @@ func classify(err error) (int, string) {
 		// Both the version document (a newer database format) and the
 		// milestone's chunk ranges wrap ErrIncompatible.
 		return exitRefused, prefix(remote) + "the remote is incompatible: a newer client wrote it, or its devices' chunk formats do not overlap; update livesync-go and the other devices"
+	case errors.Is(err, minio.ErrNoBucket):
+		name := ""
+		if re != nil && re.bucket != "" {
+			name = fmt.Sprintf(" %q", re.bucket)
+		}
+		return exitRefused, fmt.Sprintf("%sthe bucket%s does not exist: create it on the server (livesync never creates buckets), or fix the bucket name", prefix(remote), name)
+	case errors.Is(err, minio.ErrMilestoneRace):
+		return exitRefused, prefix(remote) + "other devices kept rewriting the bucket's milestone at the same moment; run the command again"
 	case errors.Is(err, couchdb.ErrNoDatabase):
 		return exitRefused, prefix(remote) + "the database does not exist (push, sync or import create it)"
 	case errors.Is(err, couchdb.ErrSaltRace):
@@ -192,6 +216,16 @@ func httpStatusOf(ee *engine.Error) string {
 		return msg[i : i+8]
 	}
 	return "access denied"
+}
+
+// s3Message is the adapter's message of a bucket error without the
+// package prefix ("minio: ").
+func s3Message(err error) string {
+	var ee *engine.Error
+	if errors.As(err, &ee) && ee.Err != nil {
+		err = ee.Err
+	}
+	return strings.TrimPrefix(err.Error(), "minio: ")
 }
 
 // writeJSON writes v as one line of JSON.

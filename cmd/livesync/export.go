@@ -194,6 +194,7 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 		return err
 	}
 	var rep *replica
+	var pullErr error // a partial pull (quarantined packs): reported after the export
 	extra := map[string]any{}
 	if remoteArg == "" {
 		if rep, err = env.openReplica(storePath(cf.store, cfg), false); err != nil {
@@ -224,13 +225,20 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 			return err
 		}
 		pr := newProgress(env, cf.quiet, false)
-		res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{progress: pr.update})
+		res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{progress: pr.update, packs: pr.pack})
 		pr.finish()
 		if err != nil {
 			return err
 		}
 		extra["remote"] = rem.ID()
 		extra["pulled"] = progressJSON(res.Pull)
+		if res.journal != nil {
+			extra["quarantined"] = quarantineJSON(res.quarantined)
+		}
+		for _, q := range res.quarantined {
+			warnQuarantined(env, rem.ID(), q, res.newlyQuarantined(q))
+		}
+		pullErr = journalOutcome(res)
 	}
 	infos, err := localFiles(env.ctx, rep.st)
 	if err != nil {
@@ -250,7 +258,10 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 	if err != nil {
 		return err
 	}
-	return c.report(env, o.out, extra)
+	if err := c.report(env, o.out, extra); err != nil {
+		return err
+	}
+	return pullErr
 }
 
 // exportPath maps a document path to a safe relative file path. It refuses

@@ -394,7 +394,12 @@ func readFile(ctx context.Context, st store.Store, m livesync.Meta, rem remote) 
 		return nil, err
 	}
 	if len(have) < len(ids) {
-		if rem == nil || rem.Chunks() == nil {
+		if rem != nil && rem.Chunks() == nil {
+			return nil, fmt.Errorf("%d of %d chunks of %q are not in the local replica, and %s cannot fetch chunks by id "+
+				"(a journal bucket needs direct_fetch = true, or ?direct-fetch=1 in its URL): pull them instead: %w",
+				len(ids)-len(have), len(ids), m.Path, rem.ID(), engine.ErrMissingChunk)
+		}
+		if rem == nil {
 			return nil, fmt.Errorf("%d of %d chunks of %q are not in the local replica: pull them, or give --remote to fetch them: %w",
 				len(ids)-len(have), len(ids), m.Path, engine.ErrMissingChunk)
 		}
@@ -504,6 +509,10 @@ func runPut(env *cliEnv, args []string) error {
 		vc := vf.config(fs)
 		if spec := defaultSpec(cfg); spec != nil {
 			vc = spec.cfg.vaultConfig.merge(vc)
+			if spec.kind == "s3" && vc.CustomChunkSize == nil {
+				size := journalChunkSize
+				vc.CustomChunkSize = &size
+			}
 		}
 		if err := rep.setVault(env.ctx, newVaultSettings(vc).TweakValues()); err != nil {
 			return err

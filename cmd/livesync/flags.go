@@ -63,8 +63,8 @@ func addCommonFlags(fs *flag.FlagSet, c *commonFlags) {
 	fs.BoolVar(&c.json, "json", false, "print the result as one JSON object on stdout")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress output")
 	fs.BoolVar(&c.verbose, "verbose", false, "log what the replicator does (reconnections, retries) on stderr")
-	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the server password (default: $LIVESYNC_PASSWORD, the remote's password_file, or a prompt)")
-	fs.StringVar(&c.passwordArg, "password-insecure-arg", "", "the server password itself (visible to other users in the process list: avoid)")
+	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the server password or a bucket's secret key (default: $LIVESYNC_PASSWORD or $LIVESYNC_S3_SECRET_KEY, the remote's password_file or secret_key_file, or a prompt)")
+	fs.StringVar(&c.passwordArg, "password-insecure-arg", "", "the server password or secret key itself (visible to other users in the process list: avoid)")
 	fs.StringVar(&c.passphraseFile, "passphrase-file", "", "file holding the vault passphrase (default: $LIVESYNC_PASSPHRASE, the remote's passphrase_file, or a prompt)")
 	fs.StringVar(&c.passphraseArg, "passphrase-insecure-arg", "", "the vault passphrase itself (visible to other users in the process list: avoid)")
 }
@@ -79,7 +79,7 @@ type vaultFlags struct {
 func addVaultFlags(fs *flag.FlagSet, v *vaultFlags) {
 	fs.BoolVar(&v.encrypt, "encrypt", false, "new vault: end-to-end encrypt it (needs a passphrase)")
 	fs.BoolVar(&v.obfuscate, "obfuscate-paths", false, "new vault: obfuscate paths (needs a passphrase)")
-	fs.IntVar(&v.chunkSize, "custom-chunk-size", 60, "new vault: customChunkSize (60: the plugin's self-hosted CouchDB preset, 0: plugin default)")
+	fs.IntVar(&v.chunkSize, "custom-chunk-size", 60, "new vault: customChunkSize (default 60, the plugin's self-hosted CouchDB preset; 10 on a journal bucket, the object-storage preset; 0: plugin default)")
 	fs.BoolVar(&v.caseSensitive, "case-sensitive", false, "new vault: keep the case of paths in document ids")
 }
 

@@ -258,7 +258,8 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 		return err
 	}
 	pr := newProgress(env, cf.quiet, false)
-	if _, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{metadataOnly: true, progress: pr.update}); err != nil {
+	// A journal bucket cannot leave chunks out: it receives whole packs.
+	if _, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{metadataOnly: true, progress: pr.update, packs: pr.pack}); err != nil {
 		return err
 	}
 	pr.finish()
@@ -301,7 +302,7 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 		total += int64(len(data))
 	}
 	pr = newProgress(env, cf.quiet, false)
-	res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update})
+	res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update, packs: pr.pack})
 	pr.finish()
 	if err != nil {
 		return err
@@ -314,7 +315,11 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 		if unchanged > 0 {
 			fmt.Fprintf(env.stdout, "; %d unchanged", unchanged)
 		}
-		fmt.Fprintf(env.stdout, "; pushed %d docs\n", res.Push.DocsWritten)
+		if res.journal != nil {
+			fmt.Fprintf(env.stdout, "; sent %d %s (%d records)\n", res.journal.PacksSent, plural(res.journal.PacksSent, "pack", "packs"), res.journal.RecordsSent)
+		} else {
+			fmt.Fprintf(env.stdout, "; pushed %d docs\n", res.Push.DocsWritten)
+		}
 	}
 	if failed > 0 {
 		return partialError{failed: failed, total: len(paths), verb: "read"}

@@ -87,14 +87,18 @@ commands:
   rm       delete a file from the local replica (a LiveSync soft deletion)
   status   what the local replica holds, and when it last met each remote
   doctor   why a remote refuses to sync, and what to do (read-only)
+  hunt     which files are held (chunks missing) and why; --retry fetches them
   export   a remote, the local replica or a dump -> a folder of files
   import   a folder of files -> a remote, or a dump
 
-A remote is a URL (https://user@host:5984/database) or a name from the
-configuration file ($LIVESYNC_CONFIG, default ~/.config/livesync/config.toml).
-Secrets: the server password from $LIVESYNC_PASSWORD, --password-file or a
-prompt; the vault passphrase from $LIVESYNC_PASSPHRASE, --passphrase-file or
-a prompt. Never on the command line (unless --*-insecure-arg).
+A remote is a CouchDB URL (https://user@host:5984/database), an S3 journal
+bucket (s3://ACCESS_KEY@host:9000/bucket/prefix/?region=R&tls=1), or a name
+from the configuration file ($LIVESYNC_CONFIG, default
+~/.config/livesync/config.toml).
+Secrets: the server password from $LIVESYNC_PASSWORD (a bucket's secret key
+from $LIVESYNC_S3_SECRET_KEY), --password-file or a prompt; the vault
+passphrase from $LIVESYNC_PASSPHRASE, --passphrase-file or a prompt. Never on
+the command line (unless --*-insecure-arg).
 
 Exit codes: 0 ok, 1 partial, 2 usage, 3 failed, 4 remote unreachable,
 5 authentication failed, 6 wrong passphrase, 7 remote refuses to sync,
@@ -176,6 +180,7 @@ var commands = map[string]func(*cliEnv, []string) error{
 	"rm":     runRm,
 	"status": runStatus,
 	"doctor": runDoctor,
+	"hunt":   runHunt,
 }
 
 // runEnv executes one command and returns the process exit code.

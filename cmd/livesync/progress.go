@@ -8,6 +8,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
@@ -102,6 +103,65 @@ func (pr *progress) written(dir replicate.Direction, n int) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	fmt.Fprintf(pr.w, "%s %d %s\n", verb(dir), n, plural(n, "doc", "docs"))
+}
+
+// pack is the journal's Progress callback: one line per pack received
+// or sent (a bar over the packs on a terminal).
+func (pr *progress) pack(p journalsync.Progress) {
+	if pr.quiet {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	dir := replicate.Pull
+	if p.Direction == journalsync.Sending {
+		dir = replicate.Push
+	}
+	if pr.bar {
+		b := pr.bars[dir]
+		max := int64(p.Total)
+		if p.Total == 0 {
+			max = -1
+		}
+		if b == nil {
+			desc := "receiving packs"
+			if dir == replicate.Push {
+				desc = "sending packs"
+			}
+			b = progressbar.NewOptions64(max,
+				progressbar.OptionSetWriter(pr.w),
+				progressbar.OptionSetDescription(desc),
+				progressbar.OptionShowCount(),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionFullWidth(),
+				progressbar.OptionOnCompletion(func() { fmt.Fprintln(pr.w) }),
+			)
+			pr.bars[dir] = b
+		}
+		_ = b.Set64(int64(p.Packs))
+		return
+	}
+	if dir == replicate.Push {
+		fmt.Fprintf(pr.w, "sent %d %s (%d records)\n", p.Packs, plural(p.Packs, "pack", "packs"), p.Docs+p.Chunks)
+		return
+	}
+	fmt.Fprintf(pr.w, "received %d/%d packs (%d docs, %d chunks)\n", p.Packs, p.Total, p.Docs, p.Chunks)
+}
+
+// polled prints what one poll of a live run on a journal bucket moved
+// (nothing when nothing moved).
+func (pr *progress) polled(r journalsync.Result) {
+	if pr.quiet {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if r.PacksReceived > 0 {
+		fmt.Fprintf(pr.w, "received %d %s (%d docs, %d chunks)\n", r.PacksReceived, plural(r.PacksReceived, "pack", "packs"), r.DocsWritten, r.ChunksReceived)
+	}
+	if r.PacksSent > 0 {
+		fmt.Fprintf(pr.w, "sent %d %s (%d records)\n", r.PacksSent, plural(r.PacksSent, "pack", "packs"), r.RecordsSent)
+	}
 }
 
 // finish completes the bars.

@@ -7,18 +7,19 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// remote is a connected vault remote, whatever its kind. CouchDB
-// databases are the one kind today (couchRemote); an S3 journal bucket
-// ("s3://…", engine/journalsync) is the next, and needs only another
-// implementation of this interface and a case in connect.
+// remote is a connected vault remote, whatever its kind: a CouchDB
+// database (couchRemote) or an S3 journal bucket (bucketRemote,
+// engine/journalsync).
 type remote interface {
 	// ID names the remote without credentials (its URL); it keys the
 	// replica's record of the remote.
@@ -27,8 +28,8 @@ type remote interface {
 	Codec() *livesync.Codec
 	// Replicate runs one replication in dir between the local replica
 	// (whose replication identity is localID) and the remote: one-shot,
-	// or live until ctx ends. progress is called after every batch.
-	Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, opts replicateOptions) (replicate.Result, error)
+	// or live until ctx ends. Progress goes to opts' callbacks.
+	Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, opts replicateOptions) (syncResult, error)
 	// Chunks is the remote's chunk source for reads on demand, nil if it
 	// cannot fetch chunks by id.
 	Chunks() engine.ChunkSource
@@ -36,6 +37,29 @@ type remote interface {
 	// files included, marked).
 	Files(ctx context.Context) ([]livesync.Meta, error)
 	Close() error
+}
+
+// syncResult is the outcome of one replication run.
+type syncResult struct {
+	replicate.Result
+	// journal is what a journal bucket's run did (nil for CouchDB).
+	journal *journalsync.Result
+	// quarantined lists the journal packs that could not be opened: set
+	// aside by this run or an earlier one (journal remotes only).
+	quarantined []journalsync.Quarantine
+}
+
+// newlyQuarantined reports whether q was set aside by this run.
+func (r syncResult) newlyQuarantined(q journalsync.Quarantine) bool {
+	if r.journal == nil {
+		return false
+	}
+	for _, n := range r.journal.Quarantined {
+		if n.Key == q.Key {
+			return true
+		}
+	}
+	return false
 }
 
 // replicateOptions are the choices of one replication run.
@@ -46,18 +70,38 @@ type replicateOptions struct {
 	// written, if set, is told how many documents each bulk write stored
 	// in direction dir (live runs report these).
 	written func(dir replicate.Direction, n int)
-	log     *slog.Logger // nil discards
+	// packs, if set, is told about every journal pack received or sent
+	// (journal remotes).
+	packs func(journalsync.Progress)
+	// warn, if set, is told about every pack a live run quarantines.
+	warn func(journalsync.Quarantine)
+	// polled, if set, is told what each poll of a live run on a journal
+	// bucket did.
+	polled func(journalsync.Result)
+	// retrying, if set, is told about a transport failure of a live run
+	// on a journal bucket and the pause before the next poll.
+	retrying func(err error, wait time.Duration)
+	// holder, if set, sees every pulled metadata revision (the CLI's
+	// record of held files).
+	holder replicate.Holder
+	// interval is the pause between two polls of a live run on a journal
+	// bucket (default 10 s).
+	interval time.Duration
+	// retryQuarantined releases the quarantined packs before receiving.
+	retryQuarantined bool
+	log              *slog.Logger // nil discards
 }
 
 // remoteSpec is a remote as named on the command line or in the
 // configuration, before connecting.
 type remoteSpec struct {
 	name     string   // the configuration's name, "" for a URL
-	kind     string   // "couchdb"
+	kind     string   // "couchdb" or "s3"
 	url      *url.URL // the URL without credentials
 	user     string
 	password string // from the configuration's URL, else ""
 	cfg      remoteConfig
+	s3       s3Spec // kind "s3"
 }
 
 // String is the remote's URL without credentials.
@@ -81,12 +125,26 @@ func resolveRemote(cfg *config, arg string) (remoteSpec, error) {
 			}
 			return remoteSpec{}, usageError{fmt.Sprintf("%q is neither a URL nor a remote in %s", arg, where)}
 		}
+		if rc.Kind == "s3" && rc.URL == "" {
+			spec, err := s3SpecFromConfig(rc.s3Config)
+			if err != nil {
+				return remoteSpec{}, err
+			}
+			spec.name, spec.cfg = arg, *rc
+			return spec, nil
+		}
 		spec, err := parseRemoteURL(rc.URL, true)
 		if err != nil {
 			return remoteSpec{}, err
 		}
 		spec.name = arg
 		spec.cfg = *rc
+		if spec.kind == "s3" {
+			if rc.CAFile != "" {
+				spec.s3.caFile = rc.CAFile
+			}
+			spec.s3.directFetch = spec.s3.directFetch || rc.DirectFetch
+		}
 		if rc.User != "" {
 			spec.user = rc.User
 		}
@@ -107,9 +165,9 @@ func parseRemoteURL(raw string, fromConfig bool) (remoteSpec, error) {
 	case "http", "https":
 		spec.kind = "couchdb"
 	case "s3":
-		return remoteSpec{}, usageError{"s3:// journal remotes are not supported by this version of the CLI yet"}
+		return parseS3URL(u, fromConfig)
 	default:
-		return remoteSpec{}, usageError{fmt.Sprintf("unknown kind of remote %q: use an http:// or https:// CouchDB database URL", u.Scheme)}
+		return remoteSpec{}, usageError{fmt.Sprintf("unknown kind of remote %q: use an http:// or https:// CouchDB database URL, or an s3:// bucket URL", u.Scheme)}
 	}
 	if u.User != nil {
 		spec.user = u.User.Username()
@@ -165,19 +223,27 @@ func (e *cliEnv) connect(spec remoteSpec, r *replica, o connectOptions) (remote,
 	switch spec.kind {
 	case "couchdb":
 		return e.connectCouch(spec, r, o)
+	case "s3":
+		return e.connectBucket(spec, r, o)
 	}
 	return nil, usageError{fmt.Sprintf("unknown kind of remote %q", spec.kind)}
 }
 
 // vaultSettings decides the settings of the vault on a remote whose
 // milestone prefers pref (hasPref false: none). It returns the tweak
-// values to announce and the settings without a passphrase.
-func vaultSettings(r *replica, pref negotiate.TweakValues, hasPref bool, explicit vaultConfig) (negotiate.TweakValues, livesync.Settings, error) {
+// values to announce and the settings without a passphrase. A new vault
+// on a journal bucket (journal set) gets the object-storage preset's
+// chunk size (10) unless one is given.
+func vaultSettings(r *replica, pref negotiate.TweakValues, hasPref bool, explicit vaultConfig, journal bool) (negotiate.TweakValues, livesync.Settings, error) {
 	var tv negotiate.TweakValues
 	switch {
 	case r.vault != nil:
 		tv = r.vault.Tweaks
 	case explicit.isSet() || !hasPref:
+		if journal && explicit.CustomChunkSize == nil {
+			size := journalChunkSize
+			explicit.CustomChunkSize = &size
+		}
 		tv = newVaultSettings(explicit).TweakValues()
 	default:
 		tv = pref

@@ -50,6 +50,11 @@ type remoteState struct {
 	LastPullSeq string    `json:"last_pull_seq,omitempty"`
 	LastPush    time.Time `json:"last_push,omitzero"`
 	LastPushSeq string    `json:"last_push_seq,omitempty"`
+	// JournalID and JournalPrefix identify a journal bucket's checkpoint
+	// in the replica (journalsync.CheckpointID), for status to read its
+	// quarantine without contacting the bucket.
+	JournalID     string `json:"journal_id,omitempty"`
+	JournalPrefix string `json:"journal_prefix,omitempty"`
 }
 
 // storePath returns the replica's path from the flag, the configuration

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -83,12 +84,24 @@ func runStatus(env *cliEnv, args []string) error {
 		}
 	}
 	sort.Strings(remotes)
+	quarantined := map[string][]journalsync.Quarantine{}
+	for _, id := range remotes {
+		q, err := quarantinedPacks(ctx, rep.st, rep.vault.Remotes[id])
+		if err != nil {
+			return err
+		}
+		quarantined[id] = q
+	}
 	if cf.json {
 		rs := map[string]any{}
 		for _, id := range remotes {
 			st := rep.vault.Remotes[id]
-			rs[id] = map[string]any{"last_pull": timeJSON(st.LastPull), "last_pull_seq": st.LastPullSeq,
+			r := map[string]any{"last_pull": timeJSON(st.LastPull), "last_pull_seq": st.LastPullSeq,
 				"last_push": timeJSON(st.LastPush), "last_push_seq": st.LastPushSeq}
+			if st.JournalID != "" {
+				r["quarantined"] = quarantineJSON(quarantined[id])
+			}
+			rs[id] = r
 		}
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "status", "store": rep.path, "node_id": node,
 			"vault": vault, "docs": info.DocCount, "chunks": chunks, "files": live, "deleted_files": deleted,
@@ -101,24 +114,42 @@ func runStatus(env *cliEnv, args []string) error {
 	fmt.Fprintf(tw, "device\t%s\n", node)
 	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", info.DocCount, live, deleted, chunks)
 	if held > 0 {
-		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (cat --remote fetches them)\n", held, plural(held, "file", "files"), missing, plural(missing, "chunk", "chunks"))
+		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (livesync hunt says which; hunt --retry or cat --remote fetches them)\n", held, plural(held, "file", "files"), missing, plural(missing, "chunk", "chunks"))
 	} else {
 		fmt.Fprintf(tw, "held\tnone: every file's chunks are local\n")
 	}
 	for _, id := range remotes {
 		st := rep.vault.Remotes[id]
 		fmt.Fprintf(tw, "remote\t%s\n", id)
-		fmt.Fprintf(tw, "  last pull\t%s\n", when(st.LastPull, st.LastPullSeq))
-		fmt.Fprintf(tw, "  last push\t%s\n", when(st.LastPush, st.LastPushSeq))
+		unit := "sequence"
+		if st.JournalID != "" {
+			unit = "pack"
+		}
+		fmt.Fprintf(tw, "  last pull\t%s\n", when(st.LastPull, unit, st.LastPullSeq))
+		fmt.Fprintf(tw, "  last push\t%s\n", when(st.LastPush, unit, st.LastPushSeq))
+		if st.JournalID == "" {
+			continue
+		}
+		if len(quarantined[id]) == 0 {
+			fmt.Fprintf(tw, "  quarantined\tnone\n")
+			continue
+		}
+		fmt.Fprintf(tw, "  quarantined\t%d %s (livesync pull --retry-quarantined tries them again)\n", len(quarantined[id]), plural(len(quarantined[id]), "pack", "packs"))
+		for _, q := range quarantined[id] {
+			fmt.Fprintf(tw, "    %s\t%s: %s (%s)\n", q.Key, q.Stage, q.Err, q.At.Local().Format("2006-01-02 15:04:05"))
+		}
 	}
 	return tw.Flush()
 }
 
-func when(t time.Time, seq string) string {
+func when(t time.Time, unit, seq string) string {
 	if t.IsZero() {
 		return "never"
 	}
-	return fmt.Sprintf("%s (sequence %s)", t.Local().Format("2006-01-02 15:04:05"), seq)
+	if seq == "" {
+		return t.Local().Format("2006-01-02 15:04:05")
+	}
+	return fmt.Sprintf("%s (%s %s)", t.Local().Format("2006-01-02 15:04:05"), unit, seq)
 }
 
 func timeJSON(t time.Time) any {

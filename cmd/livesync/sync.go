@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
@@ -25,9 +28,11 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		addVaultFlags(fs, &vf)
 	}
 	watch := fs.Bool("watch", false, "keep replicating until Ctrl-C, reconnecting after failures")
-	var metadataOnly *bool
+	interval := fs.Duration("interval", defaultPollInterval, "with --watch on a journal bucket: the pause between two polls (it doubles after failures, up to 5m)")
+	var metadataOnly, retryQuarantined *bool
 	if dir&replicate.Pull != 0 {
-		metadataOnly = fs.Bool("metadata-only", false, "pull metadata without chunks (LiveSync's readChunksOnline); cat --remote fetches them on demand")
+		metadataOnly = fs.Bool("metadata-only", false, "pull metadata without chunks (LiveSync's readChunksOnline); cat --remote and hunt --retry fetch them on demand (CouchDB remotes)")
+		retryQuarantined = fs.Bool("retry-quarantined", false, "journal buckets: try the packs that could not be opened before (quarantined) again")
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -37,6 +42,9 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	if len(pos) > 1 {
 		return usageError{fmt.Sprintf("%s takes at most one remote, got %d arguments", name, len(pos))}
 	}
+	if *interval <= 0 {
+		return usageError{"--interval must be positive"}
+	}
 	cfg, err := env.loadConfig(cf.config)
 	if err != nil {
 		return err
@@ -44,6 +52,17 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	spec, err := resolveRemote(cfg, first(pos))
 	if err != nil {
 		return err
+	}
+	if spec.kind == "s3" && metadataOnly != nil && *metadataOnly {
+		return usageError{"--metadata-only needs a CouchDB remote: journal packs carry chunks and metadata together"}
+	}
+	if spec.kind != "s3" {
+		if retryQuarantined != nil && *retryQuarantined {
+			return usageError{"--retry-quarantined applies to journal buckets (s3://) only"}
+		}
+		if flagSet(fs, "interval") {
+			return usageError{"--interval applies to journal buckets (s3://) only: a CouchDB remote is followed through its changes feed"}
+		}
 	}
 	rep, err := env.openReplica(storePath(cf.store, cfg), true)
 	if err != nil {
@@ -61,12 +80,35 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		return err
 	}
 	pr := newProgress(env, cf.quiet, *watch)
-	ro := replicateOptions{live: *watch, progress: pr.update, log: env.logger(cf)}
+	held := newHeldTracker(rep, rem.ID(), env.now)
+	ro := replicateOptions{live: *watch, progress: pr.update, packs: pr.pack, log: env.logger(cf), interval: *interval}
+	if dir&replicate.Pull != 0 {
+		ro.holder = held
+	}
 	if *watch {
-		ro.progress, ro.written = nil, pr.written
+		ro.progress, ro.packs, ro.written = nil, nil, pr.written
+		ro.polled = pr.polled
+		ro.warn = func(q journalsync.Quarantine) { warnQuarantined(env, rem.ID(), q, true) }
+		ro.retrying = func(err error, wait time.Duration) {
+			_, msg := classify(err)
+			fmt.Fprintf(env.stderr, "%s; retrying in %s\n", msg, wait)
+			_ = held.commit(env.ctx)
+		}
+		if ro.holder != nil {
+			polled := ro.polled
+			ro.polled = func(r journalsync.Result) {
+				polled(r)
+				if err := held.commit(env.ctx); err != nil && env.ctx.Err() == nil {
+					fmt.Fprintf(env.stderr, "warning: %v\n", err)
+				}
+			}
+		}
 	}
 	if metadataOnly != nil {
 		ro.metadataOnly = *metadataOnly
+	}
+	if retryQuarantined != nil {
+		ro.retryQuarantined = *retryQuarantined
 	}
 	if *watch {
 		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", rem.ID(), name)
@@ -74,6 +116,13 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	start := env.now()
 	res, err := rem.Replicate(env.ctx, rep.st, node, dir, ro)
 	pr.finish()
+	if ro.holder != nil {
+		// What arrived is recorded even after a failure or Ctrl-C (with
+		// a context of its own: env.ctx may be the one cancelled).
+		if herr := held.commit(context.WithoutCancel(env.ctx)); herr != nil && err == nil {
+			err = herr
+		}
+	}
 	if *watch {
 		if errors.Is(err, env.ctx.Err()) && env.ctx.Err() != nil {
 			fmt.Fprintln(env.stderr, "stopped")
@@ -87,22 +136,35 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	st := rep.remote(rem.ID())
 	now := env.now()
 	if dir&replicate.Pull != 0 {
-		st.LastPull, st.LastPullSeq = now, res.Pull.LastSeq
+		st.LastPull = now
+		if res.Pull.LastSeq != "" {
+			st.LastPullSeq = res.Pull.LastSeq
+		}
 	}
 	if dir&replicate.Push != 0 {
-		st.LastPush, st.LastPushSeq = now, res.Push.LastSeq
+		st.LastPush = now
+		if res.Push.LastSeq != "" {
+			st.LastPushSeq = res.Push.LastSeq
+		}
 	}
 	if err := rep.save(env.ctx); err != nil {
 		return err
 	}
 	elapsed := now.Sub(start)
+	for _, q := range res.quarantined {
+		warnQuarantined(env, rem.ID(), q, res.newlyQuarantined(q))
+	}
 	if cf.json {
-		out := map[string]any{"ok": true, "command": name, "remote": rem.ID(), "store": rep.path, "elapsed_ms": elapsed.Milliseconds()}
+		out := map[string]any{"ok": len(res.quarantined) == 0, "command": name, "remote": rem.ID(), "store": rep.path, "elapsed_ms": elapsed.Milliseconds()}
 		if dir&replicate.Pull != 0 {
 			out["pulled"] = progressJSON(res.Pull)
 		}
 		if dir&replicate.Push != 0 {
 			out["pushed"] = progressJSON(res.Push)
+		}
+		if res.journal != nil {
+			out["journal"] = journalJSON(*res.journal)
+			out["quarantined"] = quarantineJSON(res.quarantined)
 		}
 		writeJSON(env.stdout, out)
 	} else {
@@ -111,7 +173,57 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	if f := res.Pull.WriteFailures + res.Push.WriteFailures; f > 0 {
 		return partialError{msg: fmt.Sprintf("%d %s refused by the target (forbidden or unauthorized); the others were copied", f, plural(f, "document was", "documents were"))}
 	}
+	return journalOutcome(res)
+}
+
+// journalOutcome is the partial failure of a journal run: packs in
+// quarantine, or received documents the local replica refused.
+func journalOutcome(res syncResult) error {
+	if n := len(res.quarantined); n > 0 {
+		return partialError{msg: fmt.Sprintf("%d %s could not be opened and %s set aside (the others arrived); "+
+			"livesync status lists them, livesync pull --retry-quarantined tries them again", n, plural(n, "pack", "packs"), plural(n, "is", "are"))}
+	}
+	if res.journal != nil && res.journal.Rejected > 0 {
+		n := res.journal.Rejected
+		return partialError{msg: fmt.Sprintf("the local replica refused %d received %s (run with --verbose to see which)", n, plural(n, "document", "documents"))}
+	}
 	return nil
+}
+
+// warnQuarantined prints one line about a quarantined pack.
+func warnQuarantined(env *cliEnv, remote string, q journalsync.Quarantine, isNew bool) {
+	what := "is still quarantined"
+	if isNew {
+		what = "could not be opened and was set aside"
+	}
+	fmt.Fprintf(env.stderr, "warning: %s: pack %s %s (stage %s): %s\n", remote, q.Key, what, q.Stage, q.Err)
+}
+
+// quarantineJSON is the --json form of quarantined packs.
+func quarantineJSON(qs []journalsync.Quarantine) []map[string]any {
+	out := make([]map[string]any, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, map[string]any{"key": q.Key, "stage": q.Stage, "error": q.Err, "at": timeJSON(q.At)})
+	}
+	return out
+}
+
+// journalJSON is the --json form of a journal run's counts.
+func journalJSON(r journalsync.Result) map[string]any {
+	return map[string]any{"packs_received": r.PacksReceived, "docs_written": r.DocsWritten, "chunks_received": r.ChunksReceived,
+		"rejected": r.Rejected, "packs_sent": r.PacksSent, "records_sent": r.RecordsSent, "bytes_sent": r.BytesSent,
+		"newly_quarantined": len(r.Quarantined)}
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 // connectRetry connects; with watch, an unreachable remote is retried
@@ -141,8 +253,19 @@ func progressJSON(p replicate.Progress) map[string]any {
 }
 
 // summary is the one line a one-shot replication ends with.
-func summary(dir replicate.Direction, res replicate.Result, remote string, elapsed time.Duration) string {
+func summary(dir replicate.Direction, res syncResult, remote string, elapsed time.Duration) string {
 	secs := fmt.Sprintf("%.1f s", elapsed.Seconds())
+	if j := res.journal; j != nil {
+		recv := fmt.Sprintf("received %d %s (%d docs, %d chunks)", j.PacksReceived, plural(j.PacksReceived, "pack", "packs"), j.DocsWritten, j.ChunksReceived)
+		sent := fmt.Sprintf("sent %d %s (%d records)", j.PacksSent, plural(j.PacksSent, "pack", "packs"), j.RecordsSent)
+		switch dir {
+		case replicate.Pull:
+			return fmt.Sprintf("%s from %s in %s", recv, remote, secs)
+		case replicate.Push:
+			return fmt.Sprintf("%s to %s in %s", sent, remote, secs)
+		}
+		return fmt.Sprintf("%s, %s with %s in %s", recv, sent, remote, secs)
+	}
 	switch dir {
 	case replicate.Pull:
 		return fmt.Sprintf("pulled %d %s from %s in %s", res.Pull.DocsWritten, plural(res.Pull.DocsWritten, "doc", "docs"), remote, secs)
