@@ -1,0 +1,180 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// "Write cmd/livesync-relay/relay.example.toml, documented, and test that
+// it parses and validates."
+func TestExampleConfigParsesAndValidates(t *testing.T) {
+	c, err := loadConfig("relay.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "0.0.0.0:6984" || c.DataDir != "/var/lib/livesync-relay" || c.TLS.CertFile == "" || c.TLS.KeyFile == "" ||
+		c.MaxRequestBytes != 64<<20 || c.MaxDocumentBytes != 50_000_000 || c.MetricsPublic || c.ShutdownTimeout != 30*time.Second ||
+		c.Log.Format != "json" || c.Log.Level != "info" {
+		t.Fatalf("top level: %+v", c)
+	}
+	if !c.corsSet || !slices.Equal(c.CORSOrigins, defaultCORSOrigins) {
+		t.Errorf("cors_origins %v", c.CORSOrigins)
+	}
+	if len(c.Users) != 3 || !c.Users[0].Admin || c.Users[1].PasswordEnv == "" || c.Users[2].PasswordHash == "" ||
+		!slices.Equal(c.Users[1].Databases, []string{"alice-notes"}) {
+		t.Errorf("users %+v", c.Users)
+	}
+	if !c.dbsDefined || len(c.Databases) != 2 || c.Databases[0].PassphraseFile == "" {
+		t.Errorf("databases %+v", c.Databases)
+	}
+	p := c.Purgatory
+	if p.PushedDelay != 3*time.Minute || p.PulledDelay != 500*time.Millisecond || p.ActiveFor != 30*time.Minute ||
+		p.SoftExpiry != 24*time.Hour || p.RememberExpired != 7*24*time.Hour || p.ReleaseRetry != 30*time.Second || p.SaveInterval != 30*time.Second {
+		t.Errorf("purgatory %+v", p)
+	}
+}
+
+func TestConfigResolvesSecretsAndPaths(t *testing.T) {
+	c, err := loadConfig(filepath.Join("testdata", "relay.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := resolve(c, flagValues{}, envOf(map[string]string{"TEST_CAROL_PASSWORD": "carol-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.dataDir != filepath.Join("testdata", "data") || s.listen != "127.0.0.1:0" || s.cors == nil || len(s.cors) != 0 ||
+		s.maxRequestBytes != 1<<20 || s.maxDocumentBytes != 500000 || !s.metricsPublic || s.shutdownTimeout != 5*time.Second ||
+		s.logFormat != "json" || s.logLevel != slog.LevelDebug {
+		t.Fatalf("settings %+v", s)
+	}
+	if !slices.Equal(s.databases, []string{"notes", "shared"}) || s.passphrases["notes"] != "vault-secret-passphrase" || len(s.passphrases) != 1 {
+		t.Errorf("databases %v, %d passphrases (the CRLF must be trimmed)", s.databases, len(s.passphrases))
+	}
+	if len(s.users) != 2 || !s.configAdmins {
+		t.Fatalf("users %+v", s.users)
+	}
+	for _, u := range s.users {
+		if !strings.HasPrefix(u.Password, "-pbkdf2:sha256-") || strings.Contains(u.Password, "secret") {
+			t.Errorf("user %s: the password is not hashed", u.Name)
+		}
+	}
+	if s.holdback.Purgatory.PushedDelay != 10*time.Second || s.holdback.Purgatory.ActiveFor != time.Hour || s.holdback.SaveInterval != time.Second {
+		t.Errorf("holdback %+v", s.holdback)
+	}
+
+	// Flags win over the file.
+	s, err = resolve(c, flagValues{listen: "127.0.0.1:7000", dataDir: "elsewhere", logFormat: "text", logLevel: "warn"},
+		envOf(map[string]string{"TEST_CAROL_PASSWORD": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.listen != "127.0.0.1:7000" || s.dataDir != "elsewhere" || s.logFormat != "text" || s.logLevel != slog.LevelWarn {
+		t.Errorf("flags did not override: %+v", s)
+	}
+
+	// A secret that cannot be read is a usage error that names its
+	// source, not its value.
+	_, err = resolve(c, flagValues{}, envOf(nil))
+	if err == nil || !strings.Contains(err.Error(), "TEST_CAROL_PASSWORD") {
+		t.Errorf("missing environment password: %v", err)
+	}
+	if _, ok := err.(usageError); !ok {
+		t.Errorf("%T is not a usage error", err)
+	}
+}
+
+func TestNoConfigMeansDefaults(t *testing.T) {
+	s, err := resolve(&fileConfig{}, flagValues{}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.listen != "127.0.0.1:5984" || s.dataDir != "livesync-data" || !slices.Equal(s.cors, defaultCORSOrigins) ||
+		!slices.Equal(s.databases, []string{"vault"}) || s.configAdmins || len(s.users) != 0 || s.metricsPublic ||
+		s.shutdownTimeout != 30*time.Second || s.logFormat != "text" || s.logLevel != slog.LevelInfo {
+		t.Fatalf("defaults: %+v", s)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown key", `lisen = "x"`, "unknown key(s) lisen"},
+		{"unknown nested key", "[tls]\ncert = \"a\"", "tls.cert"},
+		{"not TOML", `listen = `, "configuration"},
+		{"wrong type", `max_request_bytes = "big"`, "max_request_bytes"},
+		{"listen", `listen = "5984"`, "want host:port"},
+		{"half TLS", "[tls]\ncert_file = \"a.pem\"", "both cert_file and key_file"},
+		{"log format", "[log]\nformat = \"xml\"", "log.format"},
+		{"log level", "[log]\nlevel = \"loud\"", "log.level"},
+		{"negative timeout", `shutdown_timeout = "-1s"`, "shutdown_timeout is negative"},
+		{"bad duration", `shutdown_timeout = "soon"`, "soon"},
+		{"negative size", `max_request_bytes = -1`, "MaxRequestBytes is negative"},
+		{"CORS origin", `cors_origins = ["obsidian.md"]`, "CORS origin"},
+		{"database name", "[[databases]]\nname = \"Vault\"", "not a valid database name"},
+		{"reserved name", "[[databases]]\nname = \"status\"", "reserved"},
+		{"database twice", "[[databases]]\nname = \"a\"\n[[databases]]\nname = \"a\"", "listed twice"},
+		{"two passphrase sources", "[[databases]]\nname = \"a\"\npassphrase_file = \"f\"\npassphrase_env = \"E\"", "not both"},
+		{"no password", "[[users]]\nname = \"a\"", "exactly one of"},
+		{"two passwords", "[[users]]\nname = \"a\"\npassword_file = \"f\"\npassword_env = \"E\"", "exactly one of"},
+		{"plain hash", "[[users]]\nname = \"a\"\npassword_hash = \"secret\"", "password_hash must be"},
+		{"malformed hash", "[[users]]\nname = \"a\"\npassword_hash = \"-pbkdf2:sha256-zz,s,1\"", "not hex"},
+		{"user name", "[[users]]\nname = \"a:b\"\npassword_env = \"E\"", "name must be non-empty"},
+		{"user twice", "[[users]]\nname = \"a\"\npassword_env = \"E\"\n[[users]]\nname = \"a\"\npassword_env = \"E\"", "listed twice"},
+		{"user database", "[[users]]\nname = \"a\"\npassword_env = \"E\"\ndatabases = [\"A\"]", "not a valid database name"},
+		{"purgatory", "[purgatory]\nactive_for = \"-1m\"", "ActiveFor"},
+		{"save interval", "[purgatory]\nsave_interval = \"-1s\"", "SaveInterval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.text, "test.toml")
+			if err == nil {
+				err = c.validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ content, want string }{
+		{"s3cret\n", "s3cret"}, {"s3cret\r\n", "s3cret"}, {"s3cret", "s3cret"}, {"two\nlines\n", "two\nlines"}, {" spaced \n", " spaced "},
+	} {
+		f := filepath.Join(dir, "secret")
+		os.WriteFile(f, []byte(tc.content), 0o600)
+		got, err := readSecretFile(f, "password")
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %q, %v", tc.content, got, err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600)
+	if _, err := readSecretFile(filepath.Join(dir, "empty"), "password"); err == nil {
+		t.Error("an empty secret file was accepted")
+	}
+}
+
+// FuzzParseConfig: no configuration text makes parsing or validation
+// panic.
+func FuzzParseConfig(f *testing.F) {
+	for _, name := range []string{"relay.example.toml", filepath.Join("testdata", "relay.toml")} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add("[[users]]\nname = \"a\"\npassword_hash = \"-pbkdf2:sha256-00,s,1\"\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		c, err := parseConfig(text, "fuzz.toml")
+		if err != nil {
+			return
+		}
+		_ = c.validate()
+	})
+}

@@ -1,0 +1,66 @@
+// Command livesync-relay is a LiveSync-compatible CouchDB-protocol
+// server: the Obsidian Self-hosted LiveSync plugin (and PouchDB, and the
+// livesync CLI) use it as their CouchDB remote. Its data is a folder of
+// bbolt files; it needs no CouchDB. DESIGN.md §5 and issue 7 describe it.
+//
+//	go run ./cmd/livesync-relay                      # 127.0.0.1:5984, ./livesync-data
+//	livesync-relay --config /etc/livesync-relay/relay.toml
+//
+// # First start
+//
+// Without configuration the relay listens on 127.0.0.1:5984, creates
+// ./livesync-data (mode 0700) with one database, "vault", and one admin
+// account, then prints on stderr how to point the plugin at it. The
+// admin's password comes from $LIVESYNC_RELAY_ADMIN_PASSWORD (or the file
+// named by $LIVESYNC_RELAY_ADMIN_PASSWORD_FILE; the name from
+// $LIVESYNC_RELAY_ADMIN_USER, default "admin"), and is then never stored.
+// Without it, the first start generates a strong password, stores only its
+// PBKDF2-SHA256 hash in users.json (mode 0600) and prints the password
+// once; later starts say it was printed, and --reset-admin-password
+// generates and prints a new one. A taken port is a clear error (exit 1)
+// before anything is written.
+//
+// # Configuration
+//
+// A TOML file (--config FILE or $LIVESYNC_RELAY_CONFIG) sets the listen
+// address, TLS, the data folder, CORS origins, users, databases (with an
+// optional vault passphrase each), request and document size limits,
+// whether /metrics and /status are public, and the purgatory's timings.
+// relay.example.toml documents every key; secrets come from files or
+// environment variables, never from the file itself, and are never
+// logged.
+//
+// # What is served
+//
+// Everything CouchDB-shaped is couchapi's (package
+// cmd/livesync-relay/couchapi). Each database is served through
+// engine/holdback: a metadata revision whose chunks have not arrived is
+// held (not in _changes, _all_docs or GETs) and released, at a new
+// sequence, when they arrive; with the vault passphrase configured,
+// obfuscated metadata is decrypted in memory to decide (once the first
+// client has written the vault's salt, the hold-back is rebuilt with the
+// vault's codec). Besides the CouchDB API:
+//
+//	GET /healthz   200 {"status":"ok"}; 503 while shutting down. Open.
+//	GET /metrics   Prometheus text format. Admin credentials unless metrics_public.
+//	GET /status    JSON: databases, hold-back mode, held documents and why. Same access.
+//
+// Metrics (all prefixed livesync_relay_): http_requests_total{route,code}
+// and http_request_duration_seconds{route} (route is the pattern, e.g.
+// /{db}/_changes), replication_clients{feed} (open longpoll, continuous
+// and eventsource feeds), held_documents{db,state}, held_revisions{db},
+// holdback_revisions_total{db,outcome}, holdback_save_errors_total{db},
+// purgatory_events_total{db,event}, purgatory_remembered_revisions{db},
+// holdback_mode{db,mode}, store_size_bytes{db}; plus the Go runtime and
+// process collectors.
+//
+// # Shutdown
+//
+// SIGINT or SIGTERM ends every changes feed, lets running requests finish
+// (shutdown_timeout, default 30 s), saves every database's held documents
+// and purgatory timers, and closes the files; the next start resumes them
+// with the downtime subtracted. A second signal exits at once.
+//
+// Exit codes: 0 after a clean shutdown, 1 when the relay could not start
+// or stopped with an error, 2 for a wrong command line or configuration.
+package main

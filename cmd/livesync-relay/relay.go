@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/engine/store/boltstore"
+)
+
+// dbLockTimeout bounds the wait for a database file another process
+// holds (another relay on the same data folder).
+const dbLockTimeout = 2 * time.Second
+
+// relay is one running relay: the listener, the databases, the
+// CouchDB-protocol API and the operations endpoints.
+type relay struct {
+	s       *settings
+	log     *slog.Logger
+	ln      net.Listener
+	url     string
+	admin   adminAccount
+	dbs     *heldDatabases
+	api     *couchapi.Server
+	auth    *couchapi.Server // answers /_session for the relay's own routes: no metrics, same users and cookies
+	metrics *metrics
+	srv     *http.Server
+	started time.Time
+	uuid    string
+
+	stopping atomic.Bool
+}
+
+// errAddrInUse means the listen address is taken.
+var errAddrInUse = errors.New("address already in use")
+
+// splitListen checks a listen address.
+func splitListen(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", "", fmt.Errorf("listen address %q: want host:port, e.g. 127.0.0.1:5984 or :5984", addr)
+	}
+	return host, port, nil
+}
+
+// startRelay listens, opens the data folder (the built-in admin, the
+// databases and their hold-back state) and builds the HTTP server. It
+// listens first, so that a taken port fails before anything is written.
+// Nothing is served until serve is called.
+func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *relay, err error) {
+	r = &relay{s: s, log: log, started: time.Now()}
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("cannot listen on %s: %w (another livesync-relay or a CouchDB?); choose another address with --listen or \"listen\" in the configuration file", s.listen, errAddrInUse)
+		}
+		return nil, fmt.Errorf("cannot listen on %s: %w", s.listen, err)
+	}
+	cleanup = append(cleanup, func() { ln.Close() })
+	scheme := "http"
+	if s.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
+		scheme = "https"
+	}
+	r.ln = ln
+	r.url = scheme + "://" + displayAddr(ln.Addr())
+
+	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	if s.configAdmins {
+		r.admin = adminAccount{source: adminConfigDefined}
+	} else if r.admin, err = builtinAdmin(s.dataDir, getenv, s.resetAdmin); err != nil {
+		return nil, err
+	}
+	if r.uuid, err = serverUUID(s.dataDir); err != nil {
+		return nil, err
+	}
+
+	dir, err := couchapi.OpenDir(s.dataDir, boltstore.Options{Timeout: dbLockTimeout})
+	if err != nil {
+		return nil, err
+	}
+	r.dbs = newHeldDatabases(dir, s.dataDir, s.holdback, s.passphrases, log)
+	cleanup = append(cleanup, func() { r.dbs.Close() })
+	ctx := context.Background()
+	for _, name := range s.databases {
+		switch err := r.dbs.Create(ctx, name); {
+		case err == nil:
+			log.Info("database created", "db", name)
+		case !errors.Is(err, couchapi.ErrExists):
+			return nil, lockedHint(fmt.Errorf("creating database %q: %w", name, err))
+		}
+	}
+	// Open every database now: held documents resume their timers (with
+	// the downtime subtracted) and are listed by /status at once.
+	names, err := r.dbs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		v, err := r.dbs.openVault(ctx, name)
+		if err != nil {
+			return nil, lockedHint(err)
+		}
+		if st := v.Stats(); st.Held > 0 {
+			log.Info("held documents resumed", "db", name, "revisions", st.Held, "mode", string(st.Mode))
+		}
+	}
+
+	r.metrics = newMetrics(r.dbs)
+	users := append([]couchapi.User(nil), s.users...)
+	if r.admin.source != adminConfigDefined {
+		users = append(users, couchapi.User{Name: r.admin.name, Password: r.admin.hash, Admin: true})
+	}
+	cc := couchapi.Config{
+		Databases: r.dbs, Users: users, CORSOrigins: s.cors,
+		MaxRequestBytes: s.maxRequestBytes, MaxDocumentBytes: s.maxDocumentBytes,
+		CookieSecret: randomBytes(32), UUID: r.uuid, Log: log.With("component", "couchapi"),
+		PasswordIterations: passwordIterations, // every password is hashed already; this is the cost of the unknown-user check
+	}
+	ac := cc
+	cc.Hooks.OnRequest = r.metrics.onRequest
+	if r.api, err = couchapi.New(cc); err != nil {
+		return nil, err
+	}
+	if r.auth, err = couchapi.New(ac); err != nil {
+		return nil, err
+	}
+	r.srv = &http.Server{
+		Handler:           r.handler(),
+		ReadHeaderTimeout: 20 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
+	}
+	return r, nil
+}
+
+// lockedHint explains a database file held by another process.
+func lockedHint(err error) error {
+	if errors.Is(err, berrors.ErrTimeout) {
+		return fmt.Errorf("%w: the database file is locked by another process (another livesync-relay with the same data folder?)", err)
+	}
+	return err
+}
+
+// displayAddr is the address to print for a listener: an unspecified
+// host (":5984", "0.0.0.0:5984") is shown as is, since any of the
+// machine's addresses reaches it.
+func displayAddr(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	return net.JoinHostPort(ta.IP.String(), fmt.Sprint(ta.Port))
+}
+
+// handler routes the relay's own endpoints and passes everything else to
+// the CouchDB-protocol API.
+func (r *relay) handler() http.Handler {
+	mux := http.NewServeMux()
+	own := func(route string, h http.HandlerFunc) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			defer func() { r.metrics.onRequest(route, sw.status, time.Since(start)) }()
+			if req.Method != http.MethodGet && req.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				writeJSONStatus(sw, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed", "reason": "Only GET, HEAD allowed"})
+				return
+			}
+			h(sw, req)
+		})
+	}
+	mux.Handle("/healthz", own("/healthz", r.healthz))
+	mux.Handle("/metrics", own("/metrics", r.adminOnly(r.metrics.handler().ServeHTTP)))
+	mux.Handle("/status", own("/status", r.adminOnly(r.status)))
+	mux.Handle("/", r.metrics.countFeeds(r.api))
+	return mux
+}
+
+// statusWriter records the status sent.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// healthz answers 200 while the relay serves, 503 once it shuts down.
+func (r *relay) healthz(w http.ResponseWriter, _ *http.Request) {
+	if r.stopping.Load() {
+		writeJSONStatus(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+		return
+	}
+	writeJSONStatus(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// adminOnly lets only admin users (Basic or the AuthSession cookie)
+// through, unless metrics_public is set.
+func (r *relay) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if r.s.metricsPublic {
+			h(w, req)
+			return
+		}
+		switch r.isAdmin(req) {
+		case http.StatusOK:
+			h(w, req)
+		case http.StatusForbidden:
+			writeJSONStatus(w, http.StatusForbidden, map[string]string{"error": "forbidden", "reason": "You are not a server admin."})
+		default:
+			w.Header().Set("WWW-Authenticate", `Basic realm="livesync-relay"`)
+			writeJSONStatus(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "reason": "Admin credentials are required (or set metrics_public = true)."})
+		}
+	}
+}
+
+// isAdmin asks the API's /_session who the caller is: 200 for an admin,
+// 403 for another user, 401 for none or wrong credentials.
+func (r *relay) isAdmin(req *http.Request) int {
+	sub, err := http.NewRequestWithContext(req.Context(), http.MethodGet, "/_session", nil)
+	if err != nil {
+		return http.StatusUnauthorized
+	}
+	sub.RemoteAddr = req.RemoteAddr
+	for _, h := range []string{"Authorization", "Cookie"} {
+		if v := req.Header.Values(h); len(v) > 0 {
+			sub.Header[h] = v
+		}
+	}
+	rec := &recorder{header: http.Header{}}
+	r.auth.ServeHTTP(rec, sub)
+	if rec.status != http.StatusOK {
+		return http.StatusUnauthorized
+	}
+	var s struct {
+		UserCtx struct {
+			Name  *string  `json:"name"`
+			Roles []string `json:"roles"`
+		} `json:"userCtx"`
+	}
+	if json.Unmarshal(rec.body.Bytes(), &s) != nil || s.UserCtx.Name == nil {
+		return http.StatusUnauthorized
+	}
+	for _, role := range s.UserCtx.Roles {
+		if role == "_admin" {
+			return http.StatusOK
+		}
+	}
+	return http.StatusForbidden
+}
+
+// recorder is a minimal in-memory http.ResponseWriter.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *recorder) Header() http.Header { return c.header }
+
+func (c *recorder) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+func (c *recorder) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.body.Write(b)
+}
+
+// serve answers requests until ctx ends or the server fails, then shuts
+// down: the API ends its feeds, the HTTP server drains within the
+// shutdown timeout, every database's hold-back saves its purgatory
+// state and the files are closed. A nil error is a clean shutdown.
+func (r *relay) serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- r.srv.Serve(r.ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		r.log.Info("shutting down: ending changes feeds, draining requests, saving held documents")
+	case serveErr = <-errc:
+		r.log.Error("the HTTP server stopped", "err", serveErr)
+	}
+	return errors.Join(serveErr, r.shutdown())
+}
+
+func (r *relay) shutdown() error {
+	r.stopping.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), r.s.shutdownTimeout)
+	defer cancel()
+	feedsDone := make(chan struct{})
+	go func() { r.api.Close(); close(feedsDone) }() // ends feeds; later requests get 503
+	var errs []error
+	if err := r.srv.Shutdown(sctx); err != nil {
+		r.log.Warn("requests still running at the shutdown timeout were cut", "timeout", r.s.shutdownTimeout)
+		r.srv.Close()
+	}
+	select {
+	case <-feedsDone:
+	case <-sctx.Done():
+	}
+	r.auth.Close()
+	if err := r.dbs.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the databases: %w", err))
+	}
+	if len(errs) == 0 {
+		r.log.Info("stopped; held documents saved")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/engine/holdback"
+)
+
+// envConfig names the configuration file when --config is not given.
+const envConfig = "LIVESYNC_RELAY_CONFIG"
+
+// flagValues are the command line's flags; empty strings are "not given".
+type flagValues struct {
+	config     string
+	listen     string
+	dataDir    string
+	logFormat  string
+	logLevel   string
+	resetAdmin bool
+}
+
+// settings are the relay's effective settings: flags over the
+// configuration file over the defaults, with secrets read and passwords
+// hashed. Nothing here is ever logged whole.
+type settings struct {
+	configPath       string
+	listen           string
+	tlsCert, tlsKey  string
+	dataDir          string
+	cors             []string
+	maxRequestBytes  int64
+	maxDocumentBytes int64
+	metricsPublic    bool
+	shutdownTimeout  time.Duration
+	logFormat        string
+	logLevel         slog.Level
+	// users are the configuration's accounts, passwords hashed.
+	users []couchapi.User
+	// configAdmins: the configuration lists an admin user, so there is
+	// no built-in admin.
+	configAdmins bool
+	// databases are created at start when missing.
+	databases []string
+	// passphrases by database (secret).
+	passphrases map[string]string
+	holdback    holdback.Config
+	resetAdmin  bool
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%q: want debug, info, warn or error", s)
+}
+
+// resolve combines the flags, the configuration file (fc; an empty one
+// when there is none) and the defaults, and reads the secrets the file
+// names. Errors are usage errors: the command line or the configuration
+// is wrong.
+func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settings, error) {
+	s := &settings{
+		configPath: fc.path, listen: fc.Listen, tlsCert: fc.resolvePath(fc.TLS.CertFile), tlsKey: fc.resolvePath(fc.TLS.KeyFile),
+		cors: defaultCORSOrigins, maxRequestBytes: fc.MaxRequestBytes, maxDocumentBytes: fc.MaxDocumentBytes,
+		metricsPublic: fc.MetricsPublic, shutdownTimeout: fc.ShutdownTimeout, logFormat: fc.Log.Format,
+		holdback: fc.Purgatory.holdback(), passphrases: map[string]string{}, resetAdmin: fl.resetAdmin,
+	}
+	if fc.corsSet {
+		s.cors = fc.CORSOrigins
+	}
+	if s.listen == "" {
+		s.listen = defaultListen
+	}
+	if fl.listen != "" {
+		s.listen = fl.listen
+	}
+	switch {
+	case fl.dataDir != "":
+		s.dataDir = fl.dataDir
+	case fc.DataDir != "":
+		s.dataDir = fc.resolvePath(fc.DataDir)
+	default:
+		s.dataDir = defaultDataDir
+	}
+	s.dataDir = filepath.Clean(s.dataDir)
+	if s.shutdownTimeout == 0 {
+		s.shutdownTimeout = defaultShutdownTimeout
+	}
+	if fl.logFormat != "" {
+		s.logFormat = fl.logFormat
+	}
+	switch s.logFormat {
+	case "":
+		s.logFormat = "text"
+	case "text", "json":
+	default:
+		return nil, usageError{fmt.Sprintf("--log-format %q: want text or json", s.logFormat)}
+	}
+	lvl := fc.Log.Level
+	if fl.logLevel != "" {
+		lvl = fl.logLevel
+	}
+	var err error
+	if s.logLevel, err = parseLevel(lvl); err != nil {
+		return nil, usageError{"log level " + err.Error()}
+	}
+	if fl.listen != "" {
+		if _, _, err := splitListen(fl.listen); err != nil {
+			return nil, usageError{err.Error()}
+		}
+	}
+
+	if fc.dbsDefined {
+		for _, d := range fc.Databases {
+			s.databases = append(s.databases, d.Name)
+			if d.PassphraseFile == "" && d.PassphraseEnv == "" {
+				continue
+			}
+			p, err := secretFrom(fc.resolvePath(d.PassphraseFile), d.PassphraseEnv, getenv, "passphrase")
+			if err != nil {
+				return nil, usageError{fmt.Sprintf("database %q: %v", d.Name, err)}
+			}
+			s.passphrases[d.Name] = p
+		}
+	} else {
+		s.databases = []string{defaultDatabase}
+	}
+	for _, u := range fc.Users {
+		h := u.PasswordHash
+		if h == "" {
+			pw, err := secretFrom(fc.resolvePath(u.PasswordFile), u.PasswordEnv, getenv, "password")
+			if err != nil {
+				return nil, usageError{fmt.Sprintf("user %q: %v", u.Name, err)}
+			}
+			if h, err = hashPassword(pw); err != nil {
+				return nil, err
+			}
+		}
+		s.users = append(s.users, couchapi.User{Name: u.Name, Password: h, Admin: u.Admin, Databases: u.Databases})
+		s.configAdmins = s.configAdmins || u.Admin
+	}
+	if s.configAdmins && s.resetAdmin {
+		return nil, usageError{"--reset-admin-password resets the built-in admin, but the configuration lists its own admin users (there is no built-in admin)"}
+	}
+	return s, nil
+}

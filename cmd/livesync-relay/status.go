@@ -1,0 +1,123 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/engine/holdback"
+)
+
+// statusDoc is the body of GET /status.
+type statusDoc struct {
+	Server             string     `json:"server"`
+	CouchDBVersion     string     `json:"couchdb_version"`
+	UUID               string     `json:"uuid"`
+	URL                string     `json:"url"`
+	Started            time.Time  `json:"started"`
+	UptimeSeconds      int64      `json:"uptime_seconds"`
+	ReplicationClients int        `json:"replication_clients"`
+	Databases          []dbStatus `json:"databases"`
+}
+
+// dbStatus is one database in /status.
+type dbStatus struct {
+	Name string `json:"name"`
+	// Mode is the hold-back mode (holdback, holdback-decrypt,
+	// passthrough-obfuscated) and ModeExplained says it in words.
+	Mode                 string          `json:"mode"`
+	ModeExplained        string          `json:"mode_explained"`
+	PassphraseConfigured bool            `json:"passphrase_configured"`
+	StoreBytes           int64           `json:"store_bytes"`
+	Held                 []heldStatus    `json:"held"`
+	Holdback             holdbackStatus  `json:"holdback"`
+	Purgatory            purgatoryStatus `json:"purgatory"`
+}
+
+// heldStatus is one held document: why it is not served yet.
+type heldStatus struct {
+	Doc           string    `json:"doc"`
+	Revisions     []string  `json:"revisions"`
+	MissingChunks int       `json:"missing_chunks"`
+	State         string    `json:"state"`
+	Reason        string    `json:"reason"`
+	Since         time.Time `json:"since"`
+	Deadline      time.Time `json:"deadline"`
+	Source        string    `json:"source"`
+}
+
+type holdbackStatus struct {
+	HeldRevisions  int    `json:"held_revisions"`
+	WrittenThrough uint64 `json:"written_through"`
+	Holds          uint64 `json:"holds"`
+	Released       uint64 `json:"released"`
+	Dropped        uint64 `json:"dropped"`
+	Unreadable     uint64 `json:"unreadable"`
+	Undecodable    uint64 `json:"undecodable"`
+	SaveErrors     uint64 `json:"save_errors"`
+}
+
+type purgatoryStatus struct {
+	Active         int    `json:"active"`
+	SoftExpired    int    `json:"soft_expired"`
+	Remembered     int    `json:"remembered"`
+	Releases       uint64 `json:"releases"`
+	SoftExpiries   uint64 `json:"soft_expiries"`
+	Expiries       uint64 `json:"expiries"`
+	Revivals       uint64 `json:"revivals"`
+	VerifyFailures uint64 `json:"verify_failures"`
+	ReleaseErrors  uint64 `json:"release_errors"`
+	Superseded     uint64 `json:"superseded"`
+}
+
+func explainMode(m holdback.Mode, passphrase bool) string {
+	switch {
+	case m == holdback.ModeDecrypt:
+		return "the vault passphrase is configured: metadata is decrypted in memory to decide what to hold back"
+	case passphrase:
+		return "a passphrase is configured but the vault has no salt yet (written by the first client): metadata with readable chunk lists is held back"
+	case m == holdback.ModePassthroughObfuscated:
+		return "the vault obfuscates paths and no passphrase is configured: its metadata passes unheld, as a plain CouchDB would serve it"
+	}
+	return "metadata whose chunks are not all stored is held back until they are"
+}
+
+// status answers GET /status.
+func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
+	now := time.Now()
+	doc := statusDoc{
+		Server: "livesync-relay", CouchDBVersion: couchapi.CouchDBVersion, UUID: r.uuid, URL: r.url,
+		Started: r.started.UTC().Truncate(time.Second), UptimeSeconds: int64(now.Sub(r.started).Seconds()),
+		ReplicationClients: r.metrics.openFeeds(), Databases: []dbStatus{},
+	}
+	for _, v := range r.dbs.vaults() {
+		s := v.Stats()
+		size, _ := r.dbs.fileSize(v.name)
+		d := dbStatus{
+			Name: v.name, Mode: string(s.Mode), ModeExplained: explainMode(s.Mode, v.hasPassphrase()),
+			PassphraseConfigured: v.hasPassphrase(), StoreBytes: size, Held: []heldStatus{},
+			Holdback: holdbackStatus{
+				HeldRevisions: s.Held, WrittenThrough: s.WrittenThrough, Holds: s.Holds, Released: s.Released,
+				Dropped: s.Dropped, Unreadable: s.Unreadable, Undecodable: s.Undecodable, SaveErrors: s.SaveErrors,
+			},
+			Purgatory: purgatoryStatus{
+				Active: s.Purgatory.Active, SoftExpired: s.Purgatory.SoftExpired, Remembered: s.Purgatory.Remembered,
+				Releases: s.Purgatory.Releases, SoftExpiries: s.Purgatory.SoftExpiries, Expiries: s.Purgatory.Expiries,
+				Revivals: s.Purgatory.Revivals, VerifyFailures: s.Purgatory.VerifyFailures,
+				ReleaseErrors: s.Purgatory.ReleaseErrors, Superseded: s.Purgatory.Superseded,
+			},
+		}
+		for _, h := range v.Held() {
+			src := h.Source
+			if src == "" {
+				src = "client push"
+			}
+			d.Held = append(d.Held, heldStatus{
+				Doc: h.Doc, Revisions: h.Revisions, MissingChunks: h.Missing, State: h.State.String(),
+				Reason: h.Reason, Since: h.Since.UTC(), Deadline: h.Deadline.UTC(), Source: src,
+			})
+		}
+		doc.Databases = append(doc.Databases, d)
+	}
+	writeJSONStatus(w, http.StatusOK, doc)
+}
