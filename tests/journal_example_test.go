@@ -9,11 +9,8 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
-	"github.com/livesync-go/livesync-go/engine/e2ee"
-	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 
@@ -26,20 +23,19 @@ func syncVault(ctx context.Context, cfg minio.Config, settings livesync.Settings
 	if err != nil {
 		return journalsync.Result{}, err
 	}
-	// The pre-sync handshake: the vault's salt (written only when the
-	// bucket provably has none), then the milestone (a locked bucket or
-	// mismatched settings come back as typed errors that say what to do).
-	salt, _, err := bucket.Handshake(ctx, minio.HandshakeOptions{NodeID: nodeID, Settings: settings.TweakValues()})
+	// The pre-sync handshake: the vault's salt and sync parameters (the
+	// salt is written only when the bucket provably has none), then the
+	// milestone (a locked bucket or mismatched settings come back as
+	// typed errors that say what to do).
+	hs, err := bucket.HandshakeParams(ctx, minio.HandshakeOptions{NodeID: nodeID, Settings: settings.TweakValues()})
 	if err != nil {
 		return journalsync.Result{}, err
 	}
-	params, err := bucket.GetSyncParameters(ctx)
+	// The packs' cipher: E2EE with the passphrase and the bucket's salt in
+	// the vault's algorithm; nil (plain packs) when encryption is off.
+	cipher, err := journalsync.CipherFor(settings, hs.Salt)
 	if err != nil {
 		return journalsync.Result{}, err
-	}
-	var cipher journal.Cipher // nil: plain packs
-	if settings.Encrypt {
-		cipher = e2ee.New(settings.Passphrase, salt, e2ee.Options{})
 	}
 	local, err := boltstore.Open(dbPath, boltstore.Options{})
 	if err != nil {
@@ -50,7 +46,7 @@ func syncVault(ctx context.Context, cfg minio.Config, settings livesync.Settings
 		Local:  local,
 		Remote: bucket,
 		Cipher: cipher,
-		Epoch:  negotiate.JournalEpoch(params), // notices a wiped and rebuilt bucket
+		Epoch:  hs.Epoch, // notices a wiped and rebuilt bucket
 	})
 	if err != nil {
 		return journalsync.Result{}, err

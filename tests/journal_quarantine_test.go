@@ -128,7 +128,7 @@ func TestJournalQuarantine(t *testing.T) {
 			checkQuarantine("after a retry", res.Quarantined, []string{corrupt})
 
 			// Repaired on the server, released: applied (nothing new in it).
-			if err := b.Put(ctx, truncated, whole); err != nil {
+			if err := b.PutObject(ctx, truncated[len(b.Prefix()):], whole); err != nil { // Put never replaces
 				t.Fatal(err)
 			}
 			if err := j.ClearQuarantine(ctx, truncated); err != nil {

@@ -18,7 +18,6 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
-	"github.com/livesync-go/livesync-go/engine/e2ee"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -40,30 +39,26 @@ type journalClient struct {
 }
 
 // connectJournal runs the handshake as a client does before a sync
-// (minio.Bucket.Handshake: the salt from the sync-parameters object, the
-// milestone registered and judged), then reads the sync parameters for
-// the journal epoch and derives the journal's cipher from the
-// passphrase and the salt.
+// (minio.Bucket.HandshakeParams: the salt and the sync parameters, the
+// milestone registered and judged, the journal epoch), then builds the
+// journal's cipher from the settings and the salt
+// (journalsync.CipherFor).
 func connectJournal(t testing.TB, b *minio.Bucket, nodeID string, s livesync.Settings) journalClient {
 	t.Helper()
 	ctx := context.Background()
-	salt, v, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: nodeID, Settings: s.TweakValues()})
-	if err != nil || v.Kind != negotiate.VerdictOK {
-		t.Fatalf("handshake as %s: %v (verdict %v)", nodeID, err, v.Kind)
+	hs, err := b.HandshakeParams(ctx, minio.HandshakeOptions{NodeID: nodeID, Settings: s.TweakValues()})
+	if err != nil || hs.Verdict.Kind != negotiate.VerdictOK {
+		t.Fatalf("handshake as %s: %v (verdict %v)", nodeID, err, hs.Verdict.Kind)
 	}
-	p, err := b.GetSyncParameters(ctx)
+	codec, err := livesync.New(livesync.Config{Settings: s, Salt: hs.Salt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	codec, err := livesync.New(livesync.Config{Settings: s, Salt: salt})
+	cipher, err := journalsync.CipherFor(s, hs.Salt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := journalClient{salt: salt, epoch: negotiate.JournalEpoch(p), codec: codec}
-	if s.Encrypt {
-		c.cipher = e2ee.New(s.Passphrase, salt, e2ee.Options{})
-	}
-	return c
+	return journalClient{salt: hs.Salt, cipher: cipher, epoch: hs.Epoch, codec: codec}
 }
 
 // newJournal returns journalsync.New(cfg) or fails t.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/journal"
 )
 
 // regionOrDefault is the region the proxied tests sign for: the server's
@@ -73,12 +74,15 @@ func TestS3RetryTransient(t *testing.T) {
 		}
 	}))
 	body := []byte("a pack body")
-	key := b.Prefix() + "1700000000000-docs.jsonl.gz"
+	const t0 = 1700000000000
+	key := journal.PackKey(b.Prefix(), t0)
+	var round int64
 	ops := []struct {
 		name string
 		f    func() error
 	}{
-		{"put", func() error { return pb.Put(ctx, key, body) }},
+		// Put is create-only: every round creates a key of its own.
+		{"put", func() error { return pb.Put(ctx, journal.PackKey(b.Prefix(), t0+round), body) }},
 		{"get", func() error {
 			got, err := pb.Get(ctx, key)
 			if err == nil && !bytes.Equal(got, body) {
@@ -88,7 +92,7 @@ func TestS3RetryTransient(t *testing.T) {
 		}},
 		{"list", func() error {
 			keys, err := pb.List(ctx, "")
-			if err == nil && !slices.Equal(keys, []string{key}) {
+			if want := []string{key, journal.PackKey(b.Prefix(), t0+1), journal.PackKey(b.Prefix(), t0+2), journal.PackKey(b.Prefix(), t0+3)}; err == nil && !slices.Equal(keys, want) {
 				return fmt.Errorf("listed %v", keys)
 			}
 			return err
@@ -96,6 +100,7 @@ func TestS3RetryTransient(t *testing.T) {
 	}
 	for _, op := range ops {
 		for n := range int64(4) {
+			round = n
 			p.fail.Store(n)
 			before := p.requests.Load()
 			mu.Lock()
@@ -116,7 +121,7 @@ func TestS3RetryTransient(t *testing.T) {
 	}
 
 	// Four 503s: the attempts run out.
-	other := b.Prefix() + "1700000000001-docs.jsonl.gz"
+	other := journal.PackKey(b.Prefix(), t0+4)
 	p.fail.Store(100)
 	before := p.requests.Load()
 	err := pb.Put(ctx, other, body)

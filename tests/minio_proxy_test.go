@@ -19,10 +19,12 @@ import (
 // s3FaultProxy is a real HTTP reverse proxy in front of the S3 server
 // (plain HTTP, or TLS with a certificate of its own). It keeps the Host
 // header the client signed, so SigV4 signatures stay valid, and can
-// answer 503 SlowDown to the next requests instead of forwarding them.
+// answer 503 SlowDown to the next requests instead of forwarding them,
+// or after forwarding them (the server acted, its answer is lost).
 type s3FaultProxy struct {
 	srv      *httptest.Server
 	fail     atomic.Int64 // the next fail requests get a 503
+	lose     atomic.Int64 // the next lose requests are forwarded, then answered 503
 	requests atomic.Int64 // every request seen
 	failed   atomic.Int64 // requests answered 503
 	tlsSeen  atomic.Int64 // requests that arrived over TLS
@@ -58,6 +60,14 @@ func startS3FaultProxy(t *testing.T, e s3Env, useTLS bool) *s3FaultProxy {
 		if r.TLS != nil {
 			p.tlsSeen.Add(1)
 		}
+		if take(&p.lose) {
+			rp.ServeHTTP(httptest.NewRecorder(), r) // the server acts; its answer is dropped
+			p.failed.Add(1)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
 		if p.takeFailure() {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/xml")
@@ -81,13 +91,21 @@ func startS3FaultProxy(t *testing.T, e s3Env, useTLS bool) *s3FaultProxy {
 
 // takeFailure reports whether this request is to be answered 503.
 func (p *s3FaultProxy) takeFailure() bool {
+	if take(&p.fail) {
+		p.failed.Add(1)
+		return true
+	}
+	return false
+}
+
+// take decrements n if it is positive and reports whether it did.
+func take(n *atomic.Int64) bool {
 	for {
-		n := p.fail.Load()
-		if n <= 0 {
+		v := n.Load()
+		if v <= 0 {
 			return false
 		}
-		if p.fail.CompareAndSwap(n, n-1) {
-			p.failed.Add(1)
+		if n.CompareAndSwap(v, v-1) {
 			return true
 		}
 	}

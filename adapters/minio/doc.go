@@ -8,7 +8,10 @@
 //   - Handshake, the pre-sync handshake of a journal (FORMAT.md §6.5,
 //     §5.4; commonlib LiveSyncJournalReplicator.ts): the vault's salt from
 //     the sync-parameters object, then the milestone object registered and
-//     judged with engine/negotiate, with typed errors that say what to do;
+//     judged with engine/negotiate, with typed errors that say what to do.
+//     HandshakeParams is the same handshake returning a HandshakeResult,
+//     which adds the sync parameters and the journal epoch
+//     (journalsync.Config.Epoch) without another request;
 //   - GetSyncParameters / EnsureSyncParameters for the never-encrypted
 //     sync-parameters object (the PBKDF2 salt). A new salt is written only
 //     when the object is proven absent (S3 NoSuchKey) or holds an empty
@@ -31,6 +34,18 @@
 // every object with exactly one PutObject (multipart disabled) under its
 // final key, with a Content-MD5 the server checks, so an interrupted
 // upload leaves no object.
+//
+// Put is create-only, as journalsync.Objects requires: it sends
+// If-None-Match: *, and an existing key (412 PreconditionFailed, or 409
+// ConditionalRequestConflict) is an error wrapping journalsync.ErrExists
+// that leaves the stored object as it was, so two devices that name a pack
+// with the same millisecond do not overwrite each other (upstream's plain
+// PutObject does). AWS S3 (since August 2024), Cloudflare R2 and recent
+// MinIO releases document the header; versitygw v1.8.0, the test server,
+// enforces it (tests/minio_create_test.go). A server that ignores it
+// replaces the object as upstream always does, and a pack can then be
+// lost when two devices send in the same millisecond. PutObject is the unconditional
+// write, for tools that must replace an object.
 //
 // # Connecting
 //

@@ -60,9 +60,38 @@ const milestoneTries = 16
 //     ErrNodeCleaned, ErrIncompatible, *negotiate.TweakMismatchError).
 //
 // The verdict is valid when err is nil or wraps a refusing verdict.
+// HandshakeParams is the same handshake that also returns the sync
+// parameters and the journal epoch.
 func (b *Bucket) Handshake(ctx context.Context, o HandshakeOptions) (salt []byte, verdict negotiate.Verdict, err error) {
+	r, err := b.HandshakeParams(ctx, o)
+	return r.Salt, r.Verdict, err
+}
+
+// HandshakeResult is what HandshakeParams learnt from the bucket.
+type HandshakeResult struct {
+	// Salt is the vault's PBKDF2 salt (Params.PBKDF2Salt decoded): with
+	// the passphrase it keys the E2EE cipher (journalsync.CipherFor).
+	Salt []byte
+	// Params is the sync-parameters object as stored, which is another
+	// client's when it created the salt first.
+	Params negotiate.SyncParameters
+	// Epoch is negotiate.JournalEpoch(Params),
+	// "<protocolVersion>:<pbkdf2salt>": journalsync.Config.Epoch.
+	Epoch string
+	// Verdict is the milestone verdict, valid when the error is nil or
+	// wraps a refusing verdict.
+	Verdict negotiate.Verdict
+}
+
+// HandshakeParams runs Handshake and returns, besides the salt and the
+// verdict, the sync parameters it read (or wrote) and the journal epoch,
+// so a caller needs no further request to fill journalsync.Config. Salt,
+// Params and Epoch are set whenever the sync parameters were read, also
+// when the milestone step fails.
+func (b *Bucket) HandshakeParams(ctx context.Context, o HandshakeOptions) (HandshakeResult, error) {
+	var r HandshakeResult
 	if o.NodeID == "" {
-		return nil, verdict, errors.New("minio: handshake: NodeID is required")
+		return r, errors.New("minio: handshake: NodeID is required")
 	}
 	now := time.Now
 	if o.Now != nil {
@@ -72,16 +101,18 @@ func (b *Bucket) Handshake(ctx context.Context, o HandshakeOptions) (salt []byte
 	// 1. Sync parameters and the salt.
 	p, err := b.EnsureSyncParameters(ctx)
 	if err != nil {
-		return nil, verdict, err
+		return r, err
 	}
-	if salt, err = p.Salt(); err != nil {
-		return nil, verdict, &engine.Error{Op: "read sync parameters", DocID: b.prefix + negotiate.JournalSyncParametersKey, Stage: engine.StageDecode,
+	salt, err := p.Salt()
+	if err != nil {
+		return r, &engine.Error{Op: "read sync parameters", DocID: b.prefix + negotiate.JournalSyncParametersKey, Stage: engine.StageDecode,
 			Err: fmt.Errorf("minio: handshake: the bucket's salt is unusable (another client wrote it wrongly; do not overwrite it without rebuilding every device): %w", err)}
 	}
+	r.Salt, r.Params, r.Epoch = salt, p, negotiate.JournalEpoch(p)
 
 	// 2. The milestone.
-	verdict, err = b.milestone(ctx, o, now())
-	return salt, verdict, err
+	r.Verdict, err = b.milestone(ctx, o, now())
+	return r, err
 }
 
 func (b *Bucket) milestone(ctx context.Context, o HandshakeOptions, now time.Time) (negotiate.Verdict, error) {

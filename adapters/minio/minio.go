@@ -14,6 +14,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/journal"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	minio "github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -131,15 +132,45 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	return body, err
 }
 
-// Put uploads body under key (prefix included) with one PutObject, so
-// that readers see either no object or all of it. Keys ending in ".json"
-// are stored as application/json, others as application/octet-stream, as
-// upstream does. An existing object is replaced.
+// Put creates the object key (prefix included) with body, with one
+// PutObject, so that readers see either no object or all of it. Keys
+// ending in ".json" are stored as application/json, others as
+// application/octet-stream, as upstream does.
+//
+// Put is create-only (journalsync.Objects): the request carries
+// If-None-Match: *, and when the key exists the server answers 412
+// PreconditionFailed (or 409 ConditionalRequestConflict while another
+// conditional write of the key is in flight); Put then returns an
+// *engine.Error with StageStorage wrapping journalsync.ErrExists, and the
+// stored object is unchanged. When an earlier attempt of the same call
+// failed in transit (so it may have stored the object before its answer
+// was lost), a 412 is checked with one GET: an object equal to body
+// means that attempt succeeded, and Put returns nil. A server that
+// ignores If-None-Match (see the package documentation) replaces the
+// existing object as a plain PutObject does, so two devices sending in
+// the same millisecond may lose one pack there, as upstream LiveSync
+// always may. To replace an object, use PutObject.
 func (b *Bucket) Put(ctx context.Context, key string, body []byte) error {
 	if err := b.checkKey("write object", key); err != nil {
 		return err
 	}
-	return b.putObject(ctx, "write object", key, body, contentType(key), put{})
+	return b.create(ctx, "write object", key, body, contentType(key))
+}
+
+// create is a PutObject with If-None-Match: * whose lost precondition is
+// journalsync.ErrExists (see Put).
+func (b *Bucket) create(ctx context.Context, op, key string, body []byte, contentType string) error {
+	err := b.putObject(ctx, op, key, body, contentType, put{ifAbsent: true})
+	if !errors.Is(err, errPrecondition) {
+		return err
+	}
+	if errors.Is(err, errRetried) {
+		if stored, _, gerr := b.getObject(ctx, op, key); gerr == nil && bytes.Equal(stored, body) {
+			return nil // an earlier attempt of this call stored it
+		}
+	}
+	return &engine.Error{Op: op, DocID: key, Stage: engine.StageStorage,
+		Err: fmt.Errorf("minio: the server refused to replace the existing object: %w", journalsync.ErrExists)}
 }
 
 func contentType(key string) string {
@@ -254,23 +285,35 @@ func (b *Bucket) PutMilestone(ctx context.Context, body []byte) error {
 	return b.putObject(ctx, "write milestone", b.prefix+negotiate.JournalMilestoneKey, body, "application/json", put{})
 }
 
-// PutPack seals records (journal.Seal with c; nil means plain) and uploads
-// them with one PutObject under journal.PackKey(prefix, now). It returns
-// the key.
+// PutPack seals records (journal.Seal with c; nil means plain) and
+// creates them with one PutObject under journal.PackKey(prefix, now),
+// create-only as Put: when that key exists it tries the next
+// millisecond, up to packKeyTries keys, and then returns the
+// journalsync.ErrExists error. It returns the key.
 func (b *Bucket) PutPack(ctx context.Context, records []journal.Record, c journal.Cipher) (string, error) {
 	body, err := journal.Seal(records, c)
 	if err != nil {
 		return "", err
 	}
-	key := journal.PackKey(b.prefix, b.now().UnixMilli())
-	if err := b.putObject(ctx, "write pack", key, body, "application/octet-stream", put{}); err != nil {
-		return "", err
+	ms := b.now().UnixMilli()
+	for try := 1; ; try++ {
+		key := journal.PackKey(b.prefix, ms+int64(try-1))
+		err := b.create(ctx, "write pack", key, body, "application/octet-stream")
+		if err == nil {
+			return key, nil
+		}
+		if !errors.Is(err, journalsync.ErrExists) || try == packKeyTries {
+			return "", err
+		}
 	}
-	return key, nil
 }
 
+// packKeyTries bounds the keys PutPack tries.
+const packKeyTries = 16
+
 // PutObject uploads body under prefix+name as it is (for tools and tests
-// that copy packs written elsewhere).
+// that copy packs written elsewhere), replacing an existing object:
+// unlike Put it is unconditional.
 func (b *Bucket) PutObject(ctx context.Context, name string, body []byte) error {
 	return b.putObject(ctx, "write object", b.prefix+name, body, contentType(name), put{})
 }
@@ -317,9 +360,12 @@ type put struct {
 
 // putObject uploads body with one PutObject (no multipart) carrying a
 // Content-MD5, so the server stores all of it or nothing. A failed
-// precondition wraps errPrecondition.
+// precondition wraps errPrecondition, and also errRetried when an
+// earlier attempt failed in transit.
 func (b *Bucket) putObject(ctx context.Context, op, key string, body []byte, contentType string, cond put) error {
-	return b.do(ctx, op, key, func() error {
+	attempts := 0
+	err := b.do(ctx, op, key, func() error {
+		attempts++
 		opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: true, SendContentMd5: true}
 		switch {
 		case cond.ifAbsent:
@@ -332,4 +378,16 @@ func (b *Bucket) putObject(ctx context.Context, op, key string, body []byte, con
 		}
 		return nil
 	})
+	if attempts > 1 && errors.Is(err, errPrecondition) {
+		err = &retriedError{err}
+	}
+	return err
 }
+
+// errRetried marks an error of a request whose earlier attempts failed in
+// transit (they may have been applied).
+var errRetried = errors.New("minio: retried")
+
+type retriedError struct{ error }
+
+func (e *retriedError) Unwrap() []error { return []error{e.error, errRetried} }

@@ -8,11 +8,12 @@
 //
 // # Use
 //
+//	cipher, err := journalsync.CipherFor(settings, salt) // nil: plain packs
 //	j, err := journalsync.New(journalsync.Config{
-//		Local:  st,                                  // store.Store
-//		Remote: bucket,                              // journalsync.Objects
-//		Cipher: e2ee.New(passphrase, salt, e2ee.Options{}), // nil: plain packs
-//		Epoch:  "2:" + params.PBKDF2Salt,             // from the sync parameters
+//		Local:  st,     // store.Store
+//		Remote: bucket, // journalsync.Objects
+//		Cipher: cipher,
+//		Epoch:  negotiate.JournalEpoch(params), // "2:<pbkdf2salt>", from the sync parameters
 //		Activity: tracker, Holder: purg, Arrivals: purg,
 //	})
 //	res, err := j.Sync(ctx)    // Receive, then Send if receiving succeeded
@@ -37,7 +38,12 @@
 // limits, Config.MaxPackRecords and MaxPackBytes) and uploaded with one
 // Put under journal.PackKey(prefix, now), where now is raised to one
 // millisecond after the newest pack key this device knows, so keys only
-// increase. Send runs inside Activity.RunBounded, as engine/replicate
+// increase. Put is create-only: when another device took the key (two
+// devices sending in the same millisecond), it fails with ErrExists, and
+// Send lists the bucket after that key and uploads the same pack under
+// one millisecond after the newest key listed (at most 16 keys, then an
+// error; nothing is overwritten and nothing is recorded as sent). Send
+// runs inside Activity.RunBounded, as engine/replicate
 // runs a push: it delivers nothing locally, so it must not keep readers
 // waiting for chunks (seed "Meaning of Finite Replication Completion").
 //
@@ -125,7 +131,10 @@
 //     as a wipe and clears its bookkeeping.
 //   - A deleted chunk revision (no data) is not sent; upstream's
 //     serializer throws on it.
-//   - Pack keys never repeat or go backwards on this device.
+//   - Pack keys never repeat or go backwards on this device, and a pack
+//     never replaces another device's pack under the same key: upstream
+//     uploads unconditionally, so of two devices sending in the same
+//     millisecond one loses its pack and both report success.
 //
 // Example (in example_test.go) runs a laptop, a phone and a tablet
 // against an in-memory bucket.

@@ -53,6 +53,9 @@ func (b *bucket) Get(_ context.Context, key string) ([]byte, error) {
 func (b *bucket) Put(_ context.Context, key string, body []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if _, ok := b.objs[key]; ok {
+		return fmt.Errorf("%s: %w", key, journalsync.ErrExists) // create-only
+	}
 	b.objs[key] = bytes.Clone(body)
 	return nil
 }

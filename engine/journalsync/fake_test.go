@@ -26,6 +26,7 @@ type memObjects struct {
 	gets    map[string]int         // Get calls per key
 	lists   int                    // List calls
 	puts    []string               // keys of successful Puts, in order
+	taken   []string               // keys of Puts refused with ErrExists
 	onGet   func(key string)       // if set, called at the start of every Get
 }
 
@@ -89,6 +90,7 @@ func (m *memObjects) Get(ctx context.Context, key string) ([]byte, error) {
 	return bytes.Clone(b), nil
 }
 
+// Put is create-only, as the port says: an existing key is ErrExists.
 func (m *memObjects) Put(ctx context.Context, key string, body []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -99,6 +101,10 @@ func (m *memObjects) Put(ctx context.Context, key string, body []byte) error {
 		if err := m.putErr(key); err != nil {
 			return err
 		}
+	}
+	if _, ok := m.objs[key]; ok {
+		m.taken = append(m.taken, key)
+		return &engine.Error{Op: "put object", DocID: key, Stage: engine.StageStorage, Err: fmt.Errorf("fake: %w", ErrExists)}
 	}
 	m.objs[key] = bytes.Clone(body)
 	m.puts = append(m.puts, key)

@@ -726,3 +726,137 @@ func storedDeflate(payload []byte) []byte {
 	n := len(payload)
 	return append([]byte{1, byte(n), byte(n >> 8), ^byte(n), ^byte(n >> 8)}, payload...)
 }
+
+// TestSameMillisecond is issue 6's lost packs: two devices send in the
+// same millisecond (their clocks frozen at one instant). Put is
+// create-only, so the second device's first key is taken and it moves on
+// to the next free millisecond: the bucket holds all four packs, each
+// device receives the other's, and a third device gets all 18 files.
+func TestSameMillisecond(t *testing.T) {
+	ctx := t.Context()
+	const ms = int64(1800000000000)
+	frozen := func() time.Time { return time.UnixMilli(ms) }
+	bucket := newMemObjects("p/")
+	want := map[string][]byte{}
+	var stores []store.Store
+	var devices []*Journal
+	for d := range 2 {
+		st := newStore(t)
+		for i := range 9 {
+			path, content := fmt.Sprintf("dev%d/n%d.md", d, i), fmt.Sprintf("device %d note %d", d, i)
+			putFile(t, st, path, content)
+			want[path] = []byte(content)
+		}
+		stores = append(stores, st)
+		devices = append(devices, newJournal(t, Config{Local: st, Remote: bucket, Now: frozen, MaxPackRecords: 9}))
+	}
+	for d, j := range devices {
+		res, err := j.Send(ctx)
+		if err != nil || res.PacksSent != 2 {
+			t.Fatalf("device %d: %+v, %v; want 2 packs sent", d, res, err)
+		}
+	}
+	wantKeys := []string{journal.PackKey("p/", ms), journal.PackKey("p/", ms+1), journal.PackKey("p/", ms+2), journal.PackKey("p/", ms+3)}
+	if got := bucket.packKeys(); !slices.Equal(got, wantKeys) {
+		t.Fatalf("bucket holds %v, want %v", got, wantKeys)
+	}
+	if sent := setOf(readCheckpoint(t, devices[1]).sentFiles); !slices.Equal(sent, []string{journal.PackKey("", ms+2), journal.PackKey("", ms+3)}) {
+		t.Fatalf("second device's sentFiles %v, want the keys after the first device's", sent)
+	}
+	for d, j := range devices {
+		if res, err := j.Receive(ctx); err != nil || res.PacksReceived != 2 {
+			t.Fatalf("device %d receive: %+v, %v; want the other device's 2 packs", d, res, err)
+		}
+		if got := readFiles(t, stores[d]); len(got) != 18 {
+			t.Fatalf("device %d holds %d files, want 18", d, len(got))
+		}
+	}
+	third := newStore(t)
+	if _, err := newJournal(t, Config{Local: third, Remote: bucket}).Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := readFiles(t, third)
+	if len(got) != len(want) {
+		t.Fatalf("third device holds %d files, want %d", len(got), len(want))
+	}
+	for p, c := range want {
+		if string(got[p]) != string(c) {
+			t.Errorf("%s: %q, want %q", p, got[p], c)
+		}
+	}
+}
+
+// TestPackKeyTaken: when the key a pack would take exists, Send lists the
+// bucket after it and takes one millisecond after the newest pack key
+// there; it overwrites nothing, and gives up after keyTries taken keys
+// with an error that wraps ErrExists and leaves the records unsent.
+func TestPackKeyTaken(t *testing.T) {
+	const ms = int64(1800000000000)
+	frozen := func() time.Time { return time.UnixMilli(ms) }
+	key := func(d int64) string { return journal.PackKey("p/", ms+d) }
+	t.Run("jumps past the newest", func(t *testing.T) {
+		ctx := t.Context()
+		bucket := newMemObjects("p/")
+		for _, d := range []int64{0, 1, 5} {
+			bucket.set(key(d), []byte("another device's pack"))
+		}
+		st := newStore(t)
+		putFile(t, st, "a.md", "mine")
+		j := newJournal(t, Config{Local: st, Remote: bucket, Now: frozen})
+		res, err := j.Send(ctx)
+		if err != nil || res.PacksSent != 1 {
+			t.Fatalf("send: %+v, %v", res, err)
+		}
+		if !slices.Equal(bucket.taken, []string{key(0)}) || !slices.Equal(bucket.puts, []string{key(6)}) || bucket.listCount() != 1 {
+			t.Fatalf("taken %v, puts %v, %d lists; want %s refused, one listing, %s created", bucket.taken, bucket.puts, bucket.listCount(), key(0), key(6))
+		}
+		for _, d := range []int64{0, 1, 5} {
+			if got := string(bucket.get(key(d))); got != "another device's pack" {
+				t.Fatalf("%s was overwritten: %q", key(d), got)
+			}
+		}
+		if sent := setOf(readCheckpoint(t, j).sentFiles); !slices.Equal(sent, []string{journal.PackKey("", ms+6)}) {
+			t.Fatalf("sentFiles %v", sent)
+		}
+	})
+	t.Run("gives up", func(t *testing.T) {
+		ctx := t.Context()
+		bucket := newMemObjects("p/")
+		var refused []string
+		bucket.putErr = func(k string) error { // every key is taken by the time it is tried
+			refused = append(refused, k)
+			return &engine.Error{Op: "put object", DocID: k, Stage: engine.StageStorage, Err: ErrExists}
+		}
+		st := newStore(t)
+		putFile(t, st, "a.md", "mine")
+		j := newJournal(t, Config{Local: st, Remote: bucket, Now: frozen})
+		res, err := j.Send(ctx)
+		if !errors.Is(err, ErrExists) || stageOf(err) != engine.StageStorage || res.PacksSent != 0 || !strings.Contains(err.Error(), "send again") {
+			t.Fatalf("send: %+v, %v; want a storage error wrapping ErrExists", res, err)
+		}
+		if len(refused) != keyTries || refused[0] != key(0) || refused[keyTries-1] != key(keyTries-1) {
+			t.Fatalf("tried %v; want %d keys from %s, one millisecond apart", refused, keyTries, key(0))
+		}
+		if cp, err := loadCheckpoint(ctx, st, j.CheckpointID()); err != nil || (cp != nil && cp.sentIDs.len()+cp.sentFiles.len() != 0) {
+			t.Fatalf("checkpoint after giving up: %v, %v; want nothing recorded as sent", cp, err)
+		}
+		bucket.mu.Lock()
+		bucket.putErr = nil
+		bucket.mu.Unlock()
+		if res, err := j.Send(ctx); err != nil || res.PacksSent != 1 || res.RecordsSent != 2 {
+			t.Fatalf("send again: %+v, %v; want the note and its chunk", res, err)
+		}
+	})
+	t.Run("listing fails", func(t *testing.T) {
+		ctx := t.Context()
+		bucket := newMemObjects("p/")
+		bucket.set(key(0), []byte("another device's pack"))
+		bucket.listErr = transportErr("p/")
+		st := newStore(t)
+		putFile(t, st, "a.md", "mine")
+		j := newJournal(t, Config{Local: st, Remote: bucket, Now: frozen})
+		if res, err := j.Send(ctx); !IsTransportErr(err) || res.PacksSent != 0 || len(bucket.puts) != 0 {
+			t.Fatalf("send: %+v, %v, puts %v; want the listing's error and nothing created", res, err, bucket.puts)
+		}
+	})
+}

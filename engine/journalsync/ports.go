@@ -1,6 +1,13 @@
 package journalsync
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrExists means Objects.Put found an object under the key already and
+// left it as it was. Send then names the pack with a later key.
+var ErrExists = errors.New("journalsync: an object already exists under the key")
 
 // Objects is the object store a journal lives in: one bucket under one
 // prefix (adapters/minio.Bucket implements it). Keys are full object keys,
@@ -20,8 +27,15 @@ type Objects interface {
 	List(ctx context.Context, after string) ([]string, error)
 	// Get downloads a whole object.
 	Get(ctx context.Context, key string) ([]byte, error)
-	// Put uploads body under key with one request, so that readers see
-	// either no object or all of it, never a partial one.
+	// Put creates the object key with body, with one request, so that
+	// readers see either no object or all of it, never a partial one.
+	// Put is create-only: it never replaces an existing object. When key
+	// exists it returns an error wrapping ErrExists and the stored object
+	// is unchanged (two devices that name a pack with the same key must
+	// not overwrite each other's records). The one exception: when the
+	// stored object is exactly body (an earlier attempt of this same call
+	// stored it and its answer was lost), Put may return nil. Put does not
+	// keep body.
 	Put(ctx context.Context, key string, body []byte) error
 	// Prefix is the bucket prefix every key starts with (may be empty).
 	Prefix() string

@@ -3,7 +3,9 @@ package journalsync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
@@ -197,8 +199,7 @@ func (s *sender) add(ctx context.Context, h docHeader, raw json.RawMessage) erro
 	return nil
 }
 
-// flush seals the pack and uploads it under a key greater than every
-// pack key this device knows, then checkpoints: lastLocalSeq, sentIDs,
+// flush seals the pack and uploads it (see upload), then checkpoints: lastLocalSeq, sentIDs,
 // sentFiles and the chunk index.
 func (s *sender) flush(ctx context.Context) error {
 	j := s.j
@@ -212,14 +213,8 @@ func (s *sender) flush(ctx context.Context) error {
 			return &engine.Error{Op: "seal pack", Stage: engine.StageEncrypt, Err: fmt.Errorf("journalsync: encrypt: %w", err)}
 		}
 	}
-	j.mu.Lock()
-	ms := j.cfg.Now().UnixMilli()
-	if ms <= j.st.maxMillis {
-		ms = j.st.maxMillis + 1
-	}
-	j.mu.Unlock()
-	key := journal.PackKey(j.prefix, ms)
-	if err := j.cfg.Remote.Put(ctx, key, body); err != nil {
+	key, err := s.upload(ctx, body)
+	if err != nil {
 		return err
 	}
 	name := j.name(key)
@@ -248,4 +243,50 @@ func (s *sender) flush(ctx context.Context) error {
 	}
 	s.pk.reset()
 	return nil
+}
+
+// keyTries bounds the keys upload tries for one pack. Every key it loses
+// was taken by another device's pack uploaded meanwhile, so n devices
+// sending at once all finish within n tries.
+const keyTries = 16
+
+// upload creates the pack object under a key greater than every pack key
+// this device knows (journal.PackKey of now, raised to one millisecond
+// after the newest it knows) and returns the key. Objects.Put is
+// create-only: when another device took that key (ErrExists), upload
+// lists the bucket after it and tries the same body again under one
+// millisecond after the newest pack key there, so the pack also sorts
+// after every pack a receiver may already have listed. After keyTries
+// taken keys it gives up with an error wrapping ErrExists; nothing was
+// overwritten, and the next Send sends the records again.
+func (s *sender) upload(ctx context.Context, body []byte) (string, error) {
+	j := s.j
+	j.mu.Lock()
+	ms := j.cfg.Now().UnixMilli()
+	if ms <= j.st.maxMillis {
+		ms = j.st.maxMillis + 1
+	}
+	j.mu.Unlock()
+	for try := 1; ; try++ {
+		key := journal.PackKey(j.prefix, ms)
+		err := j.cfg.Remote.Put(ctx, key, body)
+		if !errors.Is(err, ErrExists) {
+			return key, err
+		}
+		if try == keyTries {
+			return "", &engine.Error{Op: "send pack", DocID: key, Stage: engine.StageStorage,
+				Err: fmt.Errorf("journalsync: the last %d pack keys tried were taken by other devices sending at the same time; nothing was overwritten, send again: %w", keyTries, err)}
+		}
+		j.cfg.Log.Debug("journalsync: pack key taken by another device; trying a later key", "pack", key, "attempt", try)
+		keys, err := j.cfg.Remote.List(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		ms++
+		for _, k := range keys {
+			if m, ok := journal.ParsePackKey(j.prefix, k); ok && m >= ms && m < math.MaxInt64 {
+				ms = m + 1
+			}
+		}
+	}
 }
