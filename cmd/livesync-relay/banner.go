@@ -25,7 +25,8 @@ func (r *relay) printBanner(w io.Writer) {
 		if r.admin.source == adminReset {
 			what = "The admin password was reset"
 		}
-		p("%s. Its password is shown only this once (the relay keeps only a hash, in %s):", what, displayDir(filepath.Join(r.s.dataDir, usersFile)))
+		p("%s. Its password is shown only this once;", what)
+		p("the relay keeps only a hash of it, in %s:", displayDir(filepath.Join(r.s.dataDir, usersFile)))
 		p("")
 		p("    user:      %s", r.admin.name)
 		p("    password:  %s", r.admin.password)
@@ -59,15 +60,23 @@ func (r *relay) printBanner(w io.Writer) {
 	p("Then turn on End-to-end encryption with a passphrase of your own, the same on every")
 	p("device; the relay stores what the plugin sends and never needs the passphrase.")
 	if loopbackOnly(r.ln.Addr()) {
-		p("Only this computer can reach %s. For a phone or another computer, listen on an", r.url)
-		p("address they reach, with HTTPS (Obsidian mobile needs it): set listen and [tls] in a")
-		p("configuration file (--config FILE; see relay.example.toml).")
+		p("Only this computer can reach this address. For a phone or another computer,")
+		p("listen on an address they reach, with HTTPS (Obsidian on phones needs it):")
+		p("set listen and [tls] in a configuration file (--config FILE; see")
+		p("cmd/livesync-relay/relay.example.toml).")
 	} else if strings.HasPrefix(r.url, "http:") {
-		p("Obsidian on phones needs HTTPS: set [tls] in the configuration file, or put a TLS proxy in front.")
+		p("Obsidian on phones needs HTTPS: set [tls] in the configuration file, or put a")
+		p("TLS proxy in front.")
 	}
 	p("")
-	p("Health: %s/healthz   Status (admin): %s/status   Metrics (admin): %s/metrics", r.url, r.url, r.url)
-	p("Stop with Ctrl-C: feeds end, held documents are saved, and the next start resumes them.")
+	p("Health:   %s/healthz", r.url)
+	access := "(admin)"
+	if r.s.metricsPublic {
+		access = "(public)"
+	}
+	p("Status:   %s/status    %s", r.url, access)
+	p("Metrics:  %s/metrics   %s", r.url, access)
+	p("Stop with Ctrl-C: feeds end and held documents are saved; the next start resumes them.")
 	p("")
 	io.WriteString(w, b.String())
 }

@@ -83,13 +83,17 @@ func (h *heldDatabases) openVault(ctx context.Context, name string) (*vaultStore
 	return v, nil
 }
 
-// Create makes an empty database; names the relay serves itself are
-// illegal.
+// Create makes an empty database and opens it (so that /status and the
+// metrics list it at once); names the relay serves itself are illegal.
 func (h *heldDatabases) Create(ctx context.Context, name string) error {
 	if reservedNames[name] {
 		return fmt.Errorf("%w: %q is the relay's /%s endpoint", couchapi.ErrIllegalName, name, name)
 	}
-	return h.dir.Create(ctx, name)
+	if err := h.dir.Create(ctx, name); err != nil {
+		return err
+	}
+	_, err := h.openVault(ctx, name)
+	return err
 }
 
 // Delete closes the database's hold-back and removes it.

@@ -96,6 +96,11 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 	}
 	if s.configAdmins {
 		r.admin = adminAccount{source: adminConfigDefined}
+		for _, v := range []string{envAdminUser, envAdminPassword, envAdminPasswordFile} {
+			if getenv(v) != "" {
+				log.Warn("the configuration lists admin users, so there is no built-in admin: ignoring the environment variable", "var", v)
+			}
+		}
 	} else if r.admin, err = builtinAdmin(s.dataDir, getenv, s.resetAdmin); err != nil {
 		return nil, err
 	}
