@@ -203,7 +203,8 @@ func (e *cliEnv) openBucket(spec remoteSpec, f commonFlags) (*minio.Bucket, erro
 // through engine/journalsync.
 type bucketRemote struct {
 	id      string
-	b       *minio.Bucket
+	bucket  string        // the bucket's name, for messages
+	b       *minio.Bucket // nil in tests that use a journal over fake objects
 	j       *journalsync.Journal
 	codec   *livesync.Codec
 	cipher  journal.Cipher // nil: plain packs
@@ -278,16 +279,16 @@ func (e *cliEnv) connectBucket(spec remoteSpec, r *replica, o connectOptions) (_
 	if err != nil {
 		return fail(err)
 	}
-	br := &bucketRemote{id: id, b: b, codec: codec, direct: spec.s3.directFetch, lastKey: map[journalsync.Direction]string{}}
+	var cipher journal.Cipher
 	if settings.Encrypt {
-		br.cipher = journalCipher(settings, salt)
+		cipher = journalCipher(settings, salt)
 	}
-	br.j, err = journalsync.New(journalsync.Config{Local: r.st, Remote: b, Cipher: br.cipher,
-		Epoch: negotiate.JournalEpoch(params), Holder: br, Progress: br.progress, DirectFetch: spec.s3.directFetch,
-		Log: e.logger(o.flags)})
+	br, err := newBucketRemote(id, b.Name(), journalsync.Config{Local: r.st, Remote: b, Cipher: cipher,
+		Epoch: negotiate.JournalEpoch(params), DirectFetch: spec.s3.directFetch, Log: e.logger(o.flags)})
 	if err != nil {
 		return fail(err)
 	}
+	br.b, br.codec = b, codec
 	if err := r.setVault(ctx, tv); err != nil {
 		return nil, err
 	}
@@ -297,6 +298,20 @@ func (e *cliEnv) connectBucket(spec remoteSpec, r *replica, o connectOptions) (_
 			return nil, err
 		}
 	}
+	return br, nil
+}
+
+// newBucketRemote opens the journal of cfg (Remote and Local set) as a
+// remote named id; the remote is the journal's Holder and Progress, and
+// passes both to the run in progress.
+func newBucketRemote(id, bucket string, cfg journalsync.Config) (*bucketRemote, error) {
+	br := &bucketRemote{id: id, bucket: bucket, cipher: cfg.Cipher, direct: cfg.DirectFetch, lastKey: map[journalsync.Direction]string{}}
+	cfg.Holder, cfg.Progress = br, br.progress
+	j, err := journalsync.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	br.j = j
 	return br, nil
 }
 
@@ -357,7 +372,7 @@ func (b *bucketRemote) wrap(err error) error {
 	if err == nil || errors.As(err, &le) || errors.As(err, &re) || errors.Is(err, context.Canceled) {
 		return err
 	}
-	return &remoteError{remote: b.id, err: err, bucket: b.b.Name()}
+	return &remoteError{remote: b.id, err: err, bucket: b.bucket}
 }
 
 // Replicate receives (pull), sends (push) or both (sync: receive first,

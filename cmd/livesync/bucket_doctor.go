@@ -146,7 +146,7 @@ func (d *doctor) checkBucketPassphrase(ctx context.Context, s livesync.Settings,
 		return
 	}
 	s.Passphrase = pass
-	br := &bucketRemote{id: d.spec.String(), b: d.bucket, cipher: journalCipher(s, salt)}
+	br := &bucketRemote{id: d.spec.String(), bucket: d.bucket.Name(), b: d.bucket, cipher: journalCipher(s, salt)}
 	err = br.checkPassphrase(ctx)
 	switch {
 	case err == nil && br.checked:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -420,7 +421,7 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 			fmt.Fprintf(env.stderr, "found %d/%d chunks\n", found, total)
 		}
 	}
-	res, err := huntChunks(ctx, rep.st, docs, active, onFound)
+	res, err := huntChunks(ctx, rep.st, docs, active, onFound, env.logger(cf))
 	if err != nil {
 		return err
 	}
@@ -567,7 +568,7 @@ func (r huntResult) reasons(ids []engine.ChunkID, sources []engine.ChunkSource) 
 // the CLI makes one pass, the background retries of a relay are not its
 // job. Found chunks are persisted in local. onFound, if set, is told how
 // many chunks each delivery brought, on one goroutine at a time.
-func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, sources []engine.ChunkSource, onFound func(n int)) (huntResult, error) {
+func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, sources []engine.ChunkSource, onFound func(n int), log *slog.Logger) (huntResult, error) {
 	res := huntResult{answers: map[string]map[engine.ChunkID]error{}}
 	if len(sources) == 0 || len(docs) == 0 {
 		return res, nil
@@ -583,7 +584,11 @@ func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, s
 	}
 	claims := fetch.NewCoordinator()
 	defer claims.Close()
-	h, err := hunt.New(hunt.Config{}, hunt.Deps{Local: local, Claims: claims, OnDelivered: func(ids []engine.ChunkID) {
+	// engine/hunt logs every pass that ends and every document it
+	// completes, after the state change: the log wakes the wait below, so
+	// the end of a pass is seen at once.
+	logger := slog.New(pokeHandler{next: log, poke: poke})
+	h, err := hunt.New(hunt.Config{Logger: logger}, hunt.Deps{Local: local, Claims: claims, OnDelivered: func(ids []engine.ChunkID) {
 		mu.Lock()
 		n := 0
 		for _, id := range ids {
@@ -633,8 +638,8 @@ func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, s
 		}
 		return true
 	}
-	// The hunt reports deliveries and answers; a slow tick covers the
-	// state changes it does not report (a pass ending).
+	// Deliveries, answers and the hunt's logs wake the wait; a slow tick
+	// is the safety net.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for !done() {
@@ -647,6 +652,38 @@ func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, s
 	}
 	res.stats = h.Stats()
 	return res, nil
+}
+
+// pokeHandler is a slog.Handler that calls poke for every record of
+// engine/hunt (at any level) and passes the records on to next (nil:
+// discards).
+type pokeHandler struct {
+	next *slog.Logger
+	poke func()
+}
+
+func (p pokeHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (p pokeHandler) Handle(ctx context.Context, r slog.Record) error {
+	p.poke()
+	if p.next != nil && p.next.Handler().Enabled(ctx, r.Level) {
+		return p.next.Handler().Handle(ctx, r)
+	}
+	return nil
+}
+
+func (p pokeHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if p.next != nil {
+		return pokeHandler{next: slog.New(p.next.Handler().WithAttrs(attrs)), poke: p.poke}
+	}
+	return p
+}
+
+func (p pokeHandler) WithGroup(name string) slog.Handler {
+	if p.next != nil {
+		return pokeHandler{next: slog.New(p.next.Handler().WithGroup(name)), poke: p.poke}
+	}
+	return p
 }
 
 // answerRecorder is a ChunkSource decorator that records each answer of

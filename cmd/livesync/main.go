@@ -201,6 +201,8 @@ func runEnv(env *cliEnv, args []string) int {
 		return exitUsage
 	}
 	env.cmd = args[0]
+	out := &answerWriter{w: env.stdout}
+	env.stdout = out
 	err := cmd(env, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -210,11 +212,23 @@ func runEnv(env *cliEnv, args []string) int {
 	}
 	code, msg := classify(err)
 	fmt.Fprintf(env.stderr, "livesync %s: %s\n", args[0], msg)
-	var de *doctorError
-	if env.json && !errors.As(err, &de) { // doctor's report is its JSON answer
+	if env.json && !out.written { // a command that answered (a report, then a partial failure) is not answered twice
 		writeJSON(env.stdout, map[string]any{"ok": false, "command": args[0], "exit_code": code, "error": msg})
 	}
 	return code
+}
+
+// answerWriter is stdout, noting whether the command wrote its answer.
+type answerWriter struct {
+	w       io.Writer
+	written bool
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		a.written = true
+	}
+	return a.w.Write(p)
 }
 
 // cliEnv is what a command may use of the process.

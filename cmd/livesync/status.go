@@ -136,7 +136,7 @@ func runStatus(env *cliEnv, args []string) error {
 		}
 		fmt.Fprintf(tw, "  quarantined\t%d %s (livesync pull --retry-quarantined tries them again)\n", len(quarantined[id]), plural(len(quarantined[id]), "pack", "packs"))
 		for _, q := range quarantined[id] {
-			fmt.Fprintf(tw, "    %s\t%s: %s (%s)\n", q.Key, q.Stage, q.Err, q.At.Local().Format("2006-01-02 15:04:05"))
+			fmt.Fprintf(tw, "\t  %s (%s, %s): %s\n", q.Key, q.Stage, q.At.Local().Format("2006-01-02 15:04:05"), q.Err)
 		}
 	}
 	return tw.Flush()

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/journal"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/store/boltstore"
+)
+
+// memBucket is a journal bucket in memory (journalsync.Objects), with
+// failures injected per List call.
+type memBucket struct {
+	mu    sync.Mutex
+	objs  map[string][]byte
+	lists int
+	// failList, if set, may fail the n-th List (1-based).
+	failList func(n int) error
+}
+
+func newMemBucket() *memBucket { return &memBucket{objs: map[string][]byte{}} }
+
+func (b *memBucket) Prefix() string { return "vault/" }
+func (b *memBucket) ID() string     { return "http://127.0.0.1:9000,bucketvault/,r" }
+
+func (b *memBucket) List(_ context.Context, after string) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lists++
+	if b.failList != nil {
+		if err := b.failList(b.lists); err != nil {
+			return nil, err
+		}
+	}
+	var keys []string
+	for k := range b.objs {
+		if k > after && journal.IsPackListingCandidate(strings.TrimPrefix(k, b.Prefix())) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, journal.ComparePackKeys)
+	return keys, nil
+}
+
+func (b *memBucket) Get(_ context.Context, key string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if o, ok := b.objs[key]; ok {
+		return bytes.Clone(o), nil
+	}
+	return nil, fmt.Errorf("%s: %w", key, engine.ErrNotFound)
+}
+
+func (b *memBucket) Put(_ context.Context, key string, body []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.objs[key] = bytes.Clone(body)
+	return nil
+}
+
+// sendFiles writes each file into a new store and sends it as its own
+// pack (one second apart); it returns the pack keys in order.
+func sendFiles(t *testing.T, b *memBucket, files ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.NewMemory(store.Options{Name: "writer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	codec, err := livesync.New(livesync.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1700000000000)
+	j, err := journalsync.New(journalsync.Config{Local: st, Remote: b, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, f := range files {
+		if _, err := putFile(ctx, st, codec, f, []byte("content of "+f+"\n"), now.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, journal.PackKey(b.Prefix(), now.UnixMilli()))
+		now = now.Add(time.Second)
+	}
+	return keys
+}
+
+func TestPollBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		n        int
+		want     time.Duration
+	}{
+		{10 * time.Second, 1, 20 * time.Second},
+		{10 * time.Second, 2, 40 * time.Second},
+		{10 * time.Second, 3, 80 * time.Second},
+		{10 * time.Second, 5, 5 * time.Minute}, // 320 s capped
+		{10 * time.Second, 50, 5 * time.Minute},
+		{time.Second, 1, 2 * time.Second},
+		{10 * time.Minute, 3, 10 * time.Minute}, // never below the interval
+	} {
+		if got := pollBackoff(tc.interval, tc.n); got != tc.want {
+			t.Errorf("pollBackoff(%s, %d) = %s, want %s", tc.interval, tc.n, got, tc.want)
+		}
+	}
+}
+
+// A watch on a bucket polls every interval; transport failures double
+// the pause, a success resets it; exact virtual times.
+func TestBucketWatchBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.NewMemory(store.Options{Name: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		mb := newMemBucket()
+		mb.failList = func(n int) error {
+			if n >= 2 && n <= 4 {
+				return &engine.Error{Op: "list packs", Stage: engine.StageTransport, Err: errors.New("connection reset by peer")}
+			}
+			return nil
+		}
+		br, err := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		var events []string
+		o := replicateOptions{live: true, interval: 10 * time.Second,
+			polled: func(journalsync.Result) {
+				events = append(events, fmt.Sprintf("ok@%s", time.Since(start)))
+				if len(events) == 6 {
+					cancel()
+				}
+			},
+			retrying: func(err error, wait time.Duration) {
+				code, _ := classify(err)
+				events = append(events, fmt.Sprintf("fail@%s exit %d wait %s", time.Since(start), code, wait))
+			}}
+		_, err = br.Replicate(ctx, st, "node", replicate.Pull, o)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("watch ended with %v, want context.Canceled", err)
+		}
+		want := []string{"ok@0s", "fail@10s exit 4 wait 20s", "fail@30s exit 4 wait 40s", "fail@1m10s exit 4 wait 1m20s", "ok@2m30s", "ok@2m40s"}
+		if !slices.Equal(events, want) {
+			t.Errorf("events\n got %q\nwant %q", events, want)
+		}
+	})
+}
+
+// A failure that waiting does not cure (credentials) ends the watch with
+// its exit code.
+func TestBucketWatchStopsOnAuth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := store.NewMemory(store.Options{Name: "w"})
+		defer st.Close()
+		mb := newMemBucket()
+		mb.failList = func(n int) error {
+			if n == 2 {
+				return &engine.Error{Op: "list packs", Stage: engine.StageAuth, Err: errors.New("minio: access denied (S3 AccessDenied, HTTP 403)")}
+			}
+			return nil
+		}
+		br, _ := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
+		start := time.Now()
+		_, err := br.Replicate(context.Background(), st, "node", replicate.Sync, replicateOptions{live: true, interval: 5 * time.Second})
+		code, msg := classify(err)
+		if code != exitAuth || !strings.Contains(msg, `bucket "b"`) || time.Since(start) != 5*time.Second {
+			t.Errorf("after %s: exit %d: %s", time.Since(start), code, msg)
+		}
+	})
+}
+
+// A damaged pack is set aside (quarantined) and reported, the others
+// arrive; the quarantine is read back without the bucket (status), a
+// later run says it is still there, and --retry-quarantined brings the
+// repaired pack.
+func TestBucketQuarantine(t *testing.T) {
+	ctx := context.Background()
+	mb := newMemBucket()
+	keys := sendFiles(t, mb, "one.md", "two.md", "three.md")
+	good := bytes.Clone(mb.objs[keys[1]])
+	mb.objs[keys[1]] = append([]byte("not deflate"), good...)
+
+	st, err := store.NewMemory(store.Options{Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	br, err := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packs []string
+	res, err := br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{packs: func(p journalsync.Progress) {
+		packs = append(packs, fmt.Sprintf("%d/%d %d+%d", p.Packs, p.Total, p.Docs, p.Chunks))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.quarantined) != 1 || res.quarantined[0].Key != keys[1] || res.quarantined[0].Stage != string(engine.StageDecode) || !res.newlyQuarantined(res.quarantined[0]) {
+		t.Fatalf("quarantined: %+v", res.quarantined)
+	}
+	if res.Pull.DocsWritten != 4 || res.Pull.LastSeq != keys[2] || res.journal.PacksReceived != 2 {
+		t.Errorf("result: %+v, journal %+v", res.Result, *res.journal)
+	}
+	if want := []string{"1/3 1+1", "2/3 1+1", "3/3 2+2"}; !slices.Equal(packs, want) {
+		t.Errorf("progress %q, want %q", packs, want)
+	}
+	code, msg := classify(journalOutcome(res))
+	if code != exitPartial || !strings.Contains(msg, "1 pack could not be opened") || !strings.Contains(msg, "--retry-quarantined") {
+		t.Errorf("outcome: exit %d %s", code, msg)
+	}
+	q, err := quarantinedPacks(ctx, st, &remoteState{JournalID: mb.ID(), JournalPrefix: mb.Prefix()})
+	if err != nil || len(q) != 1 || q[0].Key != keys[1] {
+		t.Errorf("quarantine read offline: %+v %v", q, err)
+	}
+	if q, err := quarantinedPacks(ctx, st, &remoteState{}); err != nil || q != nil {
+		t.Errorf("a CouchDB remote has no quarantine: %+v %v", q, err)
+	}
+
+	res, err = br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{})
+	if err != nil || len(res.quarantined) != 1 || res.newlyQuarantined(res.quarantined[0]) {
+		t.Errorf("second pull: %+v %v", res.quarantined, err)
+	}
+	mb.objs[keys[1]] = good
+	res, err = br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{retryQuarantined: true})
+	if err != nil || len(res.quarantined) != 0 || res.journal.PacksReceived != 1 || journalOutcome(res) != nil {
+		t.Errorf("retry after the repair: %+v %v", res, err)
+	}
+	files, err := localFiles(ctx, st)
+	if err != nil || len(files) != 3 {
+		t.Errorf("files after the retry: %d %v", len(files), err)
+	}
+}
+
+// status lists a journal's quarantined packs from the replica alone.
+func TestStatusListsQuarantine(t *testing.T) {
+	ctx := context.Background()
+	s := newSession(t)
+	mb := newMemBucket()
+	keys := sendFiles(t, mb, "one.md", "two.md")
+	mb.objs[keys[0]] = []byte("damaged")
+	bs, err := boltstore.Open(s.store, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := journalsync.New(journalsync.Config{Local: bs, Remote: mb})
+	if _, err := j.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(vaultRecord{Tweaks: newVaultSettings(vaultConfig{}).TweakValues(),
+		Remotes: map[string]*remoteState{"s3://h:9000/b/vault/": {LastPull: s.now, LastPullSeq: keys[1], JournalID: mb.ID(), JournalPrefix: mb.Prefix()}}})
+	if err := bs.PutLocal(ctx, vaultLocalID, rec); err != nil {
+		t.Fatal(err)
+	}
+	bs.Close()
+	out := s.ok("", "status")
+	for _, want := range []string{`quarantined\s+1 pack`, keys[0] + ` \(decode, `, `\(pack ` + keys[1] + `\)`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var js struct {
+		Remotes map[string]struct {
+			Quarantined []struct {
+				Key   string `json:"key"`
+				Stage string `json:"stage"`
+			} `json:"quarantined"`
+		} `json:"remotes"`
+	}
+	if err := json.Unmarshal([]byte(s.ok("", "status", "--json")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if q := js.Remotes["s3://h:9000/b/vault/"].Quarantined; len(q) != 1 || q[0].Key != keys[0] || q[0].Stage != string(engine.StageDecode) {
+		t.Errorf("status --json: %+v", js)
+	}
+}
