@@ -89,7 +89,18 @@ type Config struct {
 	// RetryQuarantined makes every Receive try the quarantined packs
 	// again (see ClearQuarantine for a one-time retry).
 	RetryQuarantined bool
+	// LateWindow is how far before the newest received pack Receive
+	// lists again (default DefaultLateWindow; negative lists strictly
+	// after it, as upstream). Pack keys are the sender's clock, so a
+	// device whose clock runs behind uploads packs whose keys sort before
+	// packs others already received; upstream never sees them. Packs in
+	// the window that were already received are skipped without a
+	// download, so the cost is the longer listing.
+	LateWindow time.Duration
 }
+
+// DefaultLateWindow is Config.LateWindow's default.
+const DefaultLateWindow = 10 * time.Minute
 
 // Validate reports a configuration error.
 func (c Config) Validate() error {
@@ -122,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.LateWindow == 0 {
+		c.LateWindow = DefaultLateWindow
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

@@ -155,6 +155,17 @@ func (m *memObjects) failGet(key string, err error) {
 	}
 }
 
+// totalGets counts every Get call.
+func (m *memObjects) totalGets() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.gets {
+		n += c
+	}
+	return n
+}
+
 func (m *memObjects) listCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -860,3 +860,52 @@ func TestPackKeyTaken(t *testing.T) {
 		}
 	})
 }
+
+// TestLateWindow: a device whose clock runs behind uploads a pack whose
+// key sorts before packs others already received. Receive lists again
+// from Config.LateWindow before its newest received pack, so it still gets
+// that pack (upstream, listing strictly after, never does: LateWindow < 0).
+func TestLateWindow(t *testing.T) {
+	ctx := t.Context()
+	const ms = int64(1800000000000)
+	at := func(ms int64) func() time.Time { return func() time.Time { return time.UnixMilli(ms) } }
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		behind time.Duration
+		want   int // files the receiver ends with
+	}{
+		{"default window, 5 min behind", 0, 5 * time.Minute, 2},
+		{"default window, 11 min behind", 0, 11 * time.Minute, 1},
+		{"1 h window, 11 min behind", time.Hour, 11 * time.Minute, 2},
+		{"upstream (no window)", -1, time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bucket := newMemObjects("p/")
+			a, late, recv := newStore(t), newStore(t), newStore(t)
+			putFile(t, a, "a.md", "from the device on time")
+			putFile(t, late, "late.md", "from the device whose clock is behind")
+			if _, err := newJournal(t, Config{Local: a, Remote: bucket, Now: at(ms)}).Send(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := newJournal(t, Config{Local: recv, Remote: bucket, LateWindow: tc.window})
+			if res, err := r.Receive(ctx); err != nil || res.PacksReceived != 1 {
+				t.Fatalf("first receive: %+v, %v", res, err)
+			}
+			if _, err := newJournal(t, Config{Local: late, Remote: bucket, Now: at(ms - tc.behind.Milliseconds())}).Send(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before := bucket.totalGets()
+			if _, err := r.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := readFiles(t, recv); len(got) != tc.want {
+				t.Fatalf("receiver holds %d files, want %d", len(got), tc.want)
+			}
+			// The pack already received is in the window but not downloaded again.
+			if n := bucket.totalGets() - before; n != tc.want-1 {
+				t.Fatalf("second receive downloaded %d packs, want %d", n, tc.want-1)
+			}
+		})
+	}
+}

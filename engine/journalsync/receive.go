@@ -63,7 +63,8 @@ func (j *Journal) receive(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// receiveList lists the bucket after the greatest received pack and
+// receiveList lists the bucket after the greatest received pack (less
+// Config.LateWindow) and
 // returns the names to apply, in key order: listed packs neither sent nor
 // received nor quarantined, plus quarantined packs released by
 // ClearQuarantine (all of them with Config.RetryQuarantined). Listed
@@ -73,6 +74,9 @@ func (j *Journal) receiveList(ctx context.Context) ([]string, error) {
 	after := ""
 	if j.st.maxReceived != "" {
 		after = j.key(j.st.maxReceived)
+		if ms, ok := journal.ParsePackKey("", j.st.maxReceived); ok && j.cfg.LateWindow > 0 {
+			after = journal.PackKey(j.prefix, max(0, ms-j.cfg.LateWindow.Milliseconds()))
+		}
 	}
 	j.mu.Unlock()
 	keys, err := j.cfg.Remote.List(ctx, after)
