@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // "creates one admin account (credentials from the environment, or
@@ -180,5 +183,30 @@ func TestHealthz(t *testing.T) {
 	}
 	if code, _ := rn.do("POST", "/healthz", "", "", nil); code != 405 {
 		t.Errorf("POST /healthz: %d", code)
+	}
+}
+
+// A stopped relay leaves no goroutine behind (the hold-back's saver and
+// purgatory driver, feeds, the HTTP server).
+func TestNoGoroutineLeftAfterStop(t *testing.T) {
+	http.DefaultClient.CloseIdleConnections()
+	before := runtime.NumGoroutine()
+	rn := startAdmin(t, t.TempDir())
+	meta, chunks := note(t, plainCodec(t), "Leak.md", "checked\n")
+	rn.pushDocs("vault", meta)
+	rn.pushDocs("vault", chunks...)
+	rn.status()
+	rn.admin("GET", "/metrics", nil, 200)
+	if code := rn.stop(); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		runtime.Gosched()
 	}
 }
