@@ -23,6 +23,14 @@ const (
 	defaultDataDir         = "livesync-data"
 	defaultDatabase        = "vault"
 	defaultShutdownTimeout = 30 * time.Second
+	// defaultMaxRequestBytes and defaultWWWAuthenticate are the values
+	// LiveSync's setup check asks a CouchDB for (chttpd
+	// max_http_request_size, httpd WWW-Authenticate; FORMAT.md §5.1), so
+	// the check passes against a relay with no configuration. Only
+	// authenticated users can send a body; lower max_request_bytes to
+	// bound the memory one request may take.
+	defaultMaxRequestBytes = 4294967296
+	defaultWWWAuthenticate = `Basic realm="couchdb"`
 )
 
 // defaultCORSOrigins are the origins the Obsidian app uses on desktop,
@@ -42,6 +50,7 @@ type fileConfig struct {
 	CORSOrigins      []string        `toml:"cors_origins"`
 	MaxRequestBytes  int64           `toml:"max_request_bytes"`
 	MaxDocumentBytes int64           `toml:"max_document_bytes"`
+	WWWAuthenticate  string          `toml:"www_authenticate"`
 	MetricsPublic    bool            `toml:"metrics_public"`
 	ShutdownTimeout  time.Duration   `toml:"shutdown_timeout"`
 	TLS              tlsConfig       `toml:"tls"`
@@ -52,6 +61,7 @@ type fileConfig struct {
 
 	path       string // the file it was read from; "" for no file
 	corsSet    bool   // cors_origins was given (an empty list turns CORS off)
+	wwwAuthSet bool   // www_authenticate was given ("" turns the header off)
 	dbsDefined bool   // databases was given (an empty list declares none)
 }
 
@@ -126,6 +136,7 @@ func parseConfig(text, path string) (*fileConfig, error) {
 	}
 	c.path = path
 	c.corsSet = md.IsDefined("cors_origins")
+	c.wwwAuthSet = md.IsDefined("www_authenticate")
 	c.dbsDefined = md.IsDefined("databases")
 	return &c, nil
 }

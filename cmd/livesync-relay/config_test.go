@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,4 +178,30 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		_ = c.validate()
 	})
+}
+
+// TestDefaultsPassTheLiveSyncSetupCheck: with no configuration, the values
+// LiveSync's setup check reads from a CouchDB (FORMAT.md §5.1) are the
+// ones it asks for, and a 401 carries the WWW-Authenticate header it
+// expects.
+func TestDefaultsPassTheLiveSyncSetupCheck(t *testing.T) {
+	rn := startAdmin(t, t.TempDir())
+	for path, want := range map[string]string{
+		"/_node/_local/_config/chttpd/max_http_request_size": `"4294967296"`,
+		"/_node/_local/_config/httpd/WWW-Authenticate":       `"Basic realm=\"couchdb\""`,
+	} {
+		if got := strings.TrimSpace(string(rn.admin("GET", path, nil, 200))); got != want {
+			t.Errorf("GET %s = %s, want %s", path, got, want)
+		}
+	}
+	req, _ := http.NewRequest("GET", rn.url+"/vault", nil)
+	req.SetBasicAuth(defaultAdminName, "wrong")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Basic realm="couchdb"` {
+		t.Fatalf("wrong password: %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
 }

@@ -147,7 +147,8 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 	cc := couchapi.Config{
 		Databases: r.dbs, Users: users, CORSOrigins: s.cors,
 		MaxRequestBytes: s.maxRequestBytes, MaxDocumentBytes: s.maxDocumentBytes,
-		CookieSecret: randomBytes(32), UUID: r.uuid, Log: log.With("component", "couchapi"),
+		WWWAuthenticate: s.wwwAuthenticate,
+		CookieSecret:    randomBytes(32), UUID: r.uuid, Log: log.With("component", "couchapi"),
 		PasswordIterations: passwordIterations, // every password is hashed already; this is the cost of the unknown-user check
 	}
 	ac := cc

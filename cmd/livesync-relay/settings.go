@@ -35,6 +35,7 @@ type settings struct {
 	cors             []string
 	maxRequestBytes  int64
 	maxDocumentBytes int64
+	wwwAuthenticate  string
 	metricsPublic    bool
 	shutdownTimeout  time.Duration
 	logFormat        string
@@ -79,6 +80,13 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 	}
 	if fc.corsSet {
 		s.cors = fc.CORSOrigins
+	}
+	if s.maxRequestBytes == 0 {
+		s.maxRequestBytes = defaultMaxRequestBytes
+	}
+	s.wwwAuthenticate = defaultWWWAuthenticate
+	if fc.wwwAuthSet {
+		s.wwwAuthenticate = fc.WWWAuthenticate
 	}
 	if s.listen == "" {
 		s.listen = defaultListen
