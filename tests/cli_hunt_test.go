@@ -256,10 +256,20 @@ func testCLIHuntSplit(t *testing.T, c *cliRunner) {
 	if len(h.Held) != len(paths) {
 		t.Fatalf("held before the hunt: %d files, want %d", len(h.Held), len(paths))
 	}
+	// cat --remote reads a file of the second half from the bucket's
+	// packs (direct_fetch); without direct fetch the bucket cannot.
+	p := second[0]
+	if got := c.ok(t, work, cenv, "cat", p, "--remote", "bucket", "--store", store).stdout; got != string(inputs[p]) {
+		t.Errorf("cat --remote bucket %s: %d bytes, want %d", p, len(got), len(inputs[p]))
+	}
+	benv := map[string]string{"LIVESYNC_PASSPHRASE": pass, "LIVESYNC_S3_SECRET_KEY": e.secret}
+	if r := c.run(t, work, benv, "cat", second[1], "--remote", bucketURL(e, b), "--store", store); r.code != 3 || !strings.Contains(r.stderr, "direct_fetch") {
+		t.Errorf("cat --remote on a bucket without direct fetch: exit %d %q", r.code, r.stderr)
+	}
 	r := c.ok(t, work, cenv, "hunt", "--retry", "--json", "--store", store)
 	c.noSecrets(t, r, pass, e.secret)
 	h = parseHunt(t, r)
-	if !h.OK || len(h.Released) != len(paths) || len(h.Held) != 0 {
+	if !h.OK || len(h.Released) != len(paths)-1 || len(h.Held) != 0 {
 		t.Fatalf("hunt --retry: %s\n%s", r.stdout, r.stderr)
 	}
 	found := map[string]int{}
@@ -267,8 +277,21 @@ func testCLIHuntSplit(t *testing.T, c *cliRunner) {
 		found[s.Remote] = s.ChunksFound
 	}
 	couchID, bucketID := c.couch.url+"/"+name, "s3://"+e.hostPort()+"/"+b.Name()+"/"+b.Prefix()
-	if found[couchID] != len(firstIDs) || found[bucketID] != len(onlySecond) {
-		t.Errorf("chunks found: %v; want %d from CouchDB and %d from the bucket", found, len(firstIDs), len(onlySecond))
+	// Each source's chunks that cat did not fetch already.
+	couchWant, bucketWant := 0, 0
+	catIDs := fileChunkIDs(metas, p)
+	for id := range firstIDs {
+		if !catIDs[id] {
+			couchWant++
+		}
+	}
+	for id := range onlySecond {
+		if !catIDs[id] {
+			bucketWant++
+		}
+	}
+	if found[couchID] != couchWant || found[bucketID] != bucketWant {
+		t.Errorf("chunks found: %v; want %d from CouchDB and %d from the bucket", found, couchWant, bucketWant)
 	}
 	for _, p := range paths {
 		if got := c.ok(t, work, cenv, "cat", p, "--store", store).stdout; got != string(inputs[p]) {
