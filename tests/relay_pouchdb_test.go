@@ -19,114 +19,17 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
-// livesyncClientJS is a real PouchDB 9 client doing what the LiveSync
-// plugin does against a CouchDB remote (FORMAT.md §5.3, §5.6), in two
-// modes:
-//
-//	roundtrip: replicate.from the remote with readChunksOnline's selector
-//	  {"type":{"$ne":"leaf"}} (batch_size / batches_limit 25), fetch the
-//	  chunks named in --chunks with allDocs({keys, include_docs}) in
-//	  groups of 100 (error rows and rows without doc dropped) and store
-//	  them with new_edits=false, then replicate.to a second database.
-//	sync: local.sync(remote, {live: true, retry: false, heartbeat: 30000,
-//	  pull: {selector}}) as LiveSync's continuous mode; prints READY when
-//	  caught up, writes a local document "from-pouch", prints GOT <id>
-//	  <rev> when --wait-for arrives, and on stdin's end prints LOCAL
-//	  [ids…] and exits.
-//
-// It needs tests/pouchdb/node_modules (POUCH_MODULES names that folder)
-// and fails loudly on any replication error. Credentials come from the
-// environment.
-const livesyncClientJS = `
-import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-const require = createRequire(process.env.POUCH_MODULES + '/');
-const PouchDB = require('pouchdb-node').plugin(require('pouchdb-adapter-memory'));
-const die = (msg) => { process.stderr.write('livesync-client: ' + msg + '\n'); process.exit(1); };
-const args = {};
-const argv = process.argv.slice(2);
-for (let i = 0; i < argv.length; i += 2) args[argv[i].replace(/^--/, '')] = argv[i + 1];
-const auth = { username: process.env.LIVESYNC_TEST_COUCHDB_USER, password: process.env.LIVESYNC_TEST_COUCHDB_PASSWORD };
-const remoteOf = (db) => new PouchDB(args.url.replace(/\/+$/, '') + '/' + encodeURIComponent(db), { adapter: 'http', skip_setup: true, auth });
-const selector = { type: { $ne: 'leaf' } };
-const opts = { batch_size: 25, batches_limit: 25, style: 'all_docs' };
-const local = new PouchDB('copy-' + randomBytes(6).toString('hex'), { adapter: 'memory' });
-const run = (rep) => new Promise((resolve, reject) => {
-	rep.on('denied', (e) => reject(new Error('denied: ' + JSON.stringify(e))));
-	rep.on('error', reject);
-	rep.on('complete', (res) => (res.ok === false || res.doc_write_failures > 0) ? reject(new Error(JSON.stringify(res))) : resolve(res));
-});
-try {
-	if (args.mode === 'roundtrip') {
-		const remote = remoteOf(args.db);
-		const pulled = await run(local.replicate.from(remote, { ...opts, selector, retry: false }));
-		const ids = JSON.parse(readFileSync(args.chunks, 'utf8'));
-		let fetched = 0, requests = 0;
-		for (let i = 0; i < ids.length; i += 100) {
-			const res = await remote.allDocs({ keys: ids.slice(i, i + 100), include_docs: true });
-			requests++;
-			const docs = res.rows.filter((r) => !r.error && r.doc).map((r) => r.doc);
-			fetched += docs.length;
-			const out = await local.bulkDocs(docs, { new_edits: false });
-			if (out.some((r) => r.error)) die('storing chunks: ' + JSON.stringify(out.filter((r) => r.error)));
-		}
-		const pushed = await run(local.replicate.to(remoteOf(args.db2), { ...opts, retry: false }));
-		const info = await local.info();
-		process.stdout.write(JSON.stringify({ pulled: pulled.docs_written, fetched, requests, pushed: pushed.docs_written, local: info.doc_count }) + '\n');
-	} else if (args.mode === 'sync') {
-		const remote = remoteOf(args.db);
-		const rep = local.sync(remote, { live: true, retry: false, heartbeat: 30000, batch_size: 25, batches_limit: 25, push: {}, pull: { selector } });
-		let ready = false, got = false;
-		rep.on('error', (e) => die('sync error: ' + (e && (e.stack || e.message || JSON.stringify(e)))));
-		rep.on('denied', (e) => die('denied: ' + JSON.stringify(e)));
-		rep.on('paused', async (err) => {
-			if (err) die('paused with an error: ' + JSON.stringify(err));
-			if (!ready) {
-				ready = true;
-				await local.put({ _id: 'from-pouch', type: 'plain', path: 'from-pouch.md' });
-				process.stdout.write('READY\n');
-			}
-		});
-		const watch = local.changes({ live: true, since: 'now' }).on('change', (c) => {
-			if (!got && c.id === args['wait-for']) {
-				got = true;
-				process.stdout.write('GOT ' + c.id + ' ' + c.changes[0].rev + '\n');
-			}
-		});
-		process.stdin.resume();
-		await new Promise((resolve) => process.stdin.on('end', resolve));
-		rep.cancel();
-		watch.cancel();
-		const all = await local.allDocs();
-		process.stdout.write('LOCAL ' + JSON.stringify(all.rows.map((r) => r.id)) + '\n');
-	} else {
-		die('unknown mode ' + args.mode);
-	}
-	await local.destroy();
-	process.exit(0);
-} catch (e) {
-	die(e && (e.stack || e.message || JSON.stringify(e)));
-}
-`
-
-// livesyncClient writes livesyncClientJS to a temporary file and returns
-// a command running it with the server's credentials in the environment.
+// livesyncClient returns a command running tests/pouchdb/livesync-client.mjs
+// (a real PouchDB 9 client configured as LiveSync configures it; its
+// header describes the modes) against the test's server, with the
+// server's credentials in the environment.
 func livesyncClient(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
 	t.Helper()
 	node, script := pouchClient(t)
-	modules, err := filepath.Abs(filepath.Join(filepath.Dir(script), "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := filepath.Join(t.TempDir(), "livesync-client.mjs")
-	if err := os.WriteFile(js, []byte(livesyncClientJS), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	js := filepath.Join(filepath.Dir(script), "livesync-client.mjs")
 	e := couchServer(t)
 	cmd := exec.CommandContext(ctx, node, append([]string{js, "--url", e.url}, args...)...)
-	cmd.Env = append(os.Environ(), "POUCH_MODULES="+modules,
-		"LIVESYNC_TEST_COUCHDB_USER="+e.user, "LIVESYNC_TEST_COUCHDB_PASSWORD="+e.password)
+	cmd.Env = append(os.Environ(), "LIVESYNC_TEST_COUCHDB_USER="+e.user, "LIVESYNC_TEST_COUCHDB_PASSWORD="+e.password)
 	return cmd
 }
 
