@@ -293,7 +293,7 @@ func testCLIS3CorruptPack(t *testing.T, c *cliRunner) {
 	}
 	bad := bytes.Clone(good)
 	bad[len(bad)/2] ^= 0xff
-	if err := b.Put(ctxT(t), keys[1], bad); err != nil {
+	if err := b.PutObject(ctxT(t), strings.TrimPrefix(keys[1], b.Prefix()), bad); err != nil {
 		t.Fatal(err)
 	}
 
@@ -322,7 +322,7 @@ func testCLIS3CorruptPack(t *testing.T, c *cliRunner) {
 		t.Errorf("retry of a damaged pack: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// Repaired, the retry brings it.
-	if err := b.Put(ctxT(t), keys[1], good); err != nil {
+	if err := b.PutObject(ctxT(t), strings.TrimPrefix(keys[1], b.Prefix()), good); err != nil {
 		t.Fatal(err)
 	}
 	c.ok(t, work, env, "pull", bucketURL(e, b), "--store", reader, "--retry-quarantined", "--quiet")

@@ -66,9 +66,13 @@ func (b *memBucket) Get(_ context.Context, key string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", key, engine.ErrNotFound)
 }
 
+// Put is create-only, as the port says.
 func (b *memBucket) Put(_ context.Context, key string, body []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if old, ok := b.objs[key]; ok && !bytes.Equal(old, body) {
+		return fmt.Errorf("%s: %w", key, journalsync.ErrExists)
+	}
 	b.objs[key] = bytes.Clone(body)
 	return nil
 }
