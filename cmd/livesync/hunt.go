@@ -221,11 +221,15 @@ func runHunt(env *cliEnv, args []string) error {
 	var cf commonFlags
 	addCommonFlags(fs, &cf)
 	retry := fs.Bool("retry", false, "hunt the missing chunks now, on the named remotes (default: every remote of the configuration) that can fetch by id")
+	perMinute := fs.Int("per-minute", hunt.DefaultMaxPerWindow, "with --retry: requests per minute to each remote at most (one request asks for up to 100 chunks of one file)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	env.json = cf.json
+	if *perMinute < 1 {
+		return usageError{"--per-minute must be at least 1"}
+	}
 	if len(pos) > 0 && !*retry {
 		return usageError{"hunt lists the held files of the local replica; name remotes only with --retry (hunt --retry REMOTE...)"}
 	}
@@ -249,7 +253,7 @@ func runHunt(env *cliEnv, args []string) error {
 	if !*retry {
 		return printHeld(env, files)
 	}
-	return retryHunt(env, cf, cfg, rep, rec, files, pos)
+	return retryHunt(env, cf, cfg, rep, rec, files, pos, hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
 }
 
 // printHeld lists the held files.
@@ -331,7 +335,7 @@ type huntSource struct {
 
 // retryHunt connects the remotes, hunts the held files' chunks, and
 // reports what was released and what is still missing and why.
-func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *heldRecord, files []heldFile, names []string) error {
+func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *heldRecord, files []heldFile, names []string, hc hunt.Config) error {
 	ctx := env.ctx
 	if len(files) == 0 {
 		if env.json {
@@ -421,7 +425,8 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 			fmt.Fprintf(env.stderr, "found %d/%d chunks\n", found, total)
 		}
 	}
-	res, err := huntChunks(ctx, rep.st, docs, active, onFound, env.logger(cf))
+	hc.Logger = env.logger(cf)
+	res, err := huntChunks(ctx, rep.st, docs, active, onFound, hc)
 	if err != nil {
 		return err
 	}
@@ -566,9 +571,10 @@ func (r huntResult) reasons(ids []engine.ChunkID, sources []engine.ChunkSource) 
 // returns once every missing id is local or has been asked of every
 // source in the first pass (answered missing, or the request failed):
 // the CLI makes one pass, the background retries of a relay are not its
-// job. Found chunks are persisted in local. onFound, if set, is told how
+// job. cfg is the hunt's configuration (its Logger also gets the hunt's
+// logs). Found chunks are persisted in local. onFound, if set, is told how
 // many chunks each delivery brought, on one goroutine at a time.
-func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, sources []engine.ChunkSource, onFound func(n int), log *slog.Logger) (huntResult, error) {
+func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, sources []engine.ChunkSource, onFound func(n int), cfg hunt.Config) (huntResult, error) {
 	res := huntResult{answers: map[string]map[engine.ChunkID]error{}}
 	if len(sources) == 0 || len(docs) == 0 {
 		return res, nil
@@ -587,8 +593,8 @@ func huntChunks(ctx context.Context, local engine.LocalChunks, docs []huntDoc, s
 	// engine/hunt logs every pass that ends and every document it
 	// completes, after the state change: the log wakes the wait below, so
 	// the end of a pass is seen at once.
-	logger := slog.New(pokeHandler{next: log, poke: poke})
-	h, err := hunt.New(hunt.Config{Logger: logger}, hunt.Deps{Local: local, Claims: claims, OnDelivered: func(ids []engine.ChunkID) {
+	cfg.Logger = slog.New(pokeHandler{next: cfg.Logger, poke: poke})
+	h, err := hunt.New(cfg, hunt.Deps{Local: local, Claims: claims, OnDelivered: func(ids []engine.ChunkID) {
 		mu.Lock()
 		n := 0
 		for _, id := range ids {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/enginetest"
+	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -57,7 +58,7 @@ func TestHuntChunks(t *testing.T) {
 				local := enginetest.NewMemChunks()
 				start := time.Now()
 				var found []int
-				res, err := huntChunks(context.Background(), local, docs, tc.sources, func(n int) { found = append(found, n) }, nil)
+				res, err := huntChunks(context.Background(), local, docs, tc.sources, func(n int) { found = append(found, n) }, hunt.Config{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -105,12 +106,18 @@ func TestHuntChunksThrottled(t *testing.T) {
 		}
 		local := enginetest.NewMemChunks()
 		start := time.Now()
-		res, err := huntChunks(context.Background(), local, docs, []engine.ChunkSource{src}, nil, nil)
+		res, err := huntChunks(context.Background(), local, docs, []engine.ChunkSource{src}, nil, hunt.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d != time.Minute || local.Len() != 40 || res.stats.Sources["couch:5984"].Requests != 40 {
 			t.Errorf("after %s: %d chunks local, %+v", d, local.Len(), res.stats.Sources["couch:5984"])
+		}
+		// --per-minute 40: no wait.
+		local, start = enginetest.NewMemChunks(), time.Now()
+		if _, err := huntChunks(context.Background(), local, docs, []engine.ChunkSource{src}, nil, hunt.Config{MaxPerWindow: 40, Window: time.Minute}); err != nil ||
+			time.Since(start) != 0 || local.Len() != 40 {
+			t.Errorf("40 per minute: after %s, %d chunks local, %v", time.Since(start), local.Len(), err)
 		}
 	})
 }
@@ -121,7 +128,7 @@ func TestHuntChunksInterrupted(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(5*time.Second, cancel)
 		start := time.Now()
-		_, err := huntChunks(ctx, enginetest.NewMemChunks(), []huntDoc{{id: "d", missing: []string{"h:1"}}}, []engine.ChunkSource{hangingSource{}}, nil, nil)
+		_, err := huntChunks(ctx, enginetest.NewMemChunks(), []huntDoc{{id: "d", missing: []string{"h:1"}}}, []engine.ChunkSource{hangingSource{}}, nil, hunt.Config{})
 		if !errors.Is(err, context.Canceled) || time.Since(start) != 5*time.Second {
 			t.Errorf("after %s: %v", time.Since(start), err)
 		}
@@ -196,6 +203,9 @@ func TestHuntListing(t *testing.T) {
 	}
 	if code, _, errs := s.run("", "hunt", "home"); code != exitUsage || !strings.Contains(errs, "--retry") {
 		t.Errorf("hunt REMOTE without --retry: exit %d %q", code, errs)
+	}
+	if code, _, errs := s.run("", "hunt", "--retry", "--per-minute", "0"); code != exitUsage || !strings.Contains(errs, "--per-minute") {
+		t.Errorf("hunt --per-minute 0: exit %d %q", code, errs)
 	}
 	if code, _, errs := s.run("", "hunt", "--retry"); code != exitUsage || !strings.Contains(errs, "no remote to hunt on") {
 		t.Errorf("hunt --retry without remotes: exit %d %q", code, errs)

@@ -47,7 +47,8 @@
 // the pull that brought them, in the _local document
 // livesync-go-cli-held), and the last hunt's result; hunt --retry hunts
 // their chunks through engine/hunt (its per-source throttle: 5 requests
-// in flight and 30 per minute on each remote) on every remote that can
+// in flight and 30 per minute on each remote, --per-minute to change it;
+// one request asks for up to 100 chunks of one file) on every remote that can
 // fetch chunks by id, and reports what it released and why the rest is
 // still missing. Nothing hunts in the background: no next attempt is
 // ever scheduled.
