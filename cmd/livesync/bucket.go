@@ -437,7 +437,13 @@ func (b *bucketRemote) result(dir replicate.Direction, res journalsync.Result) s
 	out := syncResult{journal: &res}
 	if dir&replicate.Pull != 0 {
 		n := res.DocsWritten + res.ChunksReceived
-		out.Pull = replicate.Progress{Direction: replicate.Pull, DocsRead: n, DocsWritten: n, LastSeq: b.lastKey[journalsync.Receiving]}
+		last := b.lastKey[journalsync.Receiving]
+		for _, q := range res.Quarantined {
+			if q.Key == last {
+				last = "" // not received: the replica keeps naming the last pack it applied
+			}
+		}
+		out.Pull = replicate.Progress{Direction: replicate.Pull, DocsRead: n, DocsWritten: n, LastSeq: last}
 	}
 	if dir&replicate.Push != 0 {
 		out.Push = replicate.Progress{Direction: replicate.Push, DocsRead: res.RecordsSent, DocsWritten: res.RecordsSent, LastSeq: b.lastKey[journalsync.Sending]}
