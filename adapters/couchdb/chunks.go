@@ -94,3 +94,53 @@ func (s *ChunkSource) CanFetchDirect() bool { return !s.db.cfg.LocalChunksOnly }
 
 // ThrottleKey is the server's host:port.
 func (s *ChunkSource) ThrottleKey() string { return s.db.ThrottleKey() }
+
+// DocsByID reads the current revision of each document in ids with POST
+// _all_docs?include_docs=true (at most MaxChunkKeys ids per call), and
+// returns them exactly as the server stores them: the remote form, _rev
+// included, nothing decoded. Ids the server does not have, and deleted
+// documents, are absent from the map. It is the raw counterpart of
+// ChunkSource.FetchChunks, for a relay that keeps the remote form of a
+// vault (chunks still encrypted) and must not decode it.
+func (d *DB) DocsByID(ctx context.Context, ids []string) (map[string]json.RawMessage, error) {
+	if len(ids) > MaxChunkKeys {
+		return nil, fmt.Errorf("couchdb: docs by id: %d ids, at most %d per request", len(ids), MaxChunkKeys)
+	}
+	out := map[string]json.RawMessage{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var a struct {
+		Rows []struct {
+			Key   string `json:"key"`
+			Error string `json:"error"`
+			Value struct {
+				Deleted bool `json:"deleted"`
+			} `json:"value"`
+			Doc json.RawMessage `json:"doc"`
+		} `json:"rows"`
+	}
+	q := url.Values{"include_docs": {"true"}}
+	if err := d.do(ctx, "docs by id", "", http.MethodPost, d.dbURL("/_all_docs", q),
+		map[string]any{"keys": ids}, &a); err != nil {
+		return nil, err
+	}
+	for _, r := range a.Rows {
+		if r.Error != "" || r.Value.Deleted || len(r.Doc) == 0 || string(r.Doc) == "null" {
+			continue
+		}
+		var head struct {
+			ID      string `json:"_id"`
+			Deleted bool   `json:"_deleted"`
+		}
+		if err := json.Unmarshal(r.Doc, &head); err != nil {
+			return nil, &engine.Error{Op: "docs by id", DocID: r.Key, Stage: engine.StageProtocol,
+				Err: fmt.Errorf("couchdb: a row's doc is not a JSON object: %w", engine.ErrMalformed)}
+		}
+		if head.ID != r.Key || head.Deleted {
+			continue
+		}
+		out[r.Key] = r.Doc
+	}
+	return out, nil
+}

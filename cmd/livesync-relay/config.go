@@ -58,6 +58,7 @@ type fileConfig struct {
 	Users            []userConfig    `toml:"users"`
 	Databases        []dbConfig      `toml:"databases"`
 	Purgatory        purgatoryConfig `toml:"purgatory"`
+	Hunt             huntConfig      `toml:"hunt"`
 
 	path       string // the file it was read from; "" for no file
 	corsSet    bool   // cors_origins was given (an empty list turns CORS off)
@@ -90,11 +91,12 @@ type userConfig struct {
 
 // dbConfig is one [[databases]] table: a database created at start if
 // missing, with the vault passphrase that lets the hold-back read
-// obfuscated metadata.
+// obfuscated metadata, and the upstreams it is bridged to.
 type dbConfig struct {
-	Name           string `toml:"name"`
-	PassphraseFile string `toml:"passphrase_file"`
-	PassphraseEnv  string `toml:"passphrase_env"`
+	Name           string           `toml:"name"`
+	PassphraseFile string           `toml:"passphrase_file"`
+	PassphraseEnv  string           `toml:"passphrase_env"`
+	Upstreams      []upstreamConfig `toml:"upstreams"`
 }
 
 // purgatoryConfig is the [purgatory] table; zero values mean the
@@ -195,6 +197,7 @@ func (c *fileConfig) validate() error {
 		if d.PassphraseFile != "" && d.PassphraseEnv != "" {
 			bad("databases %q: give passphrase_file or passphrase_env, not both", d.Name)
 		}
+		validateUpstreams(d, bad)
 	}
 	users := make([]couchapi.User, 0, len(c.Users))
 	for i, u := range c.Users {
@@ -228,6 +231,9 @@ func (c *fileConfig) validate() error {
 	}
 	if err := c.Purgatory.holdback().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.Hunt.config().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("hunt: %w", err))
 	}
 	if len(errs) > 0 {
 		where := "configuration"

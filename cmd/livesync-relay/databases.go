@@ -17,6 +17,7 @@ import (
 	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/holdback"
+	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
@@ -41,7 +42,10 @@ type heldDatabases struct {
 	// passphrases of the databases the configuration gives one (secret:
 	// never logged).
 	passphrases map[string]string
-	log         *slog.Logger
+	// bridging, when set, names the upstreams of databases and the
+	// hunt's configuration (setUpstreams).
+	bridging map[string]bridgeSetup
+	log      *slog.Logger
 
 	mu     sync.Mutex
 	open   map[string]*vaultStore
@@ -52,6 +56,15 @@ var _ couchapi.Databases = (*heldDatabases)(nil)
 
 func newHeldDatabases(dir *couchapi.DirDatabases, dataDir string, cfg holdback.Config, passphrases map[string]string, log *slog.Logger) *heldDatabases {
 	return &heldDatabases{dir: dir, dataDir: dataDir, cfg: cfg, passphrases: passphrases, log: log, open: map[string]*vaultStore{}}
+}
+
+// setUpstreams gives the databases their upstreams (before any is
+// opened): uuid is the relay's, for replication ids.
+func (h *heldDatabases) setUpstreams(uuid string, ups map[string][]upstreamSpec, hc hunt.Config) {
+	h.bridging = map[string]bridgeSetup{}
+	for db, specs := range ups {
+		h.bridging[db] = bridgeSetup{uuid: uuid, specs: specs, hunt: hc}
+	}
 }
 
 // Open returns the named database served through the hold-back.
@@ -75,7 +88,11 @@ func (h *heldDatabases) openVault(ctx context.Context, name string) (*vaultStore
 	if err != nil {
 		return nil, err
 	}
-	v, err := openVaultStore(ctx, name, inner, h.cfg, h.passphrases[name], h.log.With("db", name))
+	var setup *bridgeSetup
+	if b, ok := h.bridging[name]; ok {
+		setup = &b
+	}
+	v, err := openVaultStore(ctx, name, inner, h.cfg, h.passphrases[name], setup, h.log.With("db", name))
 	if err != nil {
 		return nil, err
 	}
@@ -190,16 +207,20 @@ type vaultStore struct {
 	log        *slog.Logger
 
 	cur atomic.Pointer[holdback.Store]
-	mu  sync.RWMutex
+	// bridge, if the database has upstreams, runs them and the hunt
+	// (the hold-back's Hunter).
+	bridge *bridge
+	mu     sync.RWMutex
 	// Guarded by mu.
-	salt   []byte         // the salt of the codec in use; nil: no codec
-	carry  holdback.Stats // counters of hold-backs replaced by a rebuild
+	codec  *livesync.Codec // the vault's codec; nil: none (no passphrase or no salt yet)
+	salt   []byte          // the salt of the codec in use; nil: no codec
+	carry  holdback.Stats  // counters of hold-backs replaced by a rebuild
 	closed bool
 }
 
 var _ store.Store = (*vaultStore)(nil)
 
-func openVaultStore(ctx context.Context, name string, inner store.Store, cfg holdback.Config, passphrase string, log *slog.Logger) (*vaultStore, error) {
+func openVaultStore(ctx context.Context, name string, inner store.Store, cfg holdback.Config, passphrase string, setup *bridgeSetup, log *slog.Logger) (*vaultStore, error) {
 	v := &vaultStore{name: name, inner: inner, cfg: cfg, passphrase: passphrase, log: log}
 	v.cfg.Logger = log
 	var codec *livesync.Codec
@@ -214,12 +235,42 @@ func openVaultStore(ctx context.Context, name string, inner store.Store, cfg hol
 			codec, v.salt = c, salt
 		}
 	}
-	hb, err := holdback.New(v.cfg, holdback.Deps{Inner: noClose{inner}, Codec: codec})
+	v.codec = codec
+	if setup != nil {
+		b, err := newBridge(v, *setup, log)
+		if err != nil {
+			return nil, err
+		}
+		v.bridge = b
+	}
+	hb, err := holdback.New(v.cfg, holdback.Deps{Inner: noClose{inner}, Codec: codec, Hunter: v.hunter()})
 	if err != nil {
+		if v.bridge != nil {
+			v.bridge.close()
+		}
 		return nil, fmt.Errorf("database %q: %w", name, err)
 	}
 	v.cur.Store(hb)
+	if v.bridge != nil {
+		v.bridge.start()
+	}
 	return v, nil
+}
+
+// hunter is the hold-back's Hunter: the bridge's hunt, or none.
+func (v *vaultStore) hunter() purgatory.Hunter {
+	if v.bridge == nil {
+		return nil
+	}
+	return v.bridge.hunt
+}
+
+// currentCodec returns the vault's codec and its salt (nil without the
+// passphrase or before the vault has a salt).
+func (v *vaultStore) currentCodec() (*livesync.Codec, []byte) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.codec, v.salt
 }
 
 // vaultCodec builds the vault's codec from the passphrase, the salt in
@@ -298,10 +349,11 @@ func (v *vaultStore) rekey(ctx context.Context) {
 	if err := old.Close(); err != nil {
 		v.log.Warn("saving the hold-back before the rebuild", "err", err)
 	}
-	hb, err := holdback.New(v.cfg, holdback.Deps{Inner: noClose{v.inner}, Codec: codec})
+	hb, err := holdback.New(v.cfg, holdback.Deps{Inner: noClose{v.inner}, Codec: codec, Hunter: v.hunter()})
 	if err != nil {
 		v.log.Error("the hold-back could not be rebuilt with the vault's codec; serving without it", "err", err)
-		if hb, err = holdback.New(v.cfg, holdback.Deps{Inner: noClose{v.inner}}); err != nil {
+		codec = nil
+		if hb, err = holdback.New(v.cfg, holdback.Deps{Inner: noClose{v.inner}, Hunter: v.hunter()}); err != nil {
 			v.log.Error("the hold-back could not be reopened; writes fail until a restart", "err", err)
 			return
 		}
@@ -310,7 +362,7 @@ func (v *vaultStore) rekey(ctx context.Context) {
 		v.log.Info("the vault's salt is known: obfuscated metadata is now decrypted in memory to decide hold-back")
 	}
 	v.cur.Store(hb)
-	v.salt = salt
+	v.salt, v.codec = salt, codec
 }
 
 // addStats adds b's counters to a's (gauges are taken from b).
@@ -353,9 +405,13 @@ func (v *vaultStore) Mode() holdback.Mode { return v.cur.Load().Mode() }
 // says whether it is in use yet).
 func (v *vaultStore) hasPassphrase() bool { return v.passphrase != "" }
 
-// Close closes the hold-back, which saves its purgatory state. The
-// database file stays open (the DirDatabases closes it).
+// Close stops the upstreams and the hunt, then closes the hold-back,
+// which saves its purgatory state. The database file stays open (the
+// DirDatabases closes it).
 func (v *vaultStore) Close() error {
+	if v.bridge != nil {
+		v.bridge.stop() // before v.mu: its runners write through v
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
@@ -393,6 +449,17 @@ func (v *vaultStore) RevsDiff(ctx context.Context, revs map[string][]string) (ma
 func (v *vaultStore) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
 	return v.cur.Load().BulkGet(ctx, revs)
 }
+
+// BulkDocsFrom writes revisions replicated from source (an upstream's
+// throttle key) through the hold-back: held metadata gets the pulled
+// delay and is hunted there first.
+func (v *vaultStore) BulkDocsFrom(ctx context.Context, source string, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	return write(v, func(s *holdback.Store) ([]engine.BulkDocResult, error) { return s.BulkDocsFrom(ctx, source, docs) })
+}
+
+// ChunksArrived tells the hold-back that chunks were stored by another
+// path (the hunt's deliveries).
+func (v *vaultStore) ChunksArrived(ids []engine.ChunkID) { v.cur.Load().ChunksArrived(ids) }
 
 // BulkDocs writes replicated revisions through the hold-back.
 func (v *vaultStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {

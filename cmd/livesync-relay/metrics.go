@@ -100,11 +100,35 @@ var (
 	descRemembered = desc("purgatory_remembered_revisions", "Expired or rejected revisions remembered so that replication does not restart their hunt.")
 	descMode       = desc("holdback_mode", "1 for the database's hold-back mode: holdback, holdback-decrypt or passthrough-obfuscated.", "mode")
 	descStoreSize  = desc("store_size_bytes", "Size of the database's bbolt file.")
+
+	descUpstreamUp = desc("upstream_up",
+		"1 while the upstream replicates (or, for a source-only upstream, answers), 0 while it connects, backs off or has failed.", "upstream")
+	descUpstreamState = desc("upstream_state", "1 for the upstream's state: connecting, catching-up, live, backoff, error, stopped.", "upstream", "state")
+	descUpstreamLag   = desc("upstream_lag",
+		"Changes pending on either side after the last batch (a bucket: packs not received yet); -1 while unknown.", "upstream")
+	descUpstreamErrors = desc("upstream_errors_total", "Failures of the upstream's replication, handshake or chunk requests.", "upstream")
+	descUpstreamDocs   = desc("upstream_documents_total",
+		"Documents (a bucket: records) written to the relay (pull) or to the upstream (push).", "upstream", "direction")
+	descHuntRequests = desc("hunt_requests_total",
+		"Hunt requests by source (the upstream names of a throttle key) and outcome: found (some chunks), missing (none), failed, canceled.", "source", "outcome")
+	descHuntChunks      = desc("hunt_chunks_total", "Chunks the hunt found, by source.", "source")
+	descHuntInFlight    = desc("hunt_in_flight", "Hunt requests on the wire now, by source.", "source")
+	descHuntInWindow    = desc("hunt_in_window", "Hunt request starts inside the sliding rate window now, by source.", "source")
+	descHuntQueued      = desc("hunt_queued_documents", "Documents waiting for a source's capacity, by source.", "source")
+	descHuntMaxInFlight = desc("hunt_max_in_flight", "The most hunt requests seen on the wire at once since start, by source (never above hunt_limit{limit=\"max_in_flight\"}).", "source")
+	descHuntMaxInWindow = desc("hunt_max_in_window", "The most hunt requests seen starting within one rate window since start, by source (never above hunt_limit{limit=\"max_per_window\"}).", "source")
+	descHuntLimit       = desc("hunt_limit", "The per-source limits of the hunt: max_in_flight, max_per_window, window_seconds.", "limit")
+	descHuntDocs        = desc("hunt_documents", "Documents the hunt looks for chunks of: hunting (in a pass) or waiting (first pass or backoff).", "state")
+	descHuntDone        = desc("hunt_documents_total", "Documents that left the hunt: completed (all chunks local) or removed (released, expired or deleted otherwise).", "outcome")
+	descHuntHedges      = desc("hunt_hedges_total", "Hedge requests started (a second source asked after a slow first one).")
 )
 
 // Describe sends the descriptions of the per-database metrics.
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHeldDocs, descHeldRevs, descHoldback, descSaveErrors, descPurgatory, descRemembered, descMode, descStoreSize} {
+	for _, d := range []*prometheus.Desc{descHeldDocs, descHeldRevs, descHoldback, descSaveErrors, descPurgatory, descRemembered, descMode, descStoreSize,
+		descUpstreamUp, descUpstreamState, descUpstreamLag, descUpstreamErrors, descUpstreamDocs,
+		descHuntRequests, descHuntChunks, descHuntInFlight, descHuntInWindow, descHuntQueued, descHuntMaxInFlight, descHuntMaxInWindow,
+		descHuntLimit, descHuntDocs, descHuntDone, descHuntHedges} {
 		ch <- d
 	}
 }
@@ -142,5 +166,58 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		if size, ok := c.dbs.fileSize(db); ok {
 			gauge(descStoreSize, float64(size), db)
 		}
+		if v.bridge != nil {
+			collectBridge(v.bridge, db, gauge, counter)
+		}
 	}
+}
+
+// collectBridge reports a database's upstreams and hunt.
+func collectBridge(b *bridge, db string, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	ups, hs := b.snapshot()
+	for i, u := range ups {
+		up := 0.0
+		if b.ups[i].up() {
+			up = 1
+		}
+		gauge(descUpstreamUp, up, db, u.Name)
+		for _, st := range []string{stateConnecting, stateCatchingUp, stateLive, stateBackoff, stateError, stateStopped} {
+			v := 0.0
+			if u.State == st {
+				v = 1
+			}
+			gauge(descUpstreamState, v, db, u.Name, st)
+		}
+		gauge(descUpstreamLag, float64(u.Lag), db, u.Name)
+		counter(descUpstreamErrors, u.Errors, db, u.Name)
+		counter(descUpstreamDocs, u.DocsPulled, db, u.Name, "pull")
+		counter(descUpstreamDocs, u.DocsPushed, db, u.Name, "push")
+	}
+	seen := map[string]bool{}
+	for _, u := range ups {
+		s := u.Hunt
+		if seen[s.ThrottleKey] {
+			continue
+		}
+		seen[s.ThrottleKey] = true
+		src := b.sourceName(s.ThrottleKey)
+		counter(descHuntRequests, s.Found, db, src, "found")
+		counter(descHuntRequests, s.Missing, db, src, "missing")
+		counter(descHuntRequests, s.Failed, db, src, "failed")
+		counter(descHuntRequests, s.Canceled, db, src, "canceled")
+		counter(descHuntChunks, s.Chunks, db, src)
+		gauge(descHuntInFlight, float64(s.InFlight), db, src)
+		gauge(descHuntInWindow, float64(s.InWindow), db, src)
+		gauge(descHuntQueued, float64(s.Queued), db, src)
+		gauge(descHuntMaxInFlight, float64(s.MaxInFlight), db, src)
+		gauge(descHuntMaxInWindow, float64(s.MaxInWindow), db, src)
+	}
+	gauge(descHuntLimit, float64(hs.Limits.MaxInFlight), db, "max_in_flight")
+	gauge(descHuntLimit, float64(hs.Limits.MaxPerWindow), db, "max_per_window")
+	gauge(descHuntLimit, hs.Limits.WindowSeconds, db, "window_seconds")
+	gauge(descHuntDocs, float64(hs.Hunting), db, "hunting")
+	gauge(descHuntDocs, float64(hs.Waiting), db, "waiting")
+	counter(descHuntDone, hs.Completed, db, "completed")
+	counter(descHuntDone, hs.Removed, db, "removed")
+	counter(descHuntHedges, hs.Hedges, db)
 }

@@ -113,6 +113,7 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 		return nil, err
 	}
 	r.dbs = newHeldDatabases(dir, s.dataDir, s.holdback, s.passphrases, log)
+	r.dbs.setUpstreams(r.uuid, s.upstreams, s.huntConfig)
 	cleanup = append(cleanup, func() { r.dbs.Close() })
 	ctx := context.Background()
 	for _, name := range s.databases {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
 	"github.com/livesync-go/livesync-go/engine/holdback"
+	"github.com/livesync-go/livesync-go/engine/hunt"
 )
 
 // envConfig names the configuration file when --config is not given.
@@ -49,8 +50,11 @@ type settings struct {
 	databases []string
 	// passphrases by database (secret).
 	passphrases map[string]string
-	holdback    holdback.Config
-	resetAdmin  bool
+	// upstreams by database (secrets read: never logged).
+	upstreams  map[string][]upstreamSpec
+	huntConfig hunt.Config
+	holdback   holdback.Config
+	resetAdmin bool
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -77,6 +81,7 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		cors: defaultCORSOrigins, maxRequestBytes: fc.MaxRequestBytes, maxDocumentBytes: fc.MaxDocumentBytes,
 		metricsPublic: fc.MetricsPublic, shutdownTimeout: fc.ShutdownTimeout, logFormat: fc.Log.Format,
 		holdback: fc.Purgatory.holdback(), passphrases: map[string]string{}, resetAdmin: fl.resetAdmin,
+		upstreams: map[string][]upstreamSpec{}, huntConfig: fc.Hunt.config(),
 	}
 	if fc.corsSet {
 		s.cors = fc.CORSOrigins
@@ -133,6 +138,13 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 	if fc.dbsDefined {
 		for _, d := range fc.Databases {
 			s.databases = append(s.databases, d.Name)
+			ups, err := resolveUpstreams(fc, d, getenv)
+			if err != nil {
+				return nil, err
+			}
+			if len(ups) > 0 {
+				s.upstreams[d.Name] = ups
+			}
 			if d.PassphraseFile == "" && d.PassphraseEnv == "" {
 				continue
 			}

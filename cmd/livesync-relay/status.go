@@ -32,6 +32,11 @@ type dbStatus struct {
 	Held                 []heldStatus    `json:"held"`
 	Holdback             holdbackStatus  `json:"holdback"`
 	Purgatory            purgatoryStatus `json:"purgatory"`
+	// Upstreams are the remotes the database is bridged to (empty
+	// without any), and Hunt the hunt for held documents' chunks across
+	// them (absent without upstreams).
+	Upstreams []upstreamStatus `json:"upstreams"`
+	Hunt      *huntStatus      `json:"hunt,omitempty"`
 }
 
 // heldStatus is one held document: why it is not served yet.
@@ -95,7 +100,7 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		size, _ := r.dbs.fileSize(v.name)
 		d := dbStatus{
 			Name: v.name, Mode: string(s.Mode), ModeExplained: explainMode(s.Mode, v.hasPassphrase()),
-			PassphraseConfigured: v.hasPassphrase(), StoreBytes: size, Held: []heldStatus{},
+			PassphraseConfigured: v.hasPassphrase(), StoreBytes: size, Held: []heldStatus{}, Upstreams: []upstreamStatus{},
 			Holdback: holdbackStatus{
 				HeldRevisions: s.Held, WrittenThrough: s.WrittenThrough, Holds: s.Holds, Released: s.Released,
 				Dropped: s.Dropped, Unreadable: s.Unreadable, Undecodable: s.Undecodable, SaveErrors: s.SaveErrors,
@@ -107,10 +112,17 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 				ReleaseErrors: s.Purgatory.ReleaseErrors, Superseded: s.Purgatory.Superseded,
 			},
 		}
+		if v.bridge != nil {
+			ups, hs := v.bridge.snapshot()
+			d.Upstreams, d.Hunt = ups, &hs
+		}
 		for _, h := range v.Held() {
 			src := h.Source
-			if src == "" {
+			switch {
+			case src == "":
 				src = "client push"
+			case v.bridge != nil:
+				src = "upstream " + v.bridge.sourceName(src)
 			}
 			d.Held = append(d.Held, heldStatus{
 				Doc: h.Doc, Revisions: h.Revisions, MissingChunks: h.Missing, State: h.State.String(),

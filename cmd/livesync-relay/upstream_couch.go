@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/replicate"
+)
+
+// errSaltDiffers: a CouchDB upstream's vault salt is not the relay
+// database's, and without the passphrase the relay cannot re-encrypt.
+var errSaltDiffers = errors.New("the upstream's vault salt differs from the relay database's")
+
+// errNoUpstreamDatabase: the upstream database does not exist. The relay
+// never creates it (a typo would create an empty one).
+var errNoUpstreamDatabase = errors.New("the database does not exist on the upstream server: create it there, or fix database")
+
+// runCouch is the runner of a CouchDB upstream: handshake (salts), then a
+// finite first replication, then live replication, reconnecting with
+// backoff. A source-only upstream stops after the handshake: its hunt
+// requests are all it does.
+func (u *upstream) runCouch(ctx context.Context) {
+	delay := minRetry
+	for ctx.Err() == nil {
+		u.setState(stateConnecting)
+		rec, err := u.couchHandshake(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			u.failed(err)
+			if !retry(ctx, &delay, permanent(err)) {
+				return
+			}
+			continue
+		}
+		u.installCouchSource(rec)
+		if u.spec.mode == modeSource {
+			u.succeeded(stateLive)
+			<-ctx.Done()
+			return
+		}
+		err = u.replicateCouch(ctx, rec, &delay)
+		if ctx.Err() != nil {
+			return
+		}
+		u.failed(err)
+		if !retry(ctx, &delay, permanent(err)) {
+			return
+		}
+	}
+}
+
+// couchHandshake settles how documents cross the boundary: it gives the
+// relay database the upstream's salt when it has none (or creates one,
+// with the passphrase), gives the upstream the relay's when it has none,
+// and returns a recoder when the salts differ (nil: forward as is).
+func (u *upstream) couchHandshake(ctx context.Context) (*recoder, error) {
+	ok, err := u.couch.Exists(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &engine.Error{Op: "check database", DocID: u.spec.couch.Database, Stage: engine.StageProtocol, Err: errNoUpstreamDatabase}
+	}
+	b := u.b
+	upRaw, upSalt, err := upstreamSalt(ctx, u.couch)
+	if err != nil {
+		return nil, err
+	}
+	relayRaw, relaySalt, err := b.relaySalt(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if relaySalt == nil {
+		switch {
+		case upSalt != nil:
+			if err := b.adoptSalt(ctx, upRaw); err != nil {
+				return nil, err
+			}
+		case b.v.hasPassphrase():
+			if _, err := b.ensureRelaySalt(ctx); err != nil {
+				return nil, err
+			}
+		default:
+			// No salt anywhere and no passphrase: a vault without
+			// encryption, or one no client has set up yet. Forward.
+			u.setBoundary(boundaryForward)
+			return nil, nil
+		}
+		if relayRaw, relaySalt, err = b.relaySalt(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if upSalt == nil && relaySalt != nil {
+		if err := u.couch.PutLocal(ctx, syncParamsLocalID, withoutMeta(relayRaw)); err != nil {
+			return nil, fmt.Errorf("giving the upstream the vault's salt: %w", err)
+		}
+		if upRaw, upSalt, err = upstreamSalt(ctx, u.couch); err != nil {
+			return nil, err
+		}
+		_ = upRaw
+		u.log.Info("the upstream had no vault salt: gave it the relay database's")
+	}
+	if sameSalt(upSalt, relaySalt) {
+		u.setBoundary(boundaryForward)
+		return nil, nil
+	}
+	codec, codecSalt := b.v.currentCodec()
+	if codec == nil {
+		return nil, fmt.Errorf("%w: without the vault passphrase the relay forwards documents only to upstreams with the same salt; "+
+			"set passphrase_file or passphrase_env for database %q so that it re-encrypts at this boundary", errSaltDiffers, b.db)
+	}
+	if !sameSalt(codecSalt, relaySalt) {
+		return nil, errors.New("the relay database's vault codec is not ready yet (its salt changed); retrying")
+	}
+	upCodec, err := livesync.New(livesync.Config{Settings: codec.Settings(), Salt: upSalt})
+	if err != nil {
+		return nil, err
+	}
+	u.setBoundary(boundaryReencrypt)
+	return &recoder{up: upCodec, relay: codec}, nil
+}
+
+func (u *upstream) setBoundary(b string) {
+	u.mu.Lock()
+	u.boundary = b
+	u.mu.Unlock()
+}
+
+// withoutMeta drops _id, _rev and _revisions from a document.
+func withoutMeta(raw json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	delete(m, "_id")
+	delete(m, "_rev")
+	delete(m, "_revisions")
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// installCouchSource makes the upstream a chunk source of the hunt: raw
+// documents by id, re-encrypted when the salts differ.
+func (u *upstream) installCouchSource(rec *recoder) {
+	db := u.couch
+	u.chunks.Store(&upstreamSource{u: u, direct: true, fetch: func(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
+		docs, err := db.DocsByID(ctx, ids)
+		if err != nil {
+			return engine.FetchResult{}, err
+		}
+		var res engine.FetchResult
+		for _, id := range ids {
+			raw, ok := docs[id]
+			if !ok {
+				res.Missing = append(res.Missing, id)
+				continue
+			}
+			if rec != nil {
+				if raw, err = rec.toRelay(raw); err != nil {
+					return engine.FetchResult{}, err
+				}
+			}
+			res.Found = append(res.Found, rawChunk(id, raw))
+		}
+		return res, nil
+	}})
+}
+
+// replicateCouch runs the finite first replication, then live
+// replication until it fails or ctx ends. A successful batch resets
+// delay.
+func (u *upstream) replicateCouch(ctx context.Context, rec *recoder, delay *time.Duration) error {
+	var remote engine.Endpoint = u.couch
+	if rec != nil {
+		remote = recodedEndpoint{Endpoint: u.couch, rec: rec}
+	}
+	remote = watchedEndpoint{Endpoint: remote, u: u}
+	cfg := replicate.Config{
+		Local:    pulledInto{vaultStore: u.b.v, source: u.key},
+		Remote:   remote,
+		LocalID:  "livesync-relay/" + u.b.uuid + "/" + u.b.db,
+		RemoteID: u.spec.location(),
+		Progress: func(p replicate.Progress) { u.progress(p, delay) },
+		Log:      slog.New(&captureHandler{inner: u.log.Handler(), u: u}),
+	}
+	if u.spec.chunksOnline {
+		cfg.Selector = replicate.ChunksOnlineSelector
+	}
+	r, err := replicate.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	dir := replicate.Sync
+	switch u.spec.mode {
+	case modePull:
+		dir = replicate.Pull
+	case modePush:
+		dir = replicate.Push
+	}
+	u.setState(stateCatchingUp)
+	var res replicate.Result
+	switch dir {
+	case replicate.Pull:
+		res, err = r.Pull(ctx)
+	case replicate.Push:
+		res, err = r.Push(ctx)
+	default:
+		res, err = r.Sync(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	u.caughtUp(res, dir)
+	*delay = minRetry
+	return r.Live(ctx, dir)
+}
+
+// progress records a batch of the live or first replication.
+func (u *upstream) progress(p replicate.Progress, delay *time.Duration) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch p.Direction {
+	case replicate.Pull:
+		u.pullSeq, u.pullPending = p.LastSeq, p.Pending
+		u.pulled += uint64(countDelta(&u.lastPulled, p.DocsWritten))
+	case replicate.Push:
+		u.pushSeq, u.pushPending = p.LastSeq, p.Pending
+		u.pushed += uint64(countDelta(&u.lastPushed, p.DocsWritten))
+	}
+	u.lastOK = time.Now()
+	if u.state == stateBackoff {
+		u.state = stateLive
+	}
+}
+
+// countDelta turns a run's running total into an increment (a smaller
+// total starts a new run).
+func countDelta(last *int, total int) int {
+	d := total - *last
+	if d < 0 {
+		d = total
+	}
+	*last = total
+	return d
+}
+
+// caughtUp records the end of the first replication.
+func (u *upstream) caughtUp(res replicate.Result, dir replicate.Direction) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if dir&replicate.Pull != 0 && res.Pull.LastSeq != "" {
+		u.pullSeq = res.Pull.LastSeq
+	}
+	if dir&replicate.Push != 0 && res.Push.LastSeq != "" {
+		u.pushSeq = res.Push.LastSeq
+	}
+	if dir&replicate.Pull != 0 {
+		u.pullPending = 0
+	}
+	if dir&replicate.Push != 0 {
+		u.pushPending = 0
+	}
+	u.lastPulled, u.lastPushed = 0, 0
+	u.state, u.lastOK = stateLive, time.Now()
+}
+
+// pulledInto is the local side of an upstream's replication: the relay
+// database, with pulled documents written through the hold-back as
+// pulled from the upstream (holdback BulkDocsFrom with its throttle key),
+// so that metadata whose chunks are missing is held with the pulled
+// delay and hunted on that upstream first.
+type pulledInto struct {
+	*vaultStore
+	source string
+}
+
+// BulkDocs writes pulled documents.
+func (p pulledInto) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	return p.vaultStore.BulkDocsFrom(ctx, p.source, docs)
+}
+
+// recoder re-encrypts documents between an upstream's salt and the relay
+// database's (same passphrase and settings). Revisions are kept.
+type recoder struct{ up, relay *livesync.Codec }
+
+func (r *recoder) toRelay(raw json.RawMessage) (json.RawMessage, error) {
+	return recode(raw, r.up, r.relay)
+}
+
+func (r *recoder) toUpstream(raw json.RawMessage) (json.RawMessage, error) {
+	return recode(raw, r.relay, r.up)
+}
+
+func recode(raw json.RawMessage, from, to *livesync.Codec) (json.RawMessage, error) {
+	d, err := livesync.ParseDoc(raw)
+	if err != nil {
+		return nil, &engine.Error{Op: "re-encrypt document", Stage: engine.StageDecode, Err: err}
+	}
+	p, err := from.DecodeRemote(d)
+	if err != nil {
+		return nil, err
+	}
+	e, err := to.EncodeRemote(p)
+	if err != nil {
+		return nil, err
+	}
+	return e.MarshalJSON()
+}
+
+// recodedEndpoint is a CouchDB upstream seen in the relay's remote form:
+// documents read from it are re-encrypted with the relay database's
+// salt, documents written to it with its own.
+type recodedEndpoint struct {
+	engine.Endpoint
+	rec *recoder
+}
+
+// BulkGet reads and re-encrypts for the relay.
+func (e recodedEndpoint) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	docs, err := e.Endpoint.BulkGet(ctx, revs)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range docs {
+		if docs[i], err = e.rec.toRelay(d); err != nil {
+			return nil, err
+		}
+	}
+	return docs, nil
+}
+
+// BulkDocs re-encrypts for the upstream and writes.
+func (e recodedEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	out := make([]json.RawMessage, len(docs))
+	for i, d := range docs {
+		var err error
+		if out[i], err = e.rec.toUpstream(d); err != nil {
+			return nil, err
+		}
+	}
+	return e.Endpoint.BulkDocs(ctx, out)
+}
+
+// captureHandler passes the replicator's logs on and records its
+// warnings with an error (a live feed reconnecting, a catch-up retrying)
+// in the upstream's status: the replicator retries those itself.
+type captureHandler struct {
+	inner slog.Handler
+	u     *upstream
+}
+
+func (h *captureHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.inner.Enabled(ctx, l)
+}
+
+func (h *captureHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		var errText string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				errText = a.Value.String()
+				return false
+			}
+			return true
+		})
+		if errText != "" {
+			msg := strings.TrimPrefix(r.Message, "replicate: ")
+			h.u.mu.Lock()
+			h.u.state, h.u.lastErr, h.u.lastErrAt = stateBackoff, msg+": "+errText, time.Now()
+			h.u.errs++
+			h.u.mu.Unlock()
+		}
+	}
+	if h.inner.Enabled(ctx, r.Level) {
+		return h.inner.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *captureHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &captureHandler{inner: h.inner.WithAttrs(as), u: h.u}
+}
+
+func (h *captureHandler) WithGroup(name string) slog.Handler {
+	return &captureHandler{inner: h.inner.WithGroup(name), u: h.u}
+}
+
+// watchedEndpoint marks the upstream live again when a request to it
+// succeeds after the replicator reported a failure (its reconnection
+// starts by reading the checkpoint), so /status does not show a backoff
+// that is over while the feed waits for changes.
+type watchedEndpoint struct {
+	engine.Endpoint
+	u *upstream
+}
+
+func (w watchedEndpoint) ok(err error) {
+	if err != nil {
+		return
+	}
+	w.u.mu.Lock()
+	if w.u.state == stateBackoff {
+		w.u.state = stateLive
+	}
+	w.u.lastOK = time.Now()
+	w.u.mu.Unlock()
+}
+
+func (w watchedEndpoint) Info(ctx context.Context) (engine.EndpointInfo, error) {
+	i, err := w.Endpoint.Info(ctx)
+	w.ok(err)
+	return i, err
+}
+
+func (w watchedEndpoint) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
+	p, err := w.Endpoint.Changes(ctx, req)
+	w.ok(err)
+	return p, err
+}
+
+func (w watchedEndpoint) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
+	m, err := w.Endpoint.RevsDiff(ctx, revs)
+	w.ok(err)
+	return m, err
+}
+
+func (w watchedEndpoint) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	d, err := w.Endpoint.BulkGet(ctx, revs)
+	w.ok(err)
+	return d, err
+}
+
+func (w watchedEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	r, err := w.Endpoint.BulkDocs(ctx, docs)
+	w.ok(err)
+	return r, err
+}
+
+func (w watchedEndpoint) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
+	d, err := w.Endpoint.GetLocal(ctx, id)
+	if err == nil || errors.Is(err, engine.ErrNotFound) {
+		w.ok(nil)
+	}
+	return d, err
+}
+
+func (w watchedEndpoint) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	err := w.Endpoint.PutLocal(ctx, id, doc)
+	w.ok(err)
+	return err
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"strings"
+	"time"
+)
+
+// upstreamStatus is one upstream in /status. Nothing in it is secret:
+// locations carry no credentials and error texts no passwords.
+type upstreamStatus struct {
+	Name         string `json:"name"`
+	Kind         string `json:"kind"`
+	Mode         string `json:"mode"`
+	Location     string `json:"location"`
+	ChunksOnline bool   `json:"chunks_online"`
+	DirectFetch  bool   `json:"direct_fetch"`
+	// State is connecting, catching-up, live, backoff, error or stopped.
+	State string `json:"state"`
+	// Boundary says how documents cross: forward (same salt),
+	// re-encrypt (another salt) or encode (a journal's plaintext packs);
+	// empty before the first handshake.
+	Boundary string `json:"boundary"`
+	// LastSeq is the upstream's last sequence pulled (a journal: the last
+	// pack received); PushSeq the relay's last sequence pushed (a
+	// journal: the last pack sent).
+	LastSeq string `json:"last_seq"`
+	PushSeq string `json:"push_seq"`
+	// Lag is how far behind the relay knows it is: changes pending on
+	// either side after the last batch, or packs not received yet; -1
+	// while unknown.
+	Lag         int        `json:"lag"`
+	DocsPulled  uint64     `json:"docs_pulled"`
+	DocsPushed  uint64     `json:"docs_pushed"`
+	Errors      uint64     `json:"errors"`
+	LastError   string     `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+	LastSuccess *time.Time `json:"last_success"`
+	// Hunt is the upstream's throttle key in the database's hunt.
+	Hunt sourceStatus `json:"hunt"`
+}
+
+// sourceStatus is one throttle key of a database's hunt.
+type sourceStatus struct {
+	ThrottleKey string `json:"throttle_key"`
+	CanFetch    bool   `json:"can_fetch"`
+	Requests    uint64 `json:"requests"`
+	Found       uint64 `json:"found"`
+	Missing     uint64 `json:"missing"`
+	Failed      uint64 `json:"failed"`
+	Canceled    uint64 `json:"canceled"`
+	Chunks      uint64 `json:"chunks"`
+	InFlight    int    `json:"in_flight"`
+	InWindow    int    `json:"in_window"`
+	Queued      int    `json:"queued"`
+	// MaxInFlight and MaxInWindow are the most requests the relay saw on
+	// the wire at once and starting within one rate window, since it
+	// started: the proof that the per-source limits held.
+	MaxInFlight    int     `json:"max_in_flight"`
+	MaxInWindow    int     `json:"max_in_window"`
+	MaxWaitSeconds float64 `json:"max_wait_seconds"`
+}
+
+// huntStatus is a database's hunt in /status.
+type huntStatus struct {
+	Documents int    `json:"documents"`
+	Hunting   int    `json:"hunting"`
+	Waiting   int    `json:"waiting"`
+	InFlight  int    `json:"in_flight"`
+	Completed uint64 `json:"completed"`
+	Removed   uint64 `json:"removed"`
+	Hedges    uint64 `json:"hedges"`
+	MemoHits  uint64 `json:"memo_hits"`
+	// Limits are the per-source limits every throttle key obeys.
+	Limits huntLimits `json:"limits"`
+}
+
+type huntLimits struct {
+	MaxInFlight   int     `json:"max_in_flight"`
+	MaxPerWindow  int     `json:"max_per_window"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// snapshot returns the bridge's upstreams and hunt for /status and the
+// metrics.
+func (b *bridge) snapshot() ([]upstreamStatus, huntStatus) {
+	hs := b.hunt.Stats()
+	sources := map[string]sourceStatus{}
+	for _, ks := range b.keys {
+		st := hs.Sources[ks.key]
+		mf, mw := ks.meter()
+		sources[ks.key] = sourceStatus{
+			ThrottleKey: ks.key, CanFetch: ks.CanFetchDirect(),
+			Requests: st.Requests, Found: st.Found, Missing: st.Missing, Failed: st.Failed, Canceled: st.Canceled, Chunks: st.Chunks,
+			InFlight: st.InFlight, InWindow: st.InWindow, Queued: st.Queued,
+			MaxInFlight: mf, MaxInWindow: mw, MaxWaitSeconds: st.MaxWait.Seconds(),
+		}
+	}
+	ups := make([]upstreamStatus, 0, len(b.ups))
+	for _, u := range b.ups {
+		ups = append(ups, u.status(sources[u.key]))
+	}
+	return ups, huntStatus{
+		Documents: hs.Docs, Hunting: hs.Hunting, Waiting: hs.Waiting, InFlight: hs.InFlight,
+		Completed: hs.Completed, Removed: hs.Removed, Hedges: hs.Hedges, MemoHits: hs.MemoHits,
+		Limits: huntLimits{MaxInFlight: b.huntCfg.MaxInFlight, MaxPerWindow: b.huntCfg.MaxPerWindow, WindowSeconds: b.huntCfg.Window.Seconds()},
+	}
+}
+
+func (u *upstream) status(src sourceStatus) upstreamStatus {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := upstreamStatus{
+		Name: u.spec.name, Kind: u.spec.kind, Mode: u.spec.mode, Location: u.spec.location(),
+		ChunksOnline: u.spec.chunksOnline, DirectFetch: u.spec.directFetch,
+		State: u.state, Boundary: u.boundary, LastSeq: u.pullSeq, PushSeq: u.pushSeq,
+		Lag: lag(u.pullPending, u.pushPending), DocsPulled: u.pulled, DocsPushed: u.pushed,
+		Errors: u.errs, LastError: u.lastErr, LastErrorAt: timePtr(u.lastErrAt), LastSuccess: timePtr(u.lastOK),
+		Hunt: src,
+	}
+	return s
+}
+
+// up reports whether the upstream works now (for the up metric).
+func (u *upstream) up() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.state == stateLive || u.state == stateCatchingUp
+}
+
+// lag adds the known pending counts; -1 when neither is known.
+func lag(pull, push int) int {
+	if pull < 0 && push < 0 {
+		return -1
+	}
+	return max(pull, 0) + max(push, 0)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC().Truncate(time.Millisecond)
+	return &u
+}
+
+// sourceName names the hunt source with throttle key key for /status and
+// the metrics: its upstreams' names, joined by "+" when several share it.
+func (b *bridge) sourceName(key string) string {
+	for _, ks := range b.keys {
+		if ks.key == key {
+			names := make([]string, len(ks.members))
+			for i, u := range ks.members {
+				names[i] = u.spec.name
+			}
+			return strings.Join(names, "+")
+		}
+	}
+	return key
+}
