@@ -33,6 +33,17 @@ func TestExampleConfigParsesAndValidates(t *testing.T) {
 	if !c.dbsDefined || len(c.Databases) != 2 || c.Databases[0].PassphraseFile == "" {
 		t.Errorf("databases %+v", c.Databases)
 	}
+	if ups := c.Databases[0].Upstreams; len(ups) != 2 || ups[0].Kind != kindCouchDB || ups[0].mode() != modeSync ||
+		ups[1].Kind != kindS3 || !ups[1].DirectFetch || ups[1].PollInterval != 30*time.Second || !pathStyle(ups[1]) {
+		t.Errorf("alice-notes upstreams %+v", ups)
+	}
+	if ups := c.Databases[1].Upstreams; len(ups) != 1 || ups[0].mode() != modePull || !ups[0].ChunksOnline {
+		t.Errorf("bob-notes upstreams %+v", ups)
+	}
+	if h := c.Hunt; h.MaxInFlight != 5 || h.MaxPerWindow != 30 || h.Window != time.Minute || h.BackoffBase != 20*time.Second ||
+		h.BackoffCap != 2*time.Minute || h.HedgeAfter != 30*time.Second || h.BatchSize != 100 {
+		t.Errorf("hunt %+v", h)
+	}
 	p := c.Purgatory
 	if p.PushedDelay != 3*time.Minute || p.PulledDelay != 500*time.Millisecond || p.ActiveFor != 30*time.Minute ||
 		p.SoftExpiry != 24*time.Hour || p.RememberExpired != 7*24*time.Hour || p.ReleaseRetry != 30*time.Second || p.SaveInterval != 30*time.Second {
@@ -103,6 +114,9 @@ func TestNoConfigMeansDefaults(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	up := func(body string) string { return "[[databases]]\nname = \"v\"\n[[databases.upstreams]]\n" + body }
+	couch := "name = \"c\"\nkind = \"couchdb\"\nurl = \"http://h:1\"\ndatabase = \"v\""
+	s3 := "name = \"s\"\nkind = \"s3\"\nendpoint = \"h:9000\"\nbucket = \"bkt\""
 	for _, tc := range []struct{ name, text, want string }{
 		{"unknown key", `lisen = "x"`, "unknown key(s) lisen"},
 		{"unknown nested key", "[tls]\ncert = \"a\"", "tls.cert"},
@@ -129,6 +143,28 @@ func TestConfigErrors(t *testing.T) {
 		{"user database", "[[users]]\nname = \"a\"\npassword_env = \"E\"\ndatabases = [\"A\"]", "not a valid database name"},
 		{"purgatory", "[purgatory]\nactive_for = \"-1m\"", "ActiveFor"},
 		{"save interval", "[purgatory]\nsave_interval = \"-1s\"", "SaveInterval"},
+		{"hunt", "[hunt]\nbatch_size = 101", "hunt:"},
+		{"upstream name", up("name = \"a b\"\nkind = \"couchdb\"\nurl = \"http://h:1\"\ndatabase = \"v\""), "name \"a b\""},
+		{"upstream twice", up(couch) + "\n[[databases.upstreams]]\n" + couch, "upstream \"c\" is listed twice"},
+		{"upstream kind", up("name = \"x\"\nkind = \"nostr\""), "kind \"nostr\""},
+		{"upstream mode", up(couch + "\nmode = \"both\""), "mode \"both\""},
+		{"couch url", up("name = \"x\"\nkind = \"couchdb\"\nurl = \"couch.example.com\"\ndatabase = \"v\""), "http:// or https://"},
+		{"couch url user", up("name = \"x\"\nkind = \"couchdb\"\nurl = \"http://u:p@h:1\"\ndatabase = \"v\""), "no user or password in the URL"},
+		{"couch url path", up("name = \"x\"\nkind = \"couchdb\"\nurl = \"http://h:1/v\"\ndatabase = \"v\""), "the database goes in database"},
+		{"couch database", up("name = \"x\"\nkind = \"couchdb\"\nurl = \"http://h:1\"\ndatabase = \"V\""), "not a valid database name"},
+		{"couch two passwords", up(couch + "\nuser = \"u\"\npassword_file = \"f\"\npassword_env = \"E\""), "not both"},
+		{"couch password without user", up(couch + "\npassword_env = \"E\""), "a password needs a user"},
+		{"couch chunks online push", up(couch + "\nmode = \"push\"\nchunks_online = true"), "chunks_online applies to pulls"},
+		{"couch s3 key", up(couch + "\ndirect_fetch = true"), "direct_fetch is a key of s3 upstreams"},
+		{"s3 endpoint", up("name = \"x\"\nkind = \"s3\"\ne2ee = false"), "needs endpoint and bucket"},
+		{"s3 passphrase", up(s3), "needs the vault passphrase"},
+		{"s3 secret", up(s3 + "\ne2ee = false\naccess_key = \"k\""), "give access_key with secret_key_file or secret_key_env"},
+		{"s3 two secrets", up(s3 + "\ne2ee = false\naccess_key = \"k\"\nsecret_key_file = \"f\"\nsecret_key_env = \"E\""), "not both"},
+		{"s3 source", up(s3 + "\ne2ee = false\nmode = \"source\""), "needs direct_fetch = true"},
+		{"s3 chunks online", up(s3 + "\ne2ee = false\nchunks_online = true"), "journal packs carry their chunks"},
+		{"s3 couch key", up(s3 + "\ne2ee = false\ndatabase = \"v\""), "database is a key of couchdb upstreams"},
+		{"s3 poll", up(s3 + "\ne2ee = false\npoll_interval = \"-1s\""), "poll_interval is negative"},
+		{"s3 endpoint form", up("name = \"x\"\nkind = \"s3\"\ne2ee = false\nendpoint = \"ftp://h\"\nbucket = \"b\""), "upstream \"x\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseConfig(tc.text, "test.toml")

@@ -25,10 +25,36 @@
 // A TOML file (--config FILE or $LIVESYNC_RELAY_CONFIG) sets the listen
 // address, TLS, the data folder, CORS origins, users, databases (with an
 // optional vault passphrase each), request and document size limits,
-// whether /metrics and /status are public, and the purgatory's timings.
+// whether /metrics and /status are public, the purgatory's timings,
+// each database's upstreams and the hunt's per-source limits.
 // relay.example.toml documents every key; secrets come from files or
 // environment variables, never from the file itself, and are never
 // logged.
+//
+// # Upstreams
+//
+// A database may list upstreams ([[databases.upstreams]]): CouchDB
+// databases (or other relays) and LiveSync journal buckets on S3, each
+// with its own credentials. The relay replicates with each continuously
+// (mode sync, pull or push: a finite catch-up, then live; reconnecting
+// with backoff; a bucket is listed every poll interval and sent to at
+// once when the database changes), so a note written through any of them
+// reaches all. Pulled metadata goes through the hold-back as pulled from
+// that upstream (first hunt after 500 ms). Every upstream (also those of
+// mode "source", which only serve chunks) is a chunk source of the
+// database's purgatory hunt (engine/hunt), one throttle per host:port or
+// bucket, so a held note is released once its chunks were found on any
+// of them.
+//
+// The relay stores the remote form (encrypted chunks, obfuscated
+// metadata) exactly as clients send it, and keeps it so at every
+// boundary: a CouchDB upstream with the database's salt gets and gives
+// documents unchanged (a side without a salt takes the other's); one with
+// another salt is re-encrypted, which needs the vault passphrase; a
+// bucket's packs hold the plaintext form, so the journal runs over a
+// view that encodes and decodes with the vault's codec, which needs the
+// passphrase too (or e2ee = false for an unencrypted vault). bridge.go
+// says how, in detail.
 //
 // # What is served
 //
@@ -43,7 +69,8 @@
 //
 //	GET /healthz   200 {"status":"ok"}; 503 while shutting down. Open.
 //	GET /metrics   Prometheus text format. Admin credentials unless metrics_public.
-//	GET /status    JSON: databases, hold-back mode, held documents and why. Same access.
+//	GET /status    JSON: databases, hold-back mode, held documents and why, upstreams
+//	               (state, lag, last error) and the hunt's counters per source. Same access.
 //
 // Metrics (all prefixed livesync_relay_): http_requests_total{route,code}
 // and http_request_duration_seconds{route} (route is the pattern, e.g.
@@ -51,8 +78,16 @@
 // and eventsource feeds), held_documents{db,state}, held_revisions{db},
 // holdback_revisions_total{db,outcome}, holdback_save_errors_total{db},
 // purgatory_events_total{db,event}, purgatory_remembered_revisions{db},
-// holdback_mode{db,mode}, store_size_bytes{db}; plus the Go runtime and
-// process collectors.
+// holdback_mode{db,mode}, store_size_bytes{db}; for databases with
+// upstreams upstream_up{db,upstream}, upstream_state{db,upstream,state},
+// upstream_lag{db,upstream}, upstream_errors_total{db,upstream},
+// upstream_documents_total{db,upstream,direction},
+// hunt_requests_total{db,source,outcome}, hunt_chunks_total{db,source},
+// hunt_in_flight, hunt_in_window, hunt_queued_documents,
+// hunt_max_in_flight and hunt_max_in_window{db,source},
+// hunt_limit{db,limit}, hunt_documents{db,state},
+// hunt_documents_total{db,outcome}, hunt_hedges_total{db}; plus the Go
+// runtime and process collectors.
 //
 // # Shutdown
 //

@@ -653,3 +653,37 @@ func TestUpstreamHuntSplitAcrossSources(t *testing.T) {
 		t.Fatalf("chunks by source: b %+v, c %+v", by["b"], by["c"])
 	}
 }
+
+// TestUpstreamSecretsResolve: upstream passwords and secret keys come
+// from files or the environment; a missing one is a usage error that
+// names its source, not its value.
+func TestUpstreamSecretsResolve(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "secret"), []byte("s3-secret\n"), 0o600)
+	text := "[[databases]]\nname = \"v\"\npassphrase_env = \"P\"\n" +
+		couchUpstream("c", "http://127.0.0.1:5984/", "pull", "chunks_online = true") +
+		"[[databases.upstreams]]\nname = \"s\"\nkind = \"s3\"\nendpoint = \"127.0.0.1:9000\"\nbucket = \"bkt\"\naccess_key = \"k\"\nsecret_key_file = \"secret\"\n"
+	c, err := parseConfig(text, filepath.Join(dir, "relay.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := resolve(c, flagValues{}, envOf(map[string]string{"P": "pp", "TEST_UPSTREAM_PW": "couch-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := s.upstreams["v"]
+	if len(ups) != 2 || ups[0].couch.Password != "couch-secret" || ups[0].couch.URL != "http://127.0.0.1:5984" || !ups[0].chunksOnline ||
+		ups[1].s3.SecretKey != "s3-secret" || !ups[1].s3.PathStyle || ups[1].pollInterval != defaultPollInterval {
+		t.Fatalf("upstreams %+v", ups)
+	}
+	if ups[0].location() != "http://127.0.0.1:5984/vault" || ups[1].location() != "http://127.0.0.1:9000/bkt/" {
+		t.Errorf("locations %q %q", ups[0].location(), ups[1].location())
+	}
+	_, err = resolve(c, flagValues{}, envOf(map[string]string{"P": "pp"}))
+	if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "TEST_UPSTREAM_PW") || !strings.Contains(err.Error(), `upstream "c"`) {
+		t.Fatalf("missing password: %v", err)
+	}
+}
