@@ -113,6 +113,12 @@ type bridge struct {
 
 	saltMu sync.Mutex // one salt decision at a time
 
+	// gen counts the changes of the relay database's salt (lastSalt);
+	// sessions started before the latest one are ended.
+	gen         atomic.Uint64
+	saltStateMu sync.Mutex
+	lastSalt    []byte
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -172,6 +178,11 @@ func effectiveHunt(c hunt.Config) hunt.Config {
 // forwards as is), then one runner per upstream.
 func (b *bridge) start() {
 	b.wg.Go(func() {
+		if _, salt, err := b.relaySalt(b.ctx); err == nil {
+			b.saltStateMu.Lock()
+			b.lastSalt = salt
+			b.saltStateMu.Unlock()
+		}
 		b.adoptFirstSalt(b.ctx)
 		for _, u := range b.ups {
 			if b.ctx.Err() != nil {
@@ -565,6 +576,10 @@ type upstream struct {
 
 	chunks atomic.Pointer[upstreamSource] // nil until the handshake
 
+	sessMu     sync.Mutex
+	sessCancel context.CancelFunc // ends the current session
+	sessGen    uint64             // the bridge's gen when it started
+
 	mu          sync.Mutex
 	state       string
 	boundary    string
@@ -634,14 +649,68 @@ func (u *upstream) close() {
 	}
 }
 
-// run connects and replicates until ctx ends, reconnecting after
-// failures.
+// run connects and replicates until ctx ends: one session after the
+// other, with a delay after a failure. A change of the relay database's
+// salt ends the session at once (bridge.paramsChanged) and the next one
+// handshakes again.
 func (u *upstream) run(ctx context.Context) {
 	defer u.setState(stateStopped)
-	if u.couch != nil {
-		u.runCouch(ctx)
-	} else {
-		u.runBucket(ctx)
+	delay := minRetry
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		u.sessMu.Lock()
+		u.sessCancel, u.sessGen = cancel, u.b.gen.Load()
+		gen := u.sessGen
+		u.sessMu.Unlock()
+		var err error
+		if u.couch != nil {
+			err = u.couchSession(sctx, gen, &delay)
+		} else {
+			err = u.bucketSession(sctx, gen, &delay)
+		}
+		ended := sctx.Err() != nil
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case ended || errors.Is(err, errSaltChanged):
+			u.log.Info("the database's vault salt changed: connecting again")
+			continue
+		}
+		u.failed(err)
+		if !retry(ctx, &delay, permanent(err)) {
+			return
+		}
+	}
+}
+
+// errSaltChanged ends a session whose handshake saw the relay
+// database's salt change.
+var errSaltChanged = errors.New("the relay database's vault salt changed")
+
+// paramsChanged is called after the relay database's sync parameters
+// were written (by a client, or by the bridge adopting or creating a
+// salt): when the salt changed, every upstream's session ends and
+// handshakes again with the new salt.
+func (b *bridge) paramsChanged(ctx context.Context) {
+	_, salt, err := b.relaySalt(ctx)
+	if err != nil {
+		return
+	}
+	b.saltStateMu.Lock()
+	if sameSalt(salt, b.lastSalt) {
+		b.saltStateMu.Unlock()
+		return
+	}
+	b.lastSalt = salt
+	g := b.gen.Add(1)
+	b.saltStateMu.Unlock()
+	for _, u := range b.ups {
+		u.sessMu.Lock()
+		if u.sessCancel != nil && u.sessGen < g {
+			u.sessCancel()
+		}
+		u.sessMu.Unlock()
 	}
 }
 

@@ -472,11 +472,17 @@ func (v *vaultStore) GetLocal(ctx context.Context, id string) (json.RawMessage, 
 }
 
 // PutLocal writes a _local document; a write of the sync parameters may
-// rebuild the hold-back with the vault's codec (see vaultStore).
+// rebuild the hold-back with the vault's codec (see vaultStore), and
+// reconnects the upstreams when the salt changed.
 func (v *vaultStore) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
 	_, err := write(v, func(s *holdback.Store) (struct{}, error) { return struct{}{}, s.PutLocal(ctx, id, doc) })
-	if err == nil && id == syncParamsLocalID && v.passphrase != "" {
-		v.rekey(ctx)
+	if err == nil && id == syncParamsLocalID {
+		if v.passphrase != "" {
+			v.rekey(ctx)
+		}
+		if v.bridge != nil {
+			v.bridge.paramsChanged(ctx)
+		}
 	}
 	return err
 }

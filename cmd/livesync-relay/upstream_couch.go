@@ -22,40 +22,26 @@ var errSaltDiffers = errors.New("the upstream's vault salt differs from the rela
 // never creates it (a typo would create an empty one).
 var errNoUpstreamDatabase = errors.New("the database does not exist on the upstream server: create it there, or fix database")
 
-// runCouch is the runner of a CouchDB upstream: handshake (salts), then a
-// finite first replication, then live replication, reconnecting with
-// backoff. A source-only upstream stops after the handshake: its hunt
-// requests are all it does.
-func (u *upstream) runCouch(ctx context.Context) {
-	delay := minRetry
-	for ctx.Err() == nil {
-		u.setState(stateConnecting)
-		rec, err := u.couchHandshake(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			u.failed(err)
-			if !retry(ctx, &delay, permanent(err)) {
-				return
-			}
-			continue
-		}
-		u.installCouchSource(rec)
-		if u.spec.mode == modeSource {
-			u.succeeded(stateLive)
-			<-ctx.Done()
-			return
-		}
-		err = u.replicateCouch(ctx, rec, &delay)
-		if ctx.Err() != nil {
-			return
-		}
-		u.failed(err)
-		if !retry(ctx, &delay, permanent(err)) {
-			return
-		}
+// couchSession is one connection of a CouchDB upstream: handshake
+// (salts), then a finite first replication, then live replication,
+// until it fails or ctx ends. A source-only upstream waits after the
+// handshake: its hunt requests are all it does.
+func (u *upstream) couchSession(ctx context.Context, gen uint64, delay *time.Duration) error {
+	u.setState(stateConnecting)
+	rec, err := u.couchHandshake(ctx)
+	if err != nil {
+		return err
 	}
+	if u.b.gen.Load() != gen {
+		return errSaltChanged
+	}
+	u.installCouchSource(rec)
+	if u.spec.mode == modeSource {
+		u.succeeded(stateLive)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return u.replicateCouch(ctx, rec, delay)
 }
 
 // couchHandshake settles how documents cross the boundary: it gives the

@@ -36,40 +36,26 @@ var openBucket = func(cfg minio.Config, log *slog.Logger) (bucketRemote, error) 
 // vault.
 var errPlainVault = errors.New("the vault uses end-to-end encryption, but this bucket upstream is configured with e2ee = false and the database has no passphrase")
 
-// runBucket is the runner of a bucket upstream: the bucket's salt, the
-// relay database's codec, then the journal — received, sent or both
-// every poll interval, and at once when the relay database changes (push
-// and sync) — with backoff after failures. A source-only upstream only
-// answers the hunt from its pack index.
-func (u *upstream) runBucket(ctx context.Context) {
-	delay := minRetry
-	for ctx.Err() == nil {
-		u.setState(stateConnecting)
-		j, err := u.openJournal(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			u.failed(err)
-			if !retry(ctx, &delay, permanent(err)) {
-				return
-			}
-			continue
-		}
-		if u.spec.mode == modeSource {
-			u.succeeded(stateLive)
-			<-ctx.Done()
-			return
-		}
-		err = u.followJournal(ctx, j, &delay)
-		if ctx.Err() != nil {
-			return
-		}
-		u.failed(err)
-		if !retry(ctx, &delay, permanent(err)) {
-			return
-		}
+// bucketSession is one connection of a bucket upstream: the bucket's
+// salt, the relay database's codec, then the journal — received, sent
+// or both every poll interval, and at once when the relay database
+// changes (push and sync) — until it fails or ctx ends. A source-only
+// upstream only answers the hunt from its pack index.
+func (u *upstream) bucketSession(ctx context.Context, gen uint64, delay *time.Duration) error {
+	u.setState(stateConnecting)
+	j, err := u.openJournal(ctx)
+	if err != nil {
+		return err
 	}
+	if u.b.gen.Load() != gen {
+		return errSaltChanged
+	}
+	if u.spec.mode == modeSource {
+		u.succeeded(stateLive)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return u.followJournal(ctx, j, delay)
 }
 
 // openJournal reads the bucket's sync parameters (creating its salt when

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -685,5 +687,91 @@ func TestUpstreamSecretsResolve(t *testing.T) {
 	_, err = resolve(c, flagValues{}, envOf(map[string]string{"P": "pp"}))
 	if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "TEST_UPSTREAM_PW") || !strings.Contains(err.Error(), `upstream "c"`) {
 		t.Fatalf("missing password: %v", err)
+	}
+}
+
+// TestUpstreamGetsTheSaltAClientWritesLater: a relay and an upstream
+// without any salt forward as they are; when the first client writes the
+// vault's salt to the relay, the upstream's session ends and the new
+// handshake gives the upstream that salt.
+func TestUpstreamGetsTheSaltAClientWritesLater(t *testing.T) {
+	b := startAdmin(t, t.TempDir())
+	a := startConfigured(t, t.TempDir(), "[[databases]]\nname = \"vault\"\n\n"+couchUpstream("b", b.url, "sync", ""), map[string]string{"TEST_UPSTREAM_PW": testAdminPW})
+	a.waitUpstream("vault", "b", isLive)
+	if code, _ := b.do("GET", "/vault/_local/obsidian_livesync_sync_parameters", b.user, b.pass, nil); code != 404 {
+		t.Fatalf("the upstream has sync parameters before any client: %d", code)
+	}
+	salt := newSalt(t)
+	a.setSalt(salt)
+	pollUntil(t, "the upstream has the relay's salt", func() bool {
+		code, body := b.do("GET", "/vault/_local/obsidian_livesync_sync_parameters", b.user, b.pass, nil)
+		s, _ := paramsSalt(body)
+		return code == 200 && bytes.Equal(s, salt)
+	})
+	a.waitUpstream("vault", "b", func(u upstreamStatus) bool { return u.State == stateLive && u.Boundary == boundaryForward })
+}
+
+// TestUpstreamChunksOnline: a pull with chunks_online brings metadata
+// only; the relay holds it as pulled from the upstream (first hunt after
+// the pulled delay, on that upstream first) and the hunt fetches its
+// chunks there.
+func TestUpstreamChunksOnline(t *testing.T) {
+	b := startAdmin(t, t.TempDir())
+	salt := newSalt(t)
+	b.setSalt(salt)
+	codec := e2eeCodec(t, salt)
+	// A long pushed delay: only the pulled delay can release in time.
+	a := startConfigured(t, t.TempDir(), strings.Replace(e2eeVault, `"200ms"`, "\"1h\"\npulled_delay = \"1500ms\"", 1)+couchUpstream("b", b.url, "pull", "chunks_online = true"),
+		map[string]string{"TEST_UPSTREAM_PW": testAdminPW})
+	a.waitUpstream("vault", "b", isLive)
+	meta, chunks := note(t, codec, "Online.md", strings.Repeat("fetched on demand\n", 300))
+	b.pushDocs("vault", append(chunks, meta)...)
+	var held []heldStatus
+	pollUntil(t, "the pulled note is held", func() bool {
+		held = a.status().db(t, "vault").Held
+		return len(held) == 1
+	})
+	if held[0].Doc != meta.ID() || held[0].Source != "upstream b" {
+		t.Fatalf("held: %+v", held[0])
+	}
+	a.waitInFeed("vault", meta.ID())
+	d := a.waitReleased("vault")
+	u := d.Upstreams[0]
+	if u.Hunt.Chunks != uint64(len(chunks)) || d.Holdback.Holds != 1 || d.Holdback.Released != 1 || !u.ChunksOnline {
+		t.Fatalf("hunt %+v, hold-back %+v", u.Hunt, d.Holdback)
+	}
+	if u.DocsPulled != 1 {
+		t.Errorf("pulled %d documents: chunks were replicated", u.DocsPulled)
+	}
+}
+
+// A stopped relay with upstreams leaves no goroutine behind (runners,
+// live feeds, the journal's wake-up, the hunt).
+func TestUpstreamNoGoroutineLeftAfterStop(t *testing.T) {
+	b := startAdmin(t, t.TempDir())
+	salt := newSalt(t)
+	b.setSalt(salt)
+	memBucketFor(t, "leak")
+	http.DefaultClient.CloseIdleConnections()
+	before := runtime.NumGoroutine()
+	a := startConfigured(t, t.TempDir(), e2eeVault+couchUpstream("b", b.url, "sync", "")+bucketUpstream("c", "leak", "sync", ""),
+		map[string]string{"TEST_UPSTREAM_PW": testAdminPW})
+	a.waitUpstream("vault", "b", isLive)
+	a.waitUpstream("vault", "c", isLive)
+	meta, chunks := note(t, e2eeCodec(t, salt), "Leak.md", "checked\n")
+	a.pushDocs("vault", append(chunks, meta)...)
+	b.waitInFeed("vault", meta.ID())
+	a.admin("GET", "/metrics", nil, 200)
+	if code := a.stop(); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		runtime.Gosched()
 	}
 }
