@@ -314,3 +314,35 @@ func nameOf(raw json.RawMessage) string {
 	json.Unmarshal(raw, &u)
 	return u.Name
 }
+
+// couchdb.DB.DocsByID, the raw read the relay's hunt uses on a CouchDB
+// upstream: documents as stored (encrypted chunks stay encrypted, _rev
+// included); missing and deleted ids are absent; more than 100 ids is an
+// error.
+func TestRelayUpstreamDocsByID(t *testing.T) {
+	db, codec, _ := couchClient(t, dbName(t))
+	meta, chunks, m, _ := upRemoteNote(t, codec, "Raw.md", "read raw\n")
+	upPush(t, db, append(chunks, meta))
+	ctx := ctxT(t)
+	gone := json.RawMessage(`{"_id":"gone","_rev":"2-b","_deleted":true,"_revisions":{"start":2,"ids":["b","a"]}}`)
+	upPush(t, db, []json.RawMessage{gone})
+	got, err := db.DocsByID(ctx, []string{m.Children[0], m.ID, "nothing-here", "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d documents: %v", len(got), got)
+	}
+	var c struct {
+		ID   string `json:"_id"`
+		Rev  string `json:"_rev"`
+		Data string `json:"data"`
+		E    bool   `json:"e_"`
+	}
+	if err := json.Unmarshal(got[m.Children[0]], &c); err != nil || c.ID != m.Children[0] || !strings.HasPrefix(c.Rev, "1-") || !c.E || !strings.HasPrefix(c.Data, "%") {
+		t.Fatalf("chunk as stored: %s", got[m.Children[0]])
+	}
+	if _, err := db.DocsByID(ctx, make([]string, 101)); err == nil {
+		t.Error("101 ids were accepted")
+	}
+}
