@@ -28,9 +28,9 @@ func TestRelayUpstreams(t *testing.T) {
 	t.Run("Status", func(t *testing.T) { testUpstreamStatus(t, bin) })
 }
 
-// couchClient opens the test server's database name as a LiveSync
+// upCouchClient opens the test server's database name as a LiveSync
 // client: the handshake gives it its salt.
-func couchClient(t *testing.T, name string) (*couchdb.DB, *livesync.Codec, []byte) {
+func upCouchClient(t *testing.T, name string) (*couchdb.DB, *livesync.Codec, []byte) {
 	t.Helper()
 	db := openDB(t, name, true, nil)
 	salt, _, err := db.Handshake(ctxT(t), couchdb.HandshakeOptions{NodeID: "upstream-test-" + name, Settings: upSettings.TweakValues()})
@@ -49,7 +49,7 @@ func couchClient(t *testing.T, name string) (*couchdb.DB, *livesync.Codec, []byt
 // E2EE on (same passphrase; the bucket has its own salt)".
 func testUpstreamBridge(t *testing.T, bin string) {
 	ce, se := couchServer(t), s3Server(t)
-	b, codec, saltB := couchClient(t, dbName(t))
+	b, codec, saltB := upCouchClient(t, dbName(t))
 	bk, _ := freshBucket(t)
 	dev := newUpDevice(t, bk, "bucket-device")
 	if string(dev.jc.salt) == string(saltB) {
@@ -113,7 +113,7 @@ func testUpstreamBridge(t *testing.T, bin string) {
 func testUpstreamHuntSplit(t *testing.T, bin string) {
 	const notes = 40
 	ce, se := couchServer(t), s3Server(t)
-	b, codec, _ := couchClient(t, dbName(t))
+	b, codec, _ := upCouchClient(t, dbName(t))
 	bk, _ := freshBucket(t)
 	dev := newUpDevice(t, bk, "bucket-device")
 	r := upStartRelay(t, bin, "pushed_delay = \"1s\"",
@@ -195,7 +195,7 @@ func testUpstreamHuntSplit(t *testing.T, bin string) {
 // source and still gets everything from the others".
 func testUpstreamFailingSource(t *testing.T, bin string) {
 	ce, se := couchServer(t), s3Server(t)
-	b, codec, _ := couchClient(t, dbName(t))
+	b, codec, _ := upCouchClient(t, dbName(t))
 	proxy := newUpProxy(t, upHostPort(ce.url))
 	bk, _ := freshBucket(t)
 	dev := newUpDevice(t, bk, "bucket-device")
@@ -252,7 +252,7 @@ func testUpstreamFailingSource(t *testing.T, bin string) {
 // password in it)".
 func testUpstreamStatus(t *testing.T, bin string) {
 	ce, se := couchServer(t), s3Server(t)
-	good, _, _ := couchClient(t, dbName(t))
+	good, _, _ := upCouchClient(t, dbName(t))
 	bad := openDB(t, dbName(t), true, nil)
 	bk, _ := freshBucket(t)
 	const wrongPW, wrongSecret = "wrong-couch-password-0xC0FFEE", "wrong-s3-secret-0xBADBAD"
@@ -301,13 +301,13 @@ func testUpstreamStatus(t *testing.T, bin string) {
 	}
 	json.Unmarshal([]byte(raw), &pretty)
 	for _, u := range pretty.Databases[0].Upstreams {
-		if slices.Contains([]string{"good", "wrong-password"}, nameOf(u)) {
+		if slices.Contains([]string{"good", "wrong-password"}, upNameOf(u)) {
 			t.Logf("%s", u)
 		}
 	}
 }
 
-func nameOf(raw json.RawMessage) string {
+func upNameOf(raw json.RawMessage) string {
 	var u struct {
 		Name string `json:"name"`
 	}
@@ -320,7 +320,7 @@ func nameOf(raw json.RawMessage) string {
 // included); missing and deleted ids are absent; more than 100 ids is an
 // error.
 func TestRelayUpstreamDocsByID(t *testing.T) {
-	db, codec, _ := couchClient(t, dbName(t))
+	db, codec, _ := upCouchClient(t, dbName(t))
 	meta, chunks, m, _ := upRemoteNote(t, codec, "Raw.md", "read raw\n")
 	upPush(t, db, append(chunks, meta))
 	ctx := ctxT(t)
