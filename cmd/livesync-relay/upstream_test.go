@@ -775,3 +775,26 @@ func TestUpstreamNoGoroutineLeftAfterStop(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestUpstreamBucketPlainVaultRefusesEncryptedDocs: a bucket upstream
+// declared e2ee = false (no passphrase) bridges a plain vault, and stops
+// with a clear error instead of moving an encrypted vault's documents.
+func TestUpstreamBucketPlainVaultRefusesEncryptedDocs(t *testing.T) {
+	bk := memBucketFor(t, "plain")
+	a := startConfigured(t, t.TempDir(), "[[databases]]\nname = \"vault\"\n\n"+bucketUpstream("c", "plain", "sync", "e2ee = false"), nil)
+	a.waitUpstream("vault", "c", isLive)
+	meta, chunks := note(t, plainCodec(t), "Plain.md", "a plain vault\n")
+	a.pushDocs("vault", append(chunks, meta)...)
+	pollUntil(t, "the plain note in the bucket", func() bool { return bk.packs() == 1 })
+
+	salt := newSalt(t)
+	meta2, chunks2 := note(t, e2eeCodec(t, salt), "Secret.md", "an encrypted vault\n")
+	a.pushDocs("vault", append(chunks2, meta2)...)
+	u := a.waitUpstream("vault", "c", func(u upstreamStatus) bool { return u.State == stateError })
+	if !strings.Contains(u.LastError, "e2ee = false") {
+		t.Fatalf("last error %q", u.LastError)
+	}
+	if n := bk.packs(); n != 1 {
+		t.Fatalf("%d packs: encrypted documents were sent", n)
+	}
+}
