@@ -148,9 +148,27 @@ func (s *fakeSource) check(t testing.TB) {
 }
 
 // memLocal is a memory LocalChunks with the helpers the tests use.
-type memLocal struct{ *enginetest.MemChunks }
+type memLocal struct {
+	*enginetest.MemChunks
 
-func newLocal() *memLocal { return &memLocal{enginetest.NewMemChunks()} }
+	mu       sync.Mutex
+	failPuts int // the next failPuts PutChunks calls fail
+}
+
+func newLocal() *memLocal { return &memLocal{MemChunks: enginetest.NewMemChunks()} }
+
+var errDiskFull = errors.New("disk full")
+
+func (l *memLocal) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
+	l.mu.Lock()
+	if l.failPuts > 0 {
+		l.failPuts--
+		l.mu.Unlock()
+		return errDiskFull
+	}
+	l.mu.Unlock()
+	return l.MemChunks.PutChunks(ctx, chunks)
+}
 
 func (l *memLocal) store(id engine.ChunkID) {
 	_ = l.PutChunks(context.Background(), []engine.Chunk{{ID: id, Data: "data-" + id}})

@@ -585,7 +585,10 @@ func (h *Hunt) do(a *attempt) {
 		found, missing = validate(a.ids, res)
 		if len(found) > 0 {
 			if perr := h.local.PutChunks(h.ctx, found); perr != nil {
-				h.log.Warn("hunt: persisting found chunks failed", "source", a.src.key, "chunks", len(found), "stage", engine.StageStorage, "err", perr)
+				// Not persisted is not found: the attempt failed and the
+				// document backs off like after a failed request.
+				err = &engine.Error{Op: "hunt: persist found chunks", Stage: engine.StageStorage, Err: perr}
+				found, missing = nil, nil
 			}
 		}
 	}
@@ -646,7 +649,11 @@ func (h *Hunt) finish(a *attempt, found []engine.Chunk, missing []engine.ChunkID
 	st.Chunks += uint64(len(found))
 	h.stats.Sources[key] = st
 	if err != nil && !canceled {
-		h.log.Warn("hunt request failed", "doc", e.doc, "source", key, "chunks", len(a.ids), "stage", engine.StageTransport, "err", err)
+		stage := engine.StageTransport
+		if ee, ok := errors.AsType[*engine.Error](err); ok && ee.Stage != "" {
+			stage = ee.Stage
+		}
+		h.log.Warn("hunt request failed", "doc", e.doc, "source", key, "chunks", len(a.ids), "stage", stage, "err", err)
 	}
 	if err == nil && a.memo {
 		if cur, ok := h.sources[key]; ok && cur == a.src {

@@ -447,3 +447,31 @@ func docName(i int) string { return "notes/" + string(rune('A'+i%26)) + string(r
 func chunkName(i int) engine.ChunkID {
 	return engine.ChunkID("h:" + string(rune('a'+i%26)) + string(rune('a'+i/26)))
 }
+
+// A chunk found but not persisted is not delivered: the local store
+// failing is a failed attempt (the document backs off and is tried
+// again), never "found" — otherwise its document would wait for an
+// arrival that never comes.
+func TestFoundButNotPersistedIsAFailedAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{})
+		r.local.failPuts = 1
+		a := r.source("a:5984", false, "h:1")
+		r.h.Enqueue("notes/x.md", ids("h:1"), "a:5984", 500*time.Millisecond)
+		r.until(sec(1))
+		if got := r.gotDelivered(); len(got) != 0 || r.local.has("h:1") {
+			t.Fatalf("delivered %v after a failed write", got)
+		}
+		if s := r.h.Stats(); s.Sources["a:5984"].Failed != 1 || s.Sources["a:5984"].Found != 0 || s.Docs != 1 {
+			t.Fatalf("stats after the failed write %+v", s)
+		}
+		r.until(sec(30))
+		if got := r.gotDelivered(); !slices.Equal(got, ids("h:1")) || !r.local.has("h:1") {
+			t.Fatalf("delivered %v after the retry", got)
+		}
+		got := a.got()
+		if len(got) != 2 || got[0].at != sec(0.5) || got[1].at != sec(20.5) {
+			t.Fatalf("requests %v, want at 0.5 s and after the 20 s backoff", got)
+		}
+	})
+}
