@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,9 +35,8 @@ var (
 // engine/holdback, so that no client sees a note before its chunks.
 // Close persists every database's purgatory, then closes the files.
 type heldDatabases struct {
-	dir     *couchapi.DirDatabases
-	dataDir string
-	cfg     holdback.Config
+	dir *couchapi.DirDatabases
+	cfg holdback.Config
 	// passphrases of the databases the configuration gives one (secret:
 	// never logged).
 	passphrases map[string]string
@@ -54,8 +52,8 @@ type heldDatabases struct {
 
 var _ couchapi.Databases = (*heldDatabases)(nil)
 
-func newHeldDatabases(dir *couchapi.DirDatabases, dataDir string, cfg holdback.Config, passphrases map[string]string, log *slog.Logger) *heldDatabases {
-	return &heldDatabases{dir: dir, dataDir: dataDir, cfg: cfg, passphrases: passphrases, log: log, open: map[string]*vaultStore{}}
+func newHeldDatabases(dir *couchapi.DirDatabases, cfg holdback.Config, passphrases map[string]string, log *slog.Logger) *heldDatabases {
+	return &heldDatabases{dir: dir, cfg: cfg, passphrases: passphrases, log: log, open: map[string]*vaultStore{}}
 }
 
 // setUpstreams gives the databases their upstreams (before any is
@@ -153,10 +151,13 @@ func (h *heldDatabases) vaults() []*vaultStore {
 	return out
 }
 
-// fileSize is the size of a database's bbolt file (couchapi.OpenDir
-// keeps database NAME in DIR/NAME.db).
+// fileSize is the size of a database's bbolt file.
 func (h *heldDatabases) fileSize(name string) (int64, bool) {
-	fi, err := os.Stat(filepath.Join(h.dataDir, name+".db"))
+	p := h.dir.Path(name)
+	if p == "" {
+		return 0, false
+	}
+	fi, err := os.Stat(p)
 	if err != nil {
 		return 0, false
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -35,7 +34,6 @@ type relay struct {
 	admin   adminAccount
 	dbs     *heldDatabases
 	api     *couchapi.Server
-	auth    *couchapi.Server // answers /_session for the relay's own routes: no metrics, same users and cookies
 	metrics *metrics
 	srv     *http.Server
 	started time.Time
@@ -112,7 +110,7 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 	if err != nil {
 		return nil, err
 	}
-	r.dbs = newHeldDatabases(dir, s.dataDir, s.holdback, s.passphrases, log)
+	r.dbs = newHeldDatabases(dir, s.holdback, s.passphrases, log)
 	r.dbs.setUpstreams(r.uuid, s.upstreams, s.huntConfig)
 	cleanup = append(cleanup, func() { r.dbs.Close() })
 	ctx := context.Background()
@@ -152,12 +150,8 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 		CookieSecret:    randomBytes(32), UUID: r.uuid, Log: log.With("component", "couchapi"),
 		PasswordIterations: passwordIterations, // every password is hashed already; this is the cost of the unknown-user check
 	}
-	ac := cc
 	cc.Hooks.OnRequest = r.metrics.onRequest
 	if r.api, err = couchapi.New(cc); err != nil {
-		return nil, err
-	}
-	if r.auth, err = couchapi.New(ac); err != nil {
 		return nil, err
 	}
 	r.srv = &http.Server{
@@ -270,61 +264,18 @@ func (r *relay) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// isAdmin asks the API's /_session who the caller is: 200 for an admin,
-// 403 for another user, 401 for none or wrong credentials.
+// isAdmin checks the caller's credentials (Basic or the AuthSession
+// cookie) with the API's users: 200 for an admin, 403 for another user,
+// 401 for none or wrong credentials.
 func (r *relay) isAdmin(req *http.Request) int {
-	sub, err := http.NewRequestWithContext(req.Context(), http.MethodGet, "/_session", nil)
-	if err != nil {
+	_, admin, ok := r.api.Authenticate(req)
+	switch {
+	case !ok:
 		return http.StatusUnauthorized
-	}
-	sub.RemoteAddr = req.RemoteAddr
-	for _, h := range []string{"Authorization", "Cookie"} {
-		if v := req.Header.Values(h); len(v) > 0 {
-			sub.Header[h] = v
-		}
-	}
-	rec := &recorder{header: http.Header{}}
-	r.auth.ServeHTTP(rec, sub)
-	if rec.status != http.StatusOK {
-		return http.StatusUnauthorized
-	}
-	var s struct {
-		UserCtx struct {
-			Name  *string  `json:"name"`
-			Roles []string `json:"roles"`
-		} `json:"userCtx"`
-	}
-	if json.Unmarshal(rec.body.Bytes(), &s) != nil || s.UserCtx.Name == nil {
-		return http.StatusUnauthorized
-	}
-	for _, role := range s.UserCtx.Roles {
-		if role == "_admin" {
-			return http.StatusOK
-		}
+	case admin:
+		return http.StatusOK
 	}
 	return http.StatusForbidden
-}
-
-// recorder is a minimal in-memory http.ResponseWriter.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (c *recorder) Header() http.Header { return c.header }
-
-func (c *recorder) WriteHeader(code int) {
-	if c.status == 0 {
-		c.status = code
-	}
-}
-
-func (c *recorder) Write(b []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	return c.body.Write(b)
 }
 
 // serve answers requests until ctx ends or the server fails, then shuts
@@ -359,7 +310,6 @@ func (r *relay) shutdown() error {
 	case <-feedsDone:
 	case <-sctx.Done():
 	}
-	r.auth.Close()
 	if err := r.dbs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the databases: %w", err))
 	}

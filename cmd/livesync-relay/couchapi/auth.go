@@ -302,8 +302,8 @@ type identity struct {
 
 // identify authenticates a request by Basic credentials, else by its
 // session cookie (refreshed once a tenth of its lifetime has passed, as
-// CouchDB does). Wrong Basic credentials are an error; an invalid or
-// expired cookie is anonymous.
+// CouchDB does; never with a nil w). Wrong Basic credentials are an
+// error; an invalid or expired cookie is anonymous.
 func (a *authenticator) identify(w http.ResponseWriter, r *http.Request) (identity, *apiError) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, cred, _ := strings.Cut(h, " ")
@@ -333,8 +333,24 @@ func (a *authenticator) identify(w http.ResponseWriter, r *http.Request) (identi
 	if !ok {
 		return identity{}, nil
 	}
-	if now.Sub(issued) > a.timeout/10 {
+	if w != nil && now.Sub(issued) > a.timeout/10 {
 		a.setCookie(w, r, acc, now)
 	}
 	return identity{acc: acc, via: "cookie"}, nil
+}
+
+// Authenticate reports who sent r, by its Basic credentials or else its
+// AuthSession cookie, with the same rules and password cache as the
+// server's routes: ok is false without credentials, with wrong ones, or
+// with an invalid or expired cookie; admin is true for admin users. It
+// writes nothing (a cookie due for refresh is not refreshed) and may
+// cost one key derivation when Basic credentials are not cached yet.
+// It lets routes served next to the Server (metrics, status pages) share
+// its users without a second Server.
+func (s *Server) Authenticate(r *http.Request) (user string, admin bool, ok bool) {
+	id, ae := s.auth.identify(nil, r)
+	if ae != nil || id.acc == nil {
+		return "", false, false
+	}
+	return id.acc.name, id.acc.admin, true
 }

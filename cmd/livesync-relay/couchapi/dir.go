@@ -50,6 +50,16 @@ func OpenDir(dir string, opts boltstore.Options) (*DirDatabases, error) {
 	return &DirDatabases{dir: dir, opts: opts, open: map[string]store.Store{}}, nil
 }
 
+// Path returns the file that holds (or would hold) the named database,
+// <dir>/<name>.db, e.g. to report its size; "" if name is not a valid
+// database name.
+func (d *DirDatabases) Path(name string) string {
+	if !ValidDatabaseName(name) {
+		return ""
+	}
+	return d.path(name)
+}
+
 func (d *DirDatabases) path(name string) string {
 	return filepath.Join(d.dir, name+dbFileSuffix)
 }
