@@ -176,6 +176,7 @@ func (s *Server) changes(q *request) *apiError {
 		a.since = info.UpdateSeq
 	}
 	if a.feed != "normal" {
+		q.w.stream = true // every row and heartbeat must reach the client at once: never compressed
 		if !s.beginFeed() {
 			return errShuttingDown
 		}

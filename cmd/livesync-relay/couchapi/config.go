@@ -93,6 +93,11 @@ type Config struct {
 	// ids (and so its checkpoint documents) from it: keep it stable across
 	// restarts. Empty means a random one per Server.
 	UUID string
+	// Compression chooses whether answers are gzipped for clients that
+	// accept it. The zero value, CompressionGzip, compresses non-streaming
+	// JSON answers of at least CompressMinBytes and never a longpoll or
+	// continuous feed; CompressionOff turns compression off.
+	Compression Compression
 	// Log receives request errors and authentication failures (never
 	// bodies, passwords or cookies). nil discards.
 	Log *slog.Logger
@@ -182,6 +187,8 @@ func (c Config) Validate() error {
 		return errors.New("couchapi: PasswordIterations is negative")
 	case c.ChangesTimeout < 0:
 		return errors.New("couchapi: ChangesTimeout is negative")
+	case c.Compression != CompressionGzip && c.Compression != CompressionOff:
+		return fmt.Errorf("couchapi: unknown Compression %d", c.Compression)
 	case strings.ContainsAny(c.WWWAuthenticate, "\r\n"):
 		return errors.New("couchapi: WWWAuthenticate contains a line break")
 	}

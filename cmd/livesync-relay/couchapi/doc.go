@@ -31,14 +31,22 @@
 // _ensure_full_commit. Design documents are stored and served as
 // documents (written by admins only) but never run: their views, shows
 // and filters are 404. Everything else is a CouchDB-shaped 404 or 405.
-// Attachments, Mango _find, gzip, JWT and proxy authentication are not
-// served.
+// Attachments, Mango _find, JWT and proxy authentication are not served.
+//
+// Compression: answers are gzipped for clients that send Accept-Encoding:
+// gzip when they are JSON (or multipart/mixed) of at least
+// CompressMinBytes and not a longpoll or continuous _changes feed, whose
+// rows and heartbeats are flushed plain as they are written;
+// Config.Compression = CompressionOff turns it off. Request bodies sent
+// with Content-Encoding: gzip are decompressed, the request size limit
+// applying to the decompressed size.
 //
 // Security: every route except /, /_up and /_session needs a valid user
 // (Basic or the AuthSession cookie) unless Config allows anonymous reads or
 // writes; a wrong password is a 401 with no WWW-Authenticate header unless
 // Config.WWWAuthenticate asks for one (a browser would show a login
-// dialog); a user not allowed on a database gets 403. Passwords are kept as
+// dialog); a user not allowed on a database gets 403. Server.Authenticate
+// applies the same checks for routes served beside the Server. Passwords are kept as
 // PBKDF2-SHA256 hashes (CouchDB's "-pbkdf2:sha256-" format is accepted as
 // is); a successful check is remembered for a few minutes so Basic auth
 // does not cost a key derivation per request. Request bodies over

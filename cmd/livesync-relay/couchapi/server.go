@@ -147,39 +147,11 @@ type endpoint struct {
 	ops  map[string]op
 }
 
-// respWriter records the status sent.
-type respWriter struct {
-	http.ResponseWriter
-	status int
-	wrote  bool
-	head   bool // a HEAD request: bodies are dropped
-}
-
-func (w *respWriter) WriteHeader(code int) {
-	if !w.wrote {
-		w.status, w.wrote = code, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *respWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.status, w.wrote = http.StatusOK, true
-		w.ResponseWriter.WriteHeader(http.StatusOK)
-	}
-	if w.head {
-		return len(b), nil
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's Flush.
-func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rw := &respWriter{ResponseWriter: w, head: r.Method == http.MethodHead}
+	rw := &respWriter{ResponseWriter: w, head: r.Method == http.MethodHead, compress: s.cfg.Compression == CompressionGzip}
+	rw.gzipOK = rw.compress && acceptsGzip(r.Header.Values("Accept-Encoding"))
 	tmpl := "unknown"
 	defer func() {
 		if p := recover(); p != nil {
@@ -196,6 +168,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(http.ErrAbortHandler) // a half-sent answer must not look complete
 			}
 		}
+		rw.finish()
 		s.hook(tmpl, rw, start)
 	}()
 	h := rw.Header()
@@ -259,6 +232,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(rw, r.Body, s.maxReq)
+	}
+	if ae := s.decodeBody(r); ae != nil {
+		writeError(rw, ae)
+		return
 	}
 	if ep.db != "" && o.acc != accDBAdmin {
 		st, err := s.dbs.Open(r.Context(), ep.db)
