@@ -56,9 +56,14 @@ func TestRelayAcceptance(t *testing.T) {
 	})
 }
 
-// buildRelay builds cmd/livesync-relay into a temporary folder.
+// buildRelay builds cmd/livesync-relay into a temporary folder, or
+// returns the binary LIVESYNC_TEST_RELAY_BIN names (a release build to
+// accept).
 func buildRelay(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("LIVESYNC_TEST_RELAY_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "livesync-relay")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/livesync-relay").CombinedOutput(); err != nil {
 		t.Fatalf("go build ../cmd/livesync-relay: %v\n%s", err, out)
