@@ -24,7 +24,7 @@
 // stdout, one line each:
 //   CAUGHTUP <client> <ms> <docs> a client finished its catch-up pull and
 //                                 fetched every chunk it names: <ms> after
-//                                 the start, <docs> documents received
+//                                 the start, <docs> documents stored
 //   DONE                          after stdin says FINISH: every client
 //                                 stopped its live sync and ran a last
 //                                 catch-up; the results are in FILE (JSON:
@@ -94,7 +94,6 @@ class Client {
 		this.chain = Promise.resolve();
 		this.seen = {};
 		this.violations = [];
-		this.received = 0;
 		this.fetched = 0;
 		this.fetchRequests = 0;
 		this.error = null;
@@ -113,7 +112,6 @@ class Client {
 	// onDoc records a watched document when it is first stored, and the
 	// documents that may be metadata (for settle).
 	onDoc(id, seq) {
-		this.received++;
 		if (id.startsWith(prefix) && !(id in this.seen)) this.seen[id] = Date.now();
 		if (!id.startsWith('h:')) this.stored.add(id);
 		this.lastSeq = seq;
@@ -208,7 +206,7 @@ class Client {
 		return {
 			client: this.i, docs: lines.length, incomplete,
 			sha256: createHash('sha256').update(lines.join('\n')).digest('hex'),
-			received: this.received, fetched: this.fetched, fetchRequests: this.fetchRequests,
+			fetched: this.fetched, fetchRequests: this.fetchRequests,
 			violations: this.violations, seen: this.seen,
 		};
 	}
@@ -220,7 +218,8 @@ try {
 	const t0 = performance.now();
 	const caughtUp = clients.map(async (c) => {
 		await c.catchUp();
-		process.stdout.write(`CAUGHTUP ${c.i} ${Math.round(performance.now() - t0)} ${c.received}\n`);
+		const ms = Math.round(performance.now() - t0);
+		process.stdout.write(`CAUGHTUP ${c.i} ${ms} ${(await c.local.info()).doc_count}\n`);
 		c.startLive();
 	});
 	const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
