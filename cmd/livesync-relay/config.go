@@ -51,6 +51,7 @@ type fileConfig struct {
 	MaxRequestBytes  int64           `toml:"max_request_bytes"`
 	MaxDocumentBytes int64           `toml:"max_document_bytes"`
 	WWWAuthenticate  string          `toml:"www_authenticate"`
+	Compression      bool            `toml:"compression"`
 	MetricsPublic    bool            `toml:"metrics_public"`
 	ShutdownTimeout  time.Duration   `toml:"shutdown_timeout"`
 	TLS              tlsConfig       `toml:"tls"`

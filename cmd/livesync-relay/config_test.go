@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -239,5 +240,38 @@ func TestDefaultsPassTheLiveSyncSetupCheck(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Basic realm="couchdb"` {
 		t.Fatalf("wrong password: %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestCompressionOffByDefault: E2EE chunk answers do not compress, so the
+// relay sends them plain unless the configuration turns gzip on.
+func TestCompressionOffByDefault(t *testing.T) {
+	get := func(rn *running) string {
+		t.Helper()
+		// Enough documents that the answer is over the 1 KiB threshold.
+		for i := range 40 {
+			rn.admin("PUT", fmt.Sprintf("/vault/doc%02d", i), map[string]string{"text": strings.Repeat("x", 64)}, 201)
+		}
+		req, _ := http.NewRequest("GET", rn.url+"/vault/_all_docs?include_docs=true", nil)
+		req.SetBasicAuth(rn.user, rn.pass)
+		req.Header.Set("Accept-Encoding", "gzip")
+		tr := &http.Transport{DisableCompression: true}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Content-Encoding")
+	}
+	if enc := get(startAdmin(t, t.TempDir())); enc != "" {
+		t.Errorf("default relay: Content-Encoding %q, want none", enc)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "relay.toml")
+	if err := os.WriteFile(cfg, []byte("compression = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if enc := get(startAdmin(t, filepath.Join(dir, "data"), "--config", cfg)); enc != "gzip" {
+		t.Errorf("compression = true: Content-Encoding %q, want gzip", enc)
 	}
 }

@@ -37,6 +37,7 @@ type settings struct {
 	maxRequestBytes  int64
 	maxDocumentBytes int64
 	wwwAuthenticate  string
+	compression      bool
 	metricsPublic    bool
 	shutdownTimeout  time.Duration
 	logFormat        string
@@ -90,6 +91,7 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		s.maxRequestBytes = defaultMaxRequestBytes
 	}
 	s.wwwAuthenticate = defaultWWWAuthenticate
+	s.compression = fc.Compression
 	if fc.wwwAuthSet {
 		s.wwwAuthenticate = fc.WWWAuthenticate
 	}
