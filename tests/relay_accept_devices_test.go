@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -56,32 +52,6 @@ func TestRelayAcceptance(t *testing.T) {
 	})
 }
 
-// buildRelay builds cmd/livesync-relay into a temporary folder, or
-// returns the binary LIVESYNC_TEST_RELAY_BIN names (a release build to
-// accept).
-func buildRelay(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("LIVESYNC_TEST_RELAY_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "livesync-relay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/livesync-relay").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/livesync-relay: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// relayCredentials reads the URL and the generated admin credentials the
-// relay printed at its first start.
-func relayCredentials(t *testing.T, p *relayProcess) couchEnv {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^\s+user:\s+(\S+)\n\s+password:\s+(\S+)$`).FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no credentials printed:\n%s", p.output())
-	}
-	return couchEnv{url: p.url, user: m[1], password: m[2]}
-}
-
 // startRelayWithPassphrase starts a second relay whose configuration
 // gives database db a vault passphrase (from the environment, as
 // relay.example.toml says), with the admin from the configuration.
@@ -106,62 +76,6 @@ func startRelayWithPassphrase(t *testing.T, bin, db, passphrase string) (couchEn
 	}
 	t.Cleanup(func() { d.Close() })
 	return e, d
-}
-
-// hexToken returns a random 128-bit hex string.
-func hexToken(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// startRelayArgs is startRelayProcess with arguments and environment: it
-// starts bin in wd and waits for its banner.
-func startRelayArgs(t *testing.T, bin, wd string, env []string, args ...string) *relayProcess {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = wd
-	cmd.Env = append([]string{"HOME=" + wd, "TMPDIR=" + os.TempDir()}, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &relayProcess{cmd: cmd, more: make(chan struct{}, 1), done: make(chan int, 1)}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.more <- struct{}{}:
-			default:
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		err := cmd.Wait()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		p.done <- code
-		close(p.more)
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	p.waitFor(t, "Stop with Ctrl-C")
-	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no URL printed:\n%s", p.output())
-	}
-	p.url = m[1]
-	return p
 }
 
 // pouchDevice is one LiveSync device: a livesync-client.mjs process in

@@ -1,24 +1,18 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,19 +31,13 @@ import (
 // print the password again), SIGINT, and a second signal that forces the
 // exit of a shutdown that waits.
 func TestRelayMain(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "livesync-relay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/livesync-relay").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/livesync-relay: %v\n%s", err, out)
-	}
+	bin := goBuildRelay(t)
 	wd := t.TempDir()
 
 	// First start.
 	p := startRelayProcess(t, bin, wd)
-	m := regexp.MustCompile(`(?m)^\s+user:\s+(\S+)\n\s+password:\s+(\S+)$`).FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no credentials printed:\n%s", p.output())
-	}
-	user, password := m[1], m[2]
+	cred := relayCredentials(t, p)
+	user, password := cred.user, cred.password
 	if !strings.Contains(p.output(), "URI:            "+p.url) || !strings.Contains(p.output(), "Database name:  vault") {
 		t.Fatalf("no plugin instructions:\n%s", p.output())
 	}
@@ -148,96 +136,6 @@ func TestRelayMain(t *testing.T) {
 	if code := p2.signal(syscall.SIGINT); code != 1 || !strings.Contains(p2.output(), "second signal") {
 		t.Fatalf("exit %d after a second signal:\n%s", code, p2.output())
 	}
-}
-
-// relayProcess is a running livesync-relay binary.
-type relayProcess struct {
-	cmd  *exec.Cmd
-	url  string
-	mu   sync.Mutex
-	out  strings.Builder
-	more chan struct{} // receives after each line
-	done chan int
-}
-
-func (p *relayProcess) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// waitFor waits until the output contains s.
-func (p *relayProcess) waitFor(t *testing.T, s string) {
-	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for !strings.Contains(p.output(), s) {
-		select {
-		case _, ok := <-p.more:
-			if !ok && !strings.Contains(p.output(), s) {
-				t.Fatalf("the relay exited before printing %q:\n%s", s, p.output())
-			}
-		case <-deadline:
-			t.Fatalf("%q never printed:\n%s", s, p.output())
-		}
-	}
-}
-
-// signal sends sig and returns the exit code.
-func (p *relayProcess) signal(sig os.Signal) int {
-	p.cmd.Process.Signal(sig)
-	select {
-	case code := <-p.done:
-		return code
-	case <-time.After(60 * time.Second):
-		p.cmd.Process.Kill()
-		return -1
-	}
-}
-
-// startRelayProcess starts bin in wd with no configuration and a minimal
-// environment, and waits for its banner.
-func startRelayProcess(t *testing.T, bin, wd string) *relayProcess {
-	t.Helper()
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0")
-	cmd.Dir = wd
-	cmd.Env = []string{"HOME=" + wd, "TMPDIR=" + os.TempDir()}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &relayProcess{cmd: cmd, more: make(chan struct{}, 1), done: make(chan int, 1)}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.more <- struct{}{}:
-			default:
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		err := cmd.Wait()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		p.done <- code
-		close(p.more)
-	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	p.waitFor(t, "Stop with Ctrl-C")
-	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no URL printed:\n%s", p.output())
-	}
-	p.url = m[1]
-	return p
 }
 
 // relayMainNote returns a file's metadata and chunks in the remote form,

@@ -1,24 +1,17 @@
 package tests
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,9 +53,9 @@ func upStartRelay(t *testing.T, bin, purgatory, ups string, env ...string) *upRe
 	if err := os.WriteFile(filepath.Join(wd, "relay.toml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &upRelay{password: upToken(t)}
+	r := &upRelay{password: hexToken(t)}
 	env = append(env, "LSGO_UP_ADMIN="+r.password, "LSGO_UP_PASSPHRASE="+upPassphrase)
-	r.p = upStartProcess(t, bin, wd, env, "--config", filepath.Join(wd, "relay.toml"), "--listen", "127.0.0.1:0")
+	r.p = startRelayOpts(t, bin, wd, relayStart{env: env, args: []string{"--config", filepath.Join(wd, "relay.toml"), "--listen", "127.0.0.1:0"}, maxLine: 1 << 20, graceful: true})
 	r.url = r.p.url
 	db, err := couchdb.New(couchdb.Config{URL: r.url, Database: "vault", User: "admin", Password: r.password})
 	if err != nil {
@@ -71,83 +64,6 @@ func upStartRelay(t *testing.T, bin, purgatory, ups string, env ...string) *upRe
 	t.Cleanup(func() { db.Close() })
 	r.db = db
 	return r
-}
-
-// upToken returns a random 128-bit hex string.
-func upToken(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// upStartProcess starts bin in wd with args and env (and nothing else of
-// this process's environment) and waits for its banner.
-func upStartProcess(t *testing.T, bin, wd string, env []string, args ...string) *relayProcess {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = wd
-	cmd.Env = append([]string{"HOME=" + wd, "TMPDIR=" + os.TempDir()}, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &relayProcess{cmd: cmd, more: make(chan struct{}, 1), done: make(chan int, 1)}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.more <- struct{}{}:
-			default:
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		err := cmd.Wait()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		p.done <- code
-		close(p.more)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	p.waitFor(t, "Stop with Ctrl-C")
-	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no URL printed:\n%s", p.output())
-	}
-	p.url = m[1]
-	return p
-}
-
-// upBuild builds cmd/livesync-relay (or takes LIVESYNC_TEST_RELAY_BIN).
-func upBuild(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("LIVESYNC_TEST_RELAY_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "livesync-relay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/livesync-relay").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/livesync-relay: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // upCouch is the TOML of a CouchDB upstream on the test server.

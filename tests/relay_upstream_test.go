@@ -21,7 +21,7 @@ import (
 func TestRelayUpstreams(t *testing.T) {
 	couchServer(t)
 	s3Server(t)
-	bin := upBuild(t)
+	bin := buildRelay(t)
 	t.Run("Bridge", func(t *testing.T) { testUpstreamBridge(t, bin) })
 	t.Run("HuntSplit", func(t *testing.T) { testUpstreamHuntSplit(t, bin) })
 	t.Run("FailingSource", func(t *testing.T) { testUpstreamFailingSource(t, bin) })
