@@ -76,6 +76,16 @@ func (r *Replicator) readCheckpoint(ctx context.Context, lg *leg) (*checkpoint, 
 	if err != nil {
 		return nil, err
 	}
+	if r.cfg.ReadOnlyRemote {
+		// Only pulls get here (validateDirection): the source is the
+		// remote, and it is never written.
+		cp.readOnlySource = true
+		if tgtOK {
+			cp.since = tgt.LastSeq
+		}
+		cp.tgt = tgt
+		return cp, nil
+	}
 	src, srcOK, err := getCheckpoint(ctx, lg.src, lg.repID)
 	if isAuth(err) {
 		cp.readOnlySource, srcOK, err = true, false, nil

@@ -18,6 +18,9 @@ import (
 // goroutine it started has ended, or earlier with a permanent error
 // (authentication, protocol, a bulk write failing at the smallest sizes).
 func (r *Replicator) Live(ctx context.Context, dir Direction) error {
+	if err := r.cfg.validateDirection(dir); err != nil {
+		return err
+	}
 	ctx, done, err := r.enter(ctx)
 	if err != nil {
 		return err

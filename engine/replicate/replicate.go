@@ -158,6 +158,11 @@ type Config struct {
 	// target filters them). 1 writes it after every batch.
 	RemoteCheckpointBatches  int
 	RemoteCheckpointInterval time.Duration
+	// ReadOnlyRemote keeps the checkpoint on the local endpoint only and
+	// never writes to the remote one: for reading a remote without
+	// leaving a trace (a throwaway replica, a listing). Pushing with it
+	// set is an error.
+	ReadOnlyRemote bool
 	// Log is the logger; nil discards.
 	Log *slog.Logger
 }
@@ -176,6 +181,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.Selector) > 0 && !json.Valid(c.Selector) {
 		return errors.New("replicate: Selector is not valid JSON")
+	}
+	return nil
+}
+
+// validateDirection reports a run that Config forbids.
+func (c Config) validateDirection(dir Direction) error {
+	if c.ReadOnlyRemote && dir&Push != 0 {
+		return errors.New("replicate: ReadOnlyRemote is set, so nothing can be pushed")
 	}
 	return nil
 }
@@ -265,6 +278,9 @@ func (r *Replicator) Push(ctx context.Context) (Result, error) { return r.oneSho
 func (r *Replicator) Sync(ctx context.Context) (Result, error) { return r.oneShot(ctx, Sync) }
 
 func (r *Replicator) oneShot(ctx context.Context, dir Direction) (Result, error) {
+	if err := r.cfg.validateDirection(dir); err != nil {
+		return Result{}, err
+	}
 	ctx, done, err := r.enter(ctx)
 	if err != nil {
 		return Result{}, err
