@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // What the relay stores and what crosses an upstream boundary
@@ -430,16 +429,11 @@ func rawChunkDoc(c engine.Chunk) (json.RawMessage, error) {
 }
 
 // chunkRev is the first revision the relay gives a chunk it encodes from
-// a journal's plaintext: "1-" + md5 of {"data","type":"leaf"}, the
-// revision engine/store gives the same chunk (so two relays fetching it
-// agree).
+// a journal's plaintext: the plug-in's own (store.ChunkRev, over the
+// plaintext {_id, data, type}), the revision engine/store and a LiveSync
+// device give the same new chunk, so relays and devices agree on it.
 func chunkRev(c engine.Chunk) string {
-	b, _ := json.Marshal(struct {
-		Data string `json:"data"`
-		Type string `json:"type"`
-	}{c.Data, "leaf"})
-	sum := md5.Sum(b)
-	return "1-" + hex.EncodeToString(sum[:])
+	return store.ChunkRev(c.ID, c.Data)
 }
 
 // encodeChunk turns a plaintext chunk into the relay's remote form, with

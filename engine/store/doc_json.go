@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/jsstring"
 )
 
 // metaFields are the CouchDB fields the store derives itself; they are
@@ -96,10 +99,19 @@ func checkID(id string) error {
 	return nil
 }
 
-// newRevHash is the hash of a new edit: md5 of the body for a first,
-// non-deleted revision (so a chunk's revision is "1-" + md5 of its
-// content), else md5 of the parent revision, the deleted flag and the body.
-func newRevHash(parent string, deleted bool, body []byte) string {
+// newRevHash is the hash of a new edit (new_edits=true) of document id.
+// The first revision of a chunk whose body is exactly {data, type:"leaf"}
+// gets the plug-in's hash (chunkRevHash), so a chunk this store creates
+// and the same chunk created by a LiveSync device are one revision, not
+// two conflicting leaves. Any other first, non-deleted revision hashes
+// its body (keys sorted); later and deleted revisions hash the parent
+// revision, the deleted flag and the body.
+func newRevHash(id, parent string, deleted bool, body []byte) string {
+	if parent == "" && !deleted && docid.IsChunkID(id) {
+		if data, ok := chunkData(body); ok {
+			return chunkRevHash(id, data)
+		}
+	}
 	h := md5.New()
 	if parent != "" || deleted {
 		h.Write([]byte(parent))
@@ -111,6 +123,49 @@ func newRevHash(parent string, deleted bool, body []byte) string {
 	}
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ChunkRev returns the first revision LiveSync gives the chunk document
+// {_id: id, data, type: "leaf"}: "1-" + md5 hex of the UTF-8 bytes of
+// JSON.stringify of that document, keys in that order. The plug-in
+// writes a new chunk to its local PouchDB with new_edits=true, and
+// PouchDB's deterministic revisions (pouchdb-utils rev) hash exactly
+// that string; the chunk keeps the revision on its way to the remote,
+// encrypted or not. data is the plaintext (the local form), never the
+// "%=…" ciphertext. See FORMAT.md §1.4.
+//
+// This is the hash of the plug-in's browser build (Obsidian desktop and
+// mobile, spark-md5 over UTF-8). Its Node build hashes each UTF-16 code
+// unit truncated to a byte instead, which gives the same revision for
+// ASCII content only.
+func ChunkRev(id, data string) string {
+	return "1-" + chunkRevHash(id, data)
+}
+
+func chunkRevHash(id, data string) string {
+	b := make([]byte, 0, len(id)+len(data)+40)
+	b = append(b, `{"_id":`...)
+	b = jsstring.AppendJSONString(b, id)
+	b = append(b, `,"data":`...)
+	b = jsstring.AppendJSONString(b, data)
+	b = append(b, `,"type":"leaf"}`...)
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// chunkData returns the data of a body that is exactly the plug-in's
+// local chunk, {"data": <string>, "type": "leaf"}. A body with any other
+// field (such as the remote form's "e_") is not what the plug-in hashed.
+func chunkData(body []byte) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || len(m) != 2 || string(m["type"]) != `"leaf"` {
+		return "", false
+	}
+	var data string
+	if raw, ok := m["data"]; !ok || json.Unmarshal(raw, &data) != nil {
+		return "", false
+	}
+	return data, true
 }
 
 func appendJSONString(b []byte, s string) []byte {

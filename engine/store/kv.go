@@ -291,7 +291,7 @@ func (s *kvStore) edit(w *writer, id string, rec *record, prev string, deleted b
 	if parent != "" {
 		gen, _ = revGen(parent)
 	}
-	rev := strconv.Itoa(gen+1) + "-" + newRevHash(parent, deleted, body)
+	rev := strconv.Itoa(gen+1) + "-" + newRevHash(id, parent, deleted, body)
 	if rec == nil {
 		rec = &record{}
 	}

@@ -109,9 +109,12 @@ type DocInfo struct {
 //     operators, $or, …) is an error wrapping engine.ErrUnsupported.
 //   - Chunks are leaf documents {_id:"h:…", data, type:"leaf"}, visible to
 //     Changes, BulkGet and Get like any document. PutChunks writes a chunk
-//     only when it is absent or deleted, with new_edits=true; its first
-//     revision is "1-" + md5 hex of the stored body (keys sorted), so the
-//     same content yields the same revision on every store.
+//     only when it is absent or deleted, with new_edits=true. The first
+//     revision of a new chunk, by PutChunks or by Put of exactly
+//     {_id, data, type:"leaf"}, is the plug-in's, ChunkRev(id, data), so
+//     the same chunk has the same revision on every store and on every
+//     LiveSync device. Other first revisions are "1-" + md5 hex of the
+//     stored body (keys sorted).
 //   - Every BulkDocs, PutChunks and Put call is atomic: after it returns
 //     nil, all of its writes are in the store (durably, for a persistent
 //     implementation); after a crash, none or all of them are.

@@ -664,6 +664,18 @@ func testChunks(t *testing.T, st store.Store) {
 	if d["type"] != "leaf" || d["data"] != "alpha" || revRe.FindStringSubmatch(d["_rev"].(string)) == nil || !strings.HasPrefix(d["_rev"].(string), "1-") {
 		t.Fatalf("chunk doc = %v", d)
 	}
+	// A new chunk's revision is the plug-in's: "1-" + md5 of the UTF-8
+	// bytes of JSON.stringify({_id, data, type}) (FORMAT.md §1.4; the
+	// values were computed with Node's crypto and coreutils md5sum).
+	for id, want := range map[string]string{
+		"h:a":  "1-e0465aef5f90592392fa563b1b68abe0", // {"_id":"h:a","data":"alpha","type":"leaf"}
+		"h:b":  "1-20e02bec8e08a722e8d06cb9ad532bd2", // {"_id":"h:b","data":"bêta\n","type":"leaf"}
+		"h:+c": "1-77744017eef9fa4bc01c24ab608484e8", // {"_id":"h:+c","data":"%=x","type":"leaf"}
+	} {
+		if got := get(t, st, id, store.GetOptions{})["_rev"]; got != want {
+			t.Errorf("chunk %s: revision %v, the plug-in gives %s", id, got, want)
+		}
+	}
 	// Idempotent: no new revision and no new change.
 	info0, _ := st.Info(ctx)
 	if err := st.PutChunks(ctx, chunks[:1]); err != nil {
@@ -696,6 +708,18 @@ func testChunks(t *testing.T, st store.Store) {
 	bulk(t, st, rdoc("h:r", 1, []string{"q"}, false, map[string]any{"type": "leaf", "data": "remote"}))
 	if got, _ = st.GetChunks(ctx, []engine.ChunkID{"h:r"}); got["h:r"].Data != "remote" {
 		t.Fatalf("replicated chunk = %v", got)
+	}
+	// Put (new_edits=true, such as a PUT through the relay) of a new chunk
+	// gives the plug-in's revision too, whatever the order of its keys.
+	const b2 = "1-93ab6ca3338853b96450d4b954d1d5d2" // {"_id":"h:b2","data":"bêta\n","type":"leaf"}
+	if rev, err := st.Put(ctx, raw(`{"type":"leaf","data":"bêta\n","_id":"h:b2"}`)); err != nil || rev != b2 {
+		t.Errorf("Put of a new chunk = %s, %v; want the plug-in's %s", rev, err, b2)
+	}
+	// A body the plug-in never hashes (the remote form, with e_, whose
+	// plug-in revision was computed over the plaintext) keeps the store's
+	// own rule.
+	if rev, err := st.Put(ctx, raw(`{"_id":"h:+e","data":"%=x","type":"leaf","e_":true}`)); err != nil || rev == store.ChunkRev("h:+e", "%=x") || !revRe.MatchString(rev) {
+		t.Errorf("Put of an encrypted chunk = %s, %v", rev, err)
 	}
 }
 
