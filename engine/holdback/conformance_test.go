@@ -11,9 +11,9 @@ import (
 // with its full hold-back configuration: the suite's documents either
 // are not file metadata or name no chunk, so none is held, and the
 // decorator must keep the whole Store contract for them.
-func runConformance(t *testing.T, open func(t *testing.T) store.Store) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := New(Config{}, Deps{Inner: open(t)})
+func runConformance(t *testing.T, open func(t *testing.T, opts store.Options) store.Store) {
+	storetest.Run(t, func(t *testing.T, opts store.Options) store.Store {
+		s, err := New(Config{}, Deps{Inner: open(t, opts)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,8 +27,9 @@ func runConformance(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 func TestConformanceMemory(t *testing.T) {
-	runConformance(t, func(t *testing.T) store.Store {
-		st, err := store.NewMemory(store.Options{Name: "test"})
+	runConformance(t, func(t *testing.T, opts store.Options) store.Store {
+		opts.Name = "test"
+		st, err := store.NewMemory(opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -876,7 +876,8 @@ func (s *Store) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMe
 }
 
 // Get reads a document from the inner store; a held revision is
-// engine.ErrNotFound.
+// engine.ErrNotFound and is in no _revs_info (held revisions are not in
+// the inner store's trees until released).
 func (s *Store) Get(ctx context.Context, id string, opts store.GetOptions) (json.RawMessage, error) {
 	return s.inner.Get(ctx, id, opts)
 }
@@ -885,6 +886,30 @@ func (s *Store) Get(ctx context.Context, id string, opts store.GetOptions) (json
 // revisions is not listed.
 func (s *Store) AllDocs(ctx context.Context, opts store.AllDocsOptions) ([]store.DocInfo, error) {
 	return s.inner.AllDocs(ctx, opts)
+}
+
+// Compact compacts the inner store (earlier revisions' bodies dropped,
+// documents stemmed to the revs limit). Held revisions are not in the
+// inner store, so compaction neither sees nor drops them.
+func (s *Store) Compact(ctx context.Context) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.RUnlock()
+	return s.inner.Compact(ctx)
+}
+
+// RevsLimit returns the inner store's revs limit.
+func (s *Store) RevsLimit(ctx context.Context) (int, error) { return s.inner.RevsLimit(ctx) }
+
+// SetRevsLimit sets the inner store's revs limit; a held revision is
+// stemmed to it when it is released (written to the inner store).
+func (s *Store) SetRevsLimit(ctx context.Context, n int) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.RUnlock()
+	return s.inner.SetRevsLimit(ctx, n)
 }
 
 // GetChunks reads chunks from the inner store.

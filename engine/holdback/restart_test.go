@@ -111,7 +111,13 @@ func TestRestartAfterCrashBeforeSave(t *testing.T) {
 
 // The decorator keeps bbolt's part of the contract.
 func TestConformanceBolt(t *testing.T) {
-	runConformance(t, func(t *testing.T) store.Store { return openBolt(t, filepath.Join(t.TempDir(), "c.db")) })
+	runConformance(t, func(t *testing.T, opts store.Options) store.Store {
+		st, err := boltstore.Open(filepath.Join(t.TempDir(), "c.db"), boltstore.Options{Options: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
 }
 
 func boltBench(b *testing.B) store.Store {

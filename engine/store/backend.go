@@ -8,8 +8,11 @@ const (
 	BucketDocs  Bucket = iota // document id → revision tree record
 	BucketSeqs                // 8-byte big-endian sequence → document id
 	BucketLocal               // _local id (without the prefix) → document
-	BucketMeta                // store counters
-	NumBuckets  = 4
+	BucketMeta                // store counters and settings
+	// BucketBodies holds the bodies of earlier (non-leaf) revisions kept
+	// for history: key uvarint(len(id)) ‖ id ‖ rev → body.
+	BucketBodies
+	NumBuckets = 5
 )
 
 // Backend is an ordered, transactional key-value store on which Open

@@ -15,15 +15,15 @@ import (
 
 // Meta keys of BucketMeta.
 var (
-	metaSeq   = []byte("seq")  // last sequence, 8-byte big endian
-	metaCount = []byte("docs") // documents whose winner is not deleted
+	metaSeq       = []byte("seq")        // last sequence, 8-byte big endian
+	metaCount     = []byte("docs")       // documents whose winner is not deleted
+	metaRevsLimit = []byte("revs_limit") // SetRevsLimit's value; absent: Options.RevsLimit
 )
 
 // kvStore implements Store over a Backend.
 type kvStore struct {
-	b     Backend
-	opts  Options
-	limit int
+	b    Backend
+	opts Options
 
 	mu     sync.Mutex
 	closed bool
@@ -35,7 +35,7 @@ func Open(b Backend, opts Options) (Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &kvStore{b: b, opts: opts, limit: opts.revsLimit(), notify: make(chan struct{})}, nil
+	return &kvStore{b: b, opts: opts, notify: make(chan struct{})}, nil
 }
 
 func storageErr(op string, err error) error {
@@ -113,22 +113,35 @@ func (r *record) live() bool {
 	return w >= 0 && !r.Nodes[w].Deleted
 }
 
-// writer carries the counters of one write transaction.
+// revsLimit returns the revs limit in force in tx.
+func (s *kvStore) revsLimit(tx Tx) int {
+	if n := getUint(tx, metaRevsLimit); n > 0 {
+		return int(n)
+	}
+	return s.opts.revsLimit()
+}
+
+// writer carries the counters and settings of one write transaction.
 type writer struct {
 	tx    Tx
 	seq   uint64
 	count uint64
+	limit int // revs limit
+	keep  int // Options.KeepBodies
 	wrote bool
 }
 
-func newWriter(tx Tx) *writer {
-	return &writer{tx: tx, seq: getUint(tx, metaSeq), count: getUint(tx, metaCount)}
+func (s *kvStore) newWriter(tx Tx) *writer {
+	return &writer{tx: tx, seq: getUint(tx, metaSeq), count: getUint(tx, metaCount),
+		limit: s.revsLimit(tx), keep: s.opts.KeepBodies}
 }
 
 // save stores rec under a new sequence; wasLive is whether the document's
 // winner was live before the change.
-func (w *writer) save(id string, rec *record, wasLive bool, limit int) error {
-	rec.stem(limit)
+func (w *writer) save(id string, rec *record, wasLive bool) error {
+	if err := w.history(id, rec); err != nil {
+		return err
+	}
 	if isLive := rec.live(); isLive != wasLive {
 		if isLive {
 			w.count++
@@ -169,7 +182,7 @@ func (w *writer) finish() error {
 func (s *kvStore) update(op string, fn func(w *writer) error) error {
 	var wrote bool
 	err := s.b.Update(func(tx Tx) error {
-		w := newWriter(tx)
+		w := s.newWriter(tx)
 		if err := fn(w); err != nil {
 			return err
 		}
@@ -248,7 +261,7 @@ func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engin
 			if !rec.mergePath(d.Path, d.Deleted, d.Body) {
 				continue
 			}
-			if err := w.save(d.ID, rec, wasLive, s.limit); err != nil {
+			if err := w.save(d.ID, rec, wasLive); err != nil {
 				return err
 			}
 		}
@@ -299,7 +312,7 @@ func (s *kvStore) edit(w *writer, id string, rec *record, prev string, deleted b
 		return rev, nil
 	}
 	rec.Nodes = append(rec.Nodes, node{Rev: rev, Parent: parent, Deleted: deleted, Body: body})
-	return rev, w.save(id, rec, wasLive, s.limit)
+	return rev, w.save(id, rec, wasLive)
 }
 
 func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) {
@@ -356,10 +369,14 @@ func (s *kvStore) Get(ctx context.Context, id string, opts GetOptions) (json.Raw
 		} else if rec.Nodes[i].Deleted {
 			return nil
 		}
-		if i < 0 || rec.Nodes[i].Body == nil {
+		if i < 0 || !rec.Nodes[i].hasBody() {
 			return nil
 		}
 		n := &rec.Nodes[i]
+		body := bodyOf(tx, id, n)
+		if body == nil {
+			return nil
+		}
 		var revs []string
 		var start int
 		if opts.Revs {
@@ -373,7 +390,10 @@ func (s *kvStore) Get(ctx context.Context, id string, opts GetOptions) (json.Raw
 				}
 			}
 		}
-		out = buildDoc(id, n.Rev, n.Deleted, n.Body, revs, start, conflicts)
+		out = buildDoc(id, n.Rev, n.Deleted, body, revs, start, conflicts)
+		if opts.RevsInfo {
+			out = appendRevsInfo(out, rec.revsInfo(n.Rev))
+		}
 		return nil
 	})
 	if err != nil {
@@ -410,12 +430,16 @@ func (s *kvStore) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.Raw
 			} else {
 				i = rec.find(dr.Rev)
 			}
-			if i < 0 || rec.Nodes[i].Body == nil {
+			if i < 0 || !rec.Nodes[i].hasBody() {
 				continue
 			}
 			n := &rec.Nodes[i]
+			body := bodyOf(tx, dr.ID, n)
+			if body == nil {
+				continue
+			}
 			start, ids := rec.history(n.Rev)
-			out = append(out, buildDoc(dr.ID, n.Rev, n.Deleted, n.Body, ids, start, nil))
+			out = append(out, buildDoc(dr.ID, n.Rev, n.Deleted, body, ids, start, nil))
 		}
 		return nil
 	})

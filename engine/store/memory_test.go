@@ -16,7 +16,14 @@ func openMemory(t testing.TB) store.Store {
 }
 
 func TestMemoryConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return openMemory(t) })
+	storetest.Run(t, func(t *testing.T, opts store.Options) store.Store {
+		opts.Name = "test"
+		st, err := store.NewMemory(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
 }
 
 func BenchmarkMemoryBulkDocs(b *testing.B) {

@@ -10,8 +10,9 @@ import (
 // record is everything the store keeps about one document: the sequence of
 // its latest change and its revision tree. The tree is flat: each node
 // names its parent ("" for a root, including a root left by stemming).
-// Only leaves keep a body, as CouchDB keeps only leaf bodies after
-// compaction.
+// Leaves keep their body in the record; an earlier revision whose body is
+// kept for history has Kept set and its body in BucketBodies, so a long
+// history does not make every write of the record larger.
 type record struct {
 	Seq   uint64 `json:"s"`
 	Nodes []node `json:"n"`
@@ -22,6 +23,22 @@ type node struct {
 	Parent  string          `json:"p,omitempty"`
 	Deleted bool            `json:"d,omitempty"`
 	Body    json.RawMessage `json:"b,omitempty"`
+	Kept    bool            `json:"k,omitempty"` // body in BucketBodies
+}
+
+// hasBody reports whether the node's body is stored (in the record or in
+// BucketBodies).
+func (n *node) hasBody() bool { return n.Body != nil || n.Kept }
+
+// parents returns the set of revisions that have a child in the tree.
+func (r *record) parents() map[string]struct{} {
+	ps := make(map[string]struct{}, len(r.Nodes))
+	for _, n := range r.Nodes {
+		if n.Parent != "" {
+			ps[n.Parent] = struct{}{}
+		}
+	}
+	return ps
 }
 
 // revGen returns the generation of a revision "N-hash" (0 if malformed)
@@ -58,12 +75,7 @@ func (r *record) find(rev string) int {
 // winning-revision order: non-deleted before deleted, then higher
 // generation, then the greater revision string. The winner is first.
 func (r *record) leaves() []int {
-	parents := make(map[string]struct{}, len(r.Nodes))
-	for _, n := range r.Nodes {
-		if n.Parent != "" {
-			parents[n.Parent] = struct{}{}
-		}
-	}
+	parents := r.parents()
 	var out []int
 	for i, n := range r.Nodes {
 		if _, ok := parents[n.Rev]; !ok {
@@ -125,10 +137,14 @@ func (r *record) history(rev string) (int, []string) {
 // mergePath inserts a replicated revision (new_edits=false): path holds
 // the revision and its ancestors, newest first, as full "N-hash" strings.
 // It reports whether the tree changed. A revision already in the tree is
-// left as it is, as CouchDB does.
+// left as it is, as CouchDB does. It is linear in the path and the tree.
 func (r *record) mergePath(path []string, deleted bool, body json.RawMessage) bool {
 	if r.find(path[0]) >= 0 {
 		return false
+	}
+	idx := make(map[string]int, len(r.Nodes)+len(path))
+	for i, n := range r.Nodes {
+		idx[n.Rev] = i
 	}
 	// Oldest first, so each node's parent exists before it.
 	for i := len(path) - 1; i >= 0; i-- {
@@ -136,7 +152,7 @@ func (r *record) mergePath(path []string, deleted bool, body json.RawMessage) bo
 		if i+1 < len(path) {
 			parent = path[i+1]
 		}
-		if j := r.find(path[i]); j >= 0 {
+		if j, ok := idx[path[i]]; ok {
 			if r.Nodes[j].Parent == "" && parent != "" {
 				r.Nodes[j].Parent = parent // history known again
 			}
@@ -147,14 +163,16 @@ func (r *record) mergePath(path []string, deleted bool, body json.RawMessage) bo
 			n.Deleted = deleted
 			n.Body = body
 		}
+		idx[n.Rev] = len(r.Nodes)
 		r.Nodes = append(r.Nodes, n)
 	}
 	return true
 }
 
 // stem keeps, for every leaf, at most limit revisions of its path (the
-// leaf included), drops the rest and the bodies of non-leaf nodes.
-func (r *record) stem(limit int) {
+// leaf included) and drops the rest. It returns the dropped revisions
+// whose body is in BucketBodies, for the caller to delete.
+func (r *record) stem(limit int) (dropped []string) {
 	idx := make(map[string]int, len(r.Nodes))
 	for i, n := range r.Nodes {
 		idx[n.Rev] = i
@@ -181,6 +199,9 @@ func (r *record) stem(limit int) {
 	}
 	for i, n := range r.Nodes {
 		if !keep[i] {
+			if n.Kept {
+				dropped = append(dropped, n.Rev)
+			}
 			continue
 		}
 		if _, ok := kept[n.Parent]; !ok {
@@ -189,16 +210,5 @@ func (r *record) stem(limit int) {
 		out = append(out, n)
 	}
 	r.Nodes = out
-	// Bodies survive only on leaves.
-	isParent := make(map[string]struct{}, len(r.Nodes))
-	for _, n := range r.Nodes {
-		if n.Parent != "" {
-			isParent[n.Parent] = struct{}{}
-		}
-	}
-	for i := range r.Nodes {
-		if _, ok := isParent[r.Nodes[i].Rev]; ok {
-			r.Nodes[i].Body = nil
-		}
-	}
+	return dropped
 }

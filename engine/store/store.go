@@ -28,20 +28,34 @@ var (
 // database (issue 5).
 const DefaultRevsLimit = 100
 
+// KeepAllBodies, as Options.KeepBodies, keeps the body of every revision
+// until Compact, as CouchDB does until a database is compacted.
+const KeepAllBodies = -1
+
 // Options configures a store. The zero value means the defaults.
 type Options struct {
 	// Name is reported by Info.
 	Name string
 	// RevsLimit caps the revisions kept per branch of a document's tree
-	// (CouchDB's _revs_limit); older ancestors are stemmed. 0 means
-	// DefaultRevsLimit.
+	// (CouchDB's _revs_limit) until SetRevsLimit changes it; older
+	// ancestors are stemmed. 0 means DefaultRevsLimit.
 	RevsLimit int
+	// KeepBodies is how many bodies of earlier (non-leaf) revisions each
+	// document keeps besides its leaves', newest first (by generation);
+	// a write that pushes a body out of that window drops it, and Compact
+	// drops them all. 0, the default, keeps none: only leaves have a body
+	// (a lean local replica). KeepAllBodies keeps every one until Compact,
+	// as CouchDB does (the relay's setting).
+	KeepBodies int
 }
 
 // Validate reports whether the options are usable.
 func (o Options) Validate() error {
 	if o.RevsLimit < 0 {
-		return fmt.Errorf("store: RevsLimit %d is negative", o.RevsLimit)
+		return fmt.Errorf("store: RevsLimit %d is negative; use 0 for the default (%d)", o.RevsLimit, DefaultRevsLimit)
+	}
+	if o.KeepBodies < KeepAllBodies {
+		return fmt.Errorf("store: KeepBodies %d is invalid; use 0 (leaves only), N > 0 or KeepAllBodies (-1)", o.KeepBodies)
 	}
 	return nil
 }
@@ -56,10 +70,16 @@ func (o Options) revsLimit() int {
 // GetOptions selects what Get returns.
 type GetOptions struct {
 	// Rev names a revision to read; "" means the winning revision. A
-	// revision that is not a leaf has no body and is ErrNotFound.
+	// revision whose body is not kept (see Options.KeepBodies, Compact)
+	// is ErrNotFound.
 	Rev string
 	// Revs adds _revisions {start, ids} (newest first).
 	Revs bool
+	// RevsInfo adds _revs_info: the revision read and its ancestors still
+	// in the tree, newest first, each {rev, status} with status
+	// "available" (its body is kept), "deleted" (kept, a deletion) or
+	// "missing" (not kept), CouchDB's revs_info.
+	RevsInfo bool
 	// Conflicts adds _conflicts: the non-deleted leaves other than the
 	// winner, in winning order (only when reading the winner).
 	Conflicts bool
@@ -91,7 +111,10 @@ type DocInfo struct {
 //     revision is CouchDB's: non-deleted leaves beat deleted ones, then the
 //     higher generation, then the greater revision id compared as a
 //     string. Conflicts are the other non-deleted leaves. Each branch keeps
-//     at most RevsLimit revisions; only leaves keep a body.
+//     at most RevsLimit revisions (stemmed when a document is written and
+//     by Compact). Leaves always keep their body; earlier revisions keep
+//     theirs as Options.KeepBodies says, and Get, BulkGet and revs_info
+//     serve them until Compact drops them.
 //   - BulkDocs is new_edits=false (replication); Put is new_edits=true
 //     (local edits) and generates "N-<32 hex>" revisions.
 //   - Changes lists each document once, at the sequence of its latest
@@ -140,6 +163,20 @@ type Store interface {
 	Put(ctx context.Context, doc json.RawMessage) (string, error)
 	// AllDocs lists the non-deleted documents in id order.
 	AllDocs(ctx context.Context, opts AllDocsOptions) ([]DocInfo, error)
+	// Compact drops the body of every revision that is not a leaf and
+	// stems every document to the current revs limit, as CouchDB's
+	// database compaction does; storage they took is free for reuse.
+	// Leaves, sequences and the changes feed do not change. It runs in
+	// several transactions, each atomic: a cancelled ctx stops it between
+	// two with ctx.Err(), and what was compacted stays compacted.
+	Compact(ctx context.Context) error
+	// RevsLimit returns the number of revisions kept per branch (CouchDB's
+	// _revs_limit): the last SetRevsLimit, else Options.RevsLimit.
+	RevsLimit(ctx context.Context) (int, error)
+	// SetRevsLimit sets the revs limit, durably; n must be at least 1
+	// (else an error wrapping ErrInvalid). As in CouchDB, a document is
+	// stemmed to it at its next write, and all are by Compact.
+	SetRevsLimit(ctx context.Context, n int) error
 	// Close releases the store; it waits for calls in flight and wakes
 	// waiting Changes calls, which return ErrClosed.
 	Close() error

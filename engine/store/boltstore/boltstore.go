@@ -30,10 +30,11 @@ func (o Options) Validate() error {
 }
 
 var bucketNames = [store.NumBuckets][]byte{
-	store.BucketDocs:  []byte("docs"),
-	store.BucketSeqs:  []byte("seqs"),
-	store.BucketLocal: []byte("local"),
-	store.BucketMeta:  []byte("meta"),
+	store.BucketDocs:   []byte("docs"),
+	store.BucketSeqs:   []byte("seqs"),
+	store.BucketLocal:  []byte("local"),
+	store.BucketMeta:   []byte("meta"),
+	store.BucketBodies: []byte("bodies"),
 }
 
 // Open opens or creates the store kept in the file at path.

@@ -2,7 +2,9 @@
 // implementation runs it from its own tests:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store { … a new, empty store … })
+//		storetest.Run(t, func(t *testing.T, opts store.Options) store.Store {
+//			… a new, empty store configured with opts …
+//		})
 //	}
 //
 // Run calls open once per subtest and closes the store it gets (Close must
@@ -11,5 +13,6 @@
 // tombstones, _revisions and stemming, RevsDiff, BulkGet, the changes feed
 // (order, paging and resumption, style=all_docs leaves, Mango selectors,
 // longpoll), _local documents, chunks, big batches, closing and
-// cancellation. Bench holds the shared benchmarks.
+// cancellation, and revision history: earlier revisions' bodies kept as
+// Options.KeepBodies says, _revs_info, Compact and the revs limit. Bench holds the shared benchmarks.
 package storetest

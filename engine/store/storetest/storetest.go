@@ -17,36 +17,47 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// Run runs the conformance suite against the stores open returns.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+// Run runs the conformance suite against the stores open returns: a new,
+// empty store configured with opts (the suite sets RevsLimit and
+// KeepBodies for its history cases; an implementation applies what it
+// supports and fails the test for what it does not).
+func Run(t *testing.T, open func(t *testing.T, opts store.Options) store.Store) {
 	tests := []struct {
 		name string
+		opts store.Options
 		fn   func(t *testing.T, st store.Store)
 	}{
-		{"NewEditsFalse", testNewEditsFalse},
-		{"NewEditsTrue", testNewEditsTrue},
-		{"WinningRevision", testWinningRevision},
-		{"ConflictsAndResolution", testConflicts},
-		{"DeletedLeavesAndTombstones", testTombstones},
-		{"RevisionsAndStemming", testStemming},
-		{"RevsDiff", testRevsDiff},
-		{"BulkGet", testBulkGet},
-		{"ChangesOrderAndResume", testChangesOrder},
-		{"ChangesAllDocsLeaves", testChangesLeaves},
-		{"ChangesSelector", testSelector},
-		{"ChangesSelectorUnsupported", testSelectorUnsupported},
-		{"ChangesLongpoll", testLongpoll},
-		{"Local", testLocal},
-		{"Chunks", testChunks},
-		{"BigBatches", testBigBatches},
-		{"InvalidDocuments", testInvalid},
-		{"AllDocs", testAllDocs},
-		{"Concurrent", testConcurrent},
-		{"CancelAndClose", testCancelAndClose},
+		{"NewEditsFalse", store.Options{}, testNewEditsFalse},
+		{"NewEditsTrue", store.Options{}, testNewEditsTrue},
+		{"WinningRevision", store.Options{}, testWinningRevision},
+		{"ConflictsAndResolution", store.Options{}, testConflicts},
+		{"DeletedLeavesAndTombstones", store.Options{}, testTombstones},
+		{"RevisionsAndStemming", store.Options{}, testStemming},
+		{"RevsDiff", store.Options{}, testRevsDiff},
+		{"BulkGet", store.Options{}, testBulkGet},
+		{"ChangesOrderAndResume", store.Options{}, testChangesOrder},
+		{"ChangesAllDocsLeaves", store.Options{}, testChangesLeaves},
+		{"ChangesSelector", store.Options{}, testSelector},
+		{"ChangesSelectorUnsupported", store.Options{}, testSelectorUnsupported},
+		{"ChangesLongpoll", store.Options{}, testLongpoll},
+		{"Local", store.Options{}, testLocal},
+		{"Chunks", store.Options{}, testChunks},
+		{"BigBatches", store.Options{}, testBigBatches},
+		{"InvalidDocuments", store.Options{}, testInvalid},
+		{"AllDocs", store.Options{}, testAllDocs},
+		{"Concurrent", store.Options{}, testConcurrent},
+		{"CancelAndClose", store.Options{}, testCancelAndClose},
+		{"HistoryLeavesOnlyByDefault", store.Options{}, testHistoryLeavesOnly},
+		{"HistoryKeepAllUntilCompact", store.Options{KeepBodies: store.KeepAllBodies}, testHistoryKeepAll},
+		{"HistoryDeletedRevisions", store.Options{KeepBodies: store.KeepAllBodies}, testHistoryDeleted},
+		{"HistoryKeepNewestN", store.Options{KeepBodies: 2}, testHistoryKeepN},
+		{"RevsLimitDefaultAndSet", store.Options{KeepBodies: store.KeepAllBodies}, testRevsLimit},
+		{"RevsLimitOption", store.Options{RevsLimit: 1000}, testRevsLimitOption},
+		{"CompactManyDocuments", store.Options{KeepBodies: store.KeepAllBodies}, testCompactMany},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st := open(t)
+			st := open(t, tc.opts)
 			t.Cleanup(func() { st.Close() })
 			tc.fn(t, st)
 		})
@@ -852,6 +863,9 @@ func testCancelAndClose(t *testing.T, st store.Store) {
 	if err := st.PutChunks(c, []engine.Chunk{{ID: "h:a", Data: "x"}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("PutChunks with a cancelled ctx: %v", err)
 	}
+	if err := st.Compact(c); !errors.Is(err, context.Canceled) {
+		t.Errorf("Compact with a cancelled ctx: %v", err)
+	}
 	info, _ := st.Info(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -875,5 +889,11 @@ func testCancelAndClose(t *testing.T, st store.Store) {
 	}
 	if _, err := st.GetChunks(ctx, []engine.ChunkID{"h:a"}); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("GetChunks after Close: %v", err)
+	}
+	if err := st.Compact(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Compact after Close: %v", err)
+	}
+	if _, err := st.RevsLimit(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("RevsLimit after Close: %v", err)
 	}
 }
