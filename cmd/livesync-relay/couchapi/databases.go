@@ -72,8 +72,9 @@ type Databases interface {
 	List(ctx context.Context) ([]string, error)
 }
 
-// MemoryDatabases keeps each database in a store.NewMemory store: for
-// tests and the wasm build. Its data is lost when the process ends.
+// MemoryDatabases keeps each database in a store.NewMemory store with
+// StoreOptions(0) (history as CouchDB keeps it): for tests and the wasm
+// build. Its data is lost when the process ends.
 type MemoryDatabases struct {
 	mu     sync.Mutex
 	dbs    map[string]store.Store
@@ -120,7 +121,9 @@ func (m *MemoryDatabases) Create(ctx context.Context, name string) error {
 	if _, ok := m.dbs[name]; ok {
 		return fmt.Errorf("database %q: %w", name, ErrExists)
 	}
-	st, err := store.NewMemory(store.Options{Name: name})
+	opts := StoreOptions(0)
+	opts.Name = name
+	st, err := store.NewMemory(opts)
 	if err != nil {
 		return err
 	}

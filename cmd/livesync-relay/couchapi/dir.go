@@ -36,7 +36,9 @@ var _ Databases = (*DirDatabases)(nil)
 
 // OpenDir returns the databases kept in dir, creating dir (mode 0700) if
 // needed. opts apply to every database file (its Name is set to the
-// database name).
+// database name); give opts.Options = StoreOptions(n) for revision
+// history and _revs_limit as CouchDB has them (the zero Options keep only
+// leaves' bodies and 100 revisions, the engine's local-replica defaults).
 func OpenDir(dir string, opts boltstore.Options) (*DirDatabases, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err

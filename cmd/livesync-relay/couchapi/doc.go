@@ -6,7 +6,7 @@
 //
 // A Server is an http.Handler:
 //
-//	dbs, err := couchapi.OpenDir("./livesync-data", boltstore.Options{})
+//	dbs, err := couchapi.OpenDir("./livesync-data", boltstore.Options{Options: couchapi.StoreOptions(0)})
 //	...
 //	defer dbs.Close()
 //	api, err := couchapi.New(couchapi.Config{
@@ -26,9 +26,12 @@
 // GET/HEAD/PUT/DELETE /{db}, _changes (normal, longpoll, continuous;
 // _selector, _doc_ids and _design filters; include_docs), _revs_diff,
 // _bulk_docs (new_edits true and false), _bulk_get, _all_docs (GET and
-// POST keys), documents (rev, revs, conflicts, open_revs with latest, JSON
-// or multipart/mixed), _local documents with CouchDB's "0-N" revisions,
-// _ensure_full_commit. Design documents are stored and served as
+// POST keys), documents (rev, revs, revs_info, conflicts, open_revs with
+// latest, JSON or multipart/mixed), _local documents with CouchDB's "0-N"
+// revisions, _ensure_full_commit, and revision history as CouchDB keeps
+// it: earlier revisions' bodies are served (?rev=, open_revs, revs_info
+// "available") until POST /{db}/_compact drops them, and GET/PUT
+// /{db}/_revs_limit (default 1000) bounds each branch (see StoreOptions). Design documents are stored and served as
 // documents (written by admins only) but never run: their views, shows
 // and filters are 404. Everything else is a CouchDB-shaped 404 or 405.
 // Attachments, Mango _find, JWT and proxy authentication are not served.

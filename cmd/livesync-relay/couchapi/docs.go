@@ -69,8 +69,9 @@ func (s *Server) writeNew(ctx context.Context, q *request, id string, m map[stri
 	return q.st.Put(ctx, b)
 }
 
-// getDoc answers GET /{db}/{docid}: the winning revision, or ?rev=, with
-// ?revs, ?conflicts (and ?meta), or open_revs.
+// getDoc answers GET /{db}/{docid}: the winning revision, or ?rev= (an
+// earlier revision too, while its body is kept), with ?revs, ?revs_info,
+// ?conflicts (and ?meta, which is both), or open_revs.
 func (s *Server) getDoc(q *request) *apiError {
 	id := q.rest[0]
 	if ae := checkDocID(id); ae != nil {
@@ -88,15 +89,19 @@ func (s *Server) getDoc(q *request) *apiError {
 	if ae != nil {
 		return ae
 	}
+	revsInfo, ae := boolParam(qv, "revs_info")
+	if ae != nil {
+		return ae
+	}
 	if meta, _ := boolParam(qv, "meta"); meta {
-		conflicts = true
+		conflicts, revsInfo = true, true
 	}
 	rev := qv.Get("rev")
 	if rev != "" && !validRev(rev) {
 		return errInvalidRev
 	}
 	ctx := q.r.Context()
-	doc, err := q.st.Get(ctx, id, store.GetOptions{Rev: rev, Revs: revs, Conflicts: conflicts})
+	doc, err := q.st.Get(ctx, id, store.GetOptions{Rev: rev, Revs: revs, RevsInfo: revsInfo, Conflicts: conflicts})
 	if errors.Is(err, engine.ErrNotFound) {
 		if rev == "" {
 			if w, err := q.st.BulkGet(ctx, []engine.DocRev{{ID: id}}); err == nil && len(w) == 1 {
@@ -385,12 +390,18 @@ func (s *Server) openRevs(q *request, id, spec string, withRevs bool) *apiError 
 			}
 		}
 		for _, rev := range revs {
-			docs, err := readRevs(ctx, q.st, id, []string{rev}, withRevs)
-			if err != nil {
-				return asAPIError(err)
-			}
-			if len(docs) == 0 && latest {
+			// latest=true asks for the leaves that descend from rev, even
+			// when rev itself is still readable (an earlier revision whose
+			// body is kept); a leaf is its own latest.
+			var docs [][]byte
+			var err error
+			if latest {
 				if docs, err = latestOf(ctx, q.st, id, rev, withRevs); err != nil {
+					return asAPIError(err)
+				}
+			}
+			if len(docs) == 0 {
+				if docs, err = readRevs(ctx, q.st, id, []string{rev}, withRevs); err != nil {
 					return asAPIError(err)
 				}
 			}

@@ -114,11 +114,12 @@ func (s *Server) beginFeed() bool {
 type access int
 
 const (
-	accPublic  access = iota // anyone
-	accServer                // a valid user, or anonymous when anonymous reads are allowed
-	accRead                  // read the database
-	accWrite                 // write documents of the database
-	accDBAdmin               // create or delete the database
+	accPublic     access = iota // anyone
+	accServer                   // a valid user, or anonymous when anonymous reads are allowed
+	accRead                     // read the database
+	accWrite                    // write documents of the database
+	accDBAdmin                  // create or delete the database
+	accDBMaintain               // compact or configure the database: as accDBAdmin, with the store open
 )
 
 // request is one request being served.
@@ -237,7 +238,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rw, ae)
 		return
 	}
-	if ep.db != "" && o.acc != accDBAdmin {
+	if ep.db != "" && o.acc != accDBAdmin { // create and delete need no open store
 		st, err := s.dbs.Open(r.Context(), ep.db)
 		if err != nil {
 			ae := asAPIError(err)
@@ -305,7 +306,7 @@ func (s *Server) authorize(q *request, acc access) *apiError {
 			return errorf(http.StatusUnauthorized, "unauthorized", "You are not authorized to access this db.")
 		}
 		return errDBForbidden
-	case accDBAdmin:
+	case accDBAdmin, accDBMaintain:
 		if u != nil && (u.admin || u.dbs[q.db]) {
 			return nil
 		}
@@ -434,6 +435,12 @@ func (s *Server) resolve(r *http.Request) (*endpoint, *apiError) {
 	case name == "_all_docs" && len(rest) == 1:
 		ep.tmpl = "/{db}/_all_docs"
 		ep.ops = map[string]op{http.MethodGet: {(*Server).allDocs, accRead}, http.MethodPost: {(*Server).allDocs, accRead}}
+	case name == "_compact" && len(rest) == 1:
+		ep.tmpl = "/{db}/_compact"
+		ep.ops = map[string]op{http.MethodPost: {(*Server).compact, accDBMaintain}}
+	case name == "_revs_limit" && len(rest) == 1:
+		ep.tmpl = "/{db}/_revs_limit"
+		ep.ops = map[string]op{http.MethodGet: {(*Server).getRevsLimit, accRead}, http.MethodPut: {(*Server).putRevsLimit, accDBMaintain}}
 	case name == "_ensure_full_commit" && len(rest) == 1:
 		ep.tmpl = "/{db}/_ensure_full_commit"
 		ep.ops = map[string]op{http.MethodPost: {(*Server).ensureFullCommit, accWrite}}
