@@ -45,21 +45,22 @@ var reservedNames = map[string]bool{"healthz": true, "metrics": true, "status": 
 // documents every key. Unknown keys are an error, so that a typo is not
 // silently ignored.
 type fileConfig struct {
-	Listen           string          `toml:"listen"`
-	DataDir          string          `toml:"data_dir"`
-	CORSOrigins      []string        `toml:"cors_origins"`
-	MaxRequestBytes  int64           `toml:"max_request_bytes"`
-	MaxDocumentBytes int64           `toml:"max_document_bytes"`
-	WWWAuthenticate  string          `toml:"www_authenticate"`
-	Compression      bool            `toml:"compression"`
-	MetricsPublic    bool            `toml:"metrics_public"`
-	ShutdownTimeout  time.Duration   `toml:"shutdown_timeout"`
-	TLS              tlsConfig       `toml:"tls"`
-	Log              logConfig       `toml:"log"`
-	Users            []userConfig    `toml:"users"`
-	Databases        []dbConfig      `toml:"databases"`
-	Purgatory        purgatoryConfig `toml:"purgatory"`
-	Hunt             huntConfig      `toml:"hunt"`
+	Listen           string           `toml:"listen"`
+	DataDir          string           `toml:"data_dir"`
+	CORSOrigins      []string         `toml:"cors_origins"`
+	MaxRequestBytes  int64            `toml:"max_request_bytes"`
+	MaxDocumentBytes int64            `toml:"max_document_bytes"`
+	WWWAuthenticate  string           `toml:"www_authenticate"`
+	Compression      bool             `toml:"compression"`
+	MetricsPublic    bool             `toml:"metrics_public"`
+	ShutdownTimeout  time.Duration    `toml:"shutdown_timeout"`
+	TLS              tlsConfig        `toml:"tls"`
+	Log              logConfig        `toml:"log"`
+	Users            []userConfig     `toml:"users"`
+	Databases        []dbConfig       `toml:"databases"`
+	Purgatory        purgatoryConfig  `toml:"purgatory"`
+	Hunt             huntConfig       `toml:"hunt"`
+	Compaction       compactionConfig `toml:"compaction"`
 
 	path       string // the file it was read from; "" for no file
 	corsSet    bool   // cors_origins was given (an empty list turns CORS off)
@@ -110,6 +111,16 @@ type purgatoryConfig struct {
 	RememberExpired time.Duration `toml:"remember_expired"`
 	ReleaseRetry    time.Duration `toml:"release_retry"`
 	SaveInterval    time.Duration `toml:"save_interval"`
+}
+
+// compactionConfig is the [compaction] table: how much revision history
+// every database keeps. The zero value keeps it as CouchDB does.
+type compactionConfig struct {
+	// KeepRevisionBodies is how many bodies of earlier revisions each
+	// document keeps (the newest), dropping older ones as documents are
+	// written; 0 (the default) keeps every one until an admin compacts
+	// the database (POST /{db}/_compact), as CouchDB does.
+	KeepRevisionBodies int `toml:"keep_revision_bodies"`
 }
 
 func (p purgatoryConfig) holdback() holdback.Config {
@@ -183,6 +194,9 @@ func (c *fileConfig) validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout is negative")
+	}
+	if c.Compaction.KeepRevisionBodies < 0 {
+		bad("compaction.keep_revision_bodies is negative: give 0 to keep every earlier body until POST /{db}/_compact, or N > 0 to keep the newest N per document")
 	}
 	seen := map[string]bool{}
 	for i, d := range c.Databases {

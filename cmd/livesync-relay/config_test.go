@@ -45,6 +45,9 @@ func TestExampleConfigParsesAndValidates(t *testing.T) {
 		h.BackoffCap != 2*time.Minute || h.HedgeAfter != 30*time.Second || h.BatchSize != 100 {
 		t.Errorf("hunt %+v", h)
 	}
+	if c.Compaction.KeepRevisionBodies != 20 {
+		t.Errorf("compaction %+v", c.Compaction)
+	}
 	p := c.Purgatory
 	if p.PushedDelay != 3*time.Minute || p.PulledDelay != 500*time.Millisecond || p.ActiveFor != 30*time.Minute ||
 		p.SoftExpiry != 24*time.Hour || p.RememberExpired != 7*24*time.Hour || p.ReleaseRetry != 30*time.Second || p.SaveInterval != 30*time.Second {
@@ -145,6 +148,8 @@ func TestConfigErrors(t *testing.T) {
 		{"purgatory", "[purgatory]\nactive_for = \"-1m\"", "ActiveFor"},
 		{"save interval", "[purgatory]\nsave_interval = \"-1s\"", "SaveInterval"},
 		{"hunt", "[hunt]\nbatch_size = 101", "hunt:"},
+		{"compaction", "[compaction]\nkeep_revision_bodies = -1", "keep_revision_bodies is negative"},
+		{"compaction key", "[compaction]\nkeep_bodies = 3", "compaction.keep_bodies"},
 		{"upstream name", up("name = \"a b\"\nkind = \"couchdb\"\nurl = \"http://h:1\"\ndatabase = \"v\""), "name \"a b\""},
 		{"upstream twice", up(couch) + "\n[[databases.upstreams]]\n" + couch, "upstream \"c\" is listed twice"},
 		{"upstream kind", up("name = \"x\"\nkind = \"nostr\""), "kind \"nostr\""},

@@ -106,7 +106,7 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 		return nil, err
 	}
 
-	dir, err := couchapi.OpenDir(s.dataDir, boltstore.Options{Timeout: dbLockTimeout})
+	dir, err := couchapi.OpenDir(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,9 @@ type settings struct {
 	upstreams  map[string][]upstreamSpec
 	huntConfig hunt.Config
 	holdback   holdback.Config
+	// keepBodies is [compaction] keep_revision_bodies (0: all until
+	// _compact).
+	keepBodies int
 	resetAdmin bool
 }
 
@@ -83,6 +86,7 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		metricsPublic: fc.MetricsPublic, shutdownTimeout: fc.ShutdownTimeout, logFormat: fc.Log.Format,
 		holdback: fc.Purgatory.holdback(), passphrases: map[string]string{}, resetAdmin: fl.resetAdmin,
 		upstreams: map[string][]upstreamSpec{}, huntConfig: fc.Hunt.config(),
+		keepBodies: fc.Compaction.KeepRevisionBodies,
 	}
 	if fc.corsSet {
 		s.cors = fc.CORSOrigins
