@@ -20,9 +20,11 @@
 //	page, err := st.Changes(ctx, engine.ChangesRequest{Since: "", Limit: 100})
 //
 // Layout of a Backend: BucketDocs maps an id to its record (sequence and
-// flat revision tree, bodies on leaves only); BucketSeqs maps each
-// document's latest sequence to its id, so a changes scan is one ordered
-// walk; BucketLocal holds _local documents; BucketMeta the last sequence
-// and the live-document count. One write transaction per BulkDocs, Put,
-// PutChunks or PutLocal call.
+// flat revision tree, with the leaves' bodies); BucketBodies holds the
+// bodies of earlier revisions kept for history (Options.KeepBodies) until
+// Compact deletes them; BucketSeqs maps each document's latest sequence to
+// its id, so a changes scan is one ordered walk; BucketLocal holds _local
+// documents; BucketMeta the last sequence, the live-document count and the
+// revs limit SetRevsLimit set. One write transaction per BulkDocs, Put,
+// PutChunks or PutLocal call; Compact takes one per batch of documents.
 package store
