@@ -178,12 +178,13 @@ func FromTweakValues(base Settings, tv negotiate.TweakValues) (Settings, error) 
 	return s, s.Validate()
 }
 
-// TweakValues returns the "must match" tweak values of s in upstream's
-// spelling, starting from upstream's template defaults, for writing into
-// a milestone (negotiate.Milestone.Register). The passphrase is not part
-// of them.
+// TweakValues returns the tweak values of s in upstream's spelling, for
+// writing into a milestone (negotiate.Milestone.Register): every key the
+// plugin writes, starting from a new vault's (negotiate.NewVaultTweaks),
+// with the must-match keys set from s. The passphrase is not part of
+// them.
 func (s Settings) TweakValues() negotiate.TweakValues {
-	tv := negotiate.ShouldMatchTemplate()
+	tv := negotiate.NewVaultTweaks()
 	set := func(k string, v any) { _ = tv.Set(k, v) } // plain values always encode
 	set("handleFilenameCaseSensitive", s.CaseSensitive)
 	set("encrypt", s.Encrypt)

@@ -336,6 +336,13 @@ func TestTweakValuesMatchPlugin(t *testing.T) {
 		if diffs := negotiate.TweakMismatch(pref, d.settings(t).TweakValues()); len(diffs) != 0 {
 			t.Errorf("%s: our tweak values differ from the plugin's: %+v", name, diffs)
 		}
+		// Not only the must-match keys: the whole set the plugin writes,
+		// recommended keys included, in its order.
+		got, _ := json.Marshal(d.settings(t).TweakValues())
+		want, _ := json.Marshal(pref)
+		if string(got) != string(want) {
+			t.Errorf("%s: our tweak values\n%s\nthe plugin's\n%s", name, got, want)
+		}
 		s, err := FromTweakValues(Settings{Passphrase: d.FixedValues.Passphrase}, pref)
 		if err != nil || s != d.settings(t) {
 			t.Errorf("%s: settings from PREFERRED %+v, want %+v (%v)", name, s, d.settings(t), err)

@@ -288,7 +288,11 @@ const lastConnectedInterval = 60 * time.Second
 // src/pouchdb/LiveSyncDBFunctions.ts): it records this node in m and
 // reports whether the milestone must be written back (PUT on CouchDB,
 // upload on object storage). current is this node's tweak values; only its
-// TemplateKeys are used, as upstream's extractObject does.
+// TemplateKeys are used, as upstream's extractObject does, and a
+// recommended (not must-match) template key current lacks takes its
+// NewVaultTweaks value, because the plugin's settings always hold every
+// such key: the set written is the plugin's 30 keys even when current is
+// an older, must-match-only set. Must-match keys are never filled in.
 //
 // A write-back is needed when: me's [min,max] differs from my; me's stored
 // tweak set differs from current (a template key missing from current,
@@ -302,7 +306,7 @@ const lastConnectedInterval = 60 * time.Second
 // absent; last_connected = now is written only under the 60 s rule. When
 // no write-back is needed, m is left unchanged.
 func (m *Milestone) Register(me string, my ChunkRange, info DeviceInfo, current TweakValues, now time.Time) (changed bool) {
-	cur := current.Extract(templateKeys)
+	cur := withRecommended(current)
 	r, ok := m.NodeChunkInfo[me]
 	if !ok {
 		r = my

@@ -41,14 +41,53 @@ var shouldMatchTemplate = []tweakPair{
 	{"chunkSplitterVersion", `"v3-rabin-karp"`},
 }
 
-// recommendedKeys are the keys of TweakValuesRecommendedTemplate, which
-// come first in TweakValuesTemplate.
-var recommendedKeys = []string{
-	"useIgnoreFiles", "useCustomRequestHandler", "batch_size", "batches_limit",
-	"useTimeouts", "readChunksOnline", "hashCacheMaxCount", "hashCacheMaxAmount",
-	"concurrencyOfReadChunksOnline", "minimumIntervalOfReadChunksOnline",
-	"ignoreFiles", "syncMaxSizeInMB", "enableChunkSplitterV2", "usePluginSyncV2",
-	"handleFilenameCaseSensitive", "E2EEAlgorithm", "chunkSplitterVersion",
+// recommendedTemplate is TweakValuesRecommendedTemplate, whose keys come
+// first in TweakValuesTemplate: the settings a node stores besides the
+// must-match ones, for the user to compare. Their values are the
+// plugin's DEFAULT_SETTINGS (commonlib
+// src/common/models/setting.const.defaults.ts), except usePluginSyncV2,
+// which is PREFERRED_BASE's (setting.const.preferred.ts).
+var recommendedTemplate = []tweakPair{
+	{"useIgnoreFiles", "false"},
+	{"useCustomRequestHandler", "false"},
+	{"batch_size", "25"},
+	{"batches_limit", "25"},
+	{"useTimeouts", "false"},
+	{"readChunksOnline", "true"},
+	{"hashCacheMaxCount", "300"},
+	{"hashCacheMaxAmount", "50"},
+	{"concurrencyOfReadChunksOnline", "40"},
+	{"minimumIntervalOfReadChunksOnline", "50"},
+	{"ignoreFiles", `".gitignore"`},
+	{"syncMaxSizeInMB", "50"},
+	{"enableChunkSplitterV2", "false"},
+	{"usePluginSyncV2", "true"},
+	{"handleFilenameCaseSensitive", "false"},
+	{"E2EEAlgorithm", `"v2"`},
+	{"chunkSplitterVersion", `"v3-rabin-karp"`},
+}
+
+// recommendedKeys are the keys of recommendedTemplate, in its order.
+var recommendedKeys = func() []string {
+	keys := make([]string, len(recommendedTemplate))
+	for i, p := range recommendedTemplate {
+		keys[i] = p.key
+	}
+	return keys
+}()
+
+// newVaultPreset are the values a vault set up by the plugin today holds
+// where they differ from TweakValuesTemplate's: PREFERRED_BASE's
+// usePluginSyncV2 and handleFilenameCaseSensitive, and the read-chunks
+// pacing that both PREFERRED_SETTING_SELF_HOSTED and
+// PREFERRED_JOURNAL_SYNC set (commonlib
+// src/common/models/setting.const.preferred.ts). The interop vectors the
+// library wrote (engine/testdata/vectors) hold exactly these.
+var newVaultPreset = []tweakPair{
+	{"usePluginSyncV2", "true"},
+	{"handleFilenameCaseSensitive", "false"},
+	{"concurrencyOfReadChunksOnline", "30"},
+	{"minimumIntervalOfReadChunksOnline", "25"},
 }
 
 // tweakDefaults is TweakValuesDefault: values assumed for keys a stored set
@@ -103,6 +142,53 @@ func ShouldMatchKeys() []string {
 // values (those of a new vault before presets): a starting point for a
 // node's current set. The result is a fresh set.
 func ShouldMatchTemplate() TweakValues { return pairsToValues(shouldMatchTemplate) }
+
+// NewVaultTweaks returns the tweak values of a vault the plugin sets up
+// today, before its own choices (chunk size, E2EE, path obfuscation, case
+// sensitivity): every key of TemplateKeys except the undefined
+// tweakModified, in that order, with TweakValuesTemplate's values
+// ({...TweakValuesRecommendedTemplate, ...TweakValuesShouldMatchedTemplate})
+// overridden by the new-vault presets of setting.const.preferred.ts
+// (usePluginSyncV2 true; concurrencyOfReadChunksOnline 30 and
+// minimumIntervalOfReadChunksOnline 25, as both the self-hosted and the
+// journal preset set). This is the 30-key set extractObject gives on a
+// new vault. The result is a fresh set.
+func NewVaultTweaks() TweakValues {
+	var t TweakValues
+	for _, p := range recommendedTemplate {
+		t.setRaw(p.key, json.RawMessage(p.value))
+	}
+	for _, p := range shouldMatchTemplate {
+		t.setRaw(p.key, json.RawMessage(p.value))
+	}
+	for _, p := range newVaultPreset {
+		t.setRaw(p.key, json.RawMessage(p.value))
+	}
+	return t
+}
+
+// withRecommended returns current reduced to the template keys
+// (extractObject(TweakValuesTemplate, …)), in the template's order, with
+// every recommended key current lacks taken from NewVaultTweaks. In the
+// plugin the settings object always holds every recommended key (its
+// DEFAULT_SETTINGS fill the gaps), so the set it stores is complete; a set
+// of ours may come from an older client that stored only the must-match
+// keys. Must-match keys current lacks stay absent: they are compared, and
+// a guess could turn into a mismatch; tweakModified stays absent too.
+func withRecommended(current TweakValues) TweakValues {
+	fill := NewVaultTweaks()
+	var out TweakValues
+	for _, k := range templateKeys {
+		if v, ok := current.vals[k]; ok {
+			out.setRaw(k, v)
+		} else if ImpactOf(k) == ImpactNone {
+			if v, ok := fill.vals[k]; ok {
+				out.setRaw(k, v)
+			}
+		}
+	}
+	return out
+}
 
 // TweakDefaults returns TweakValuesDefault, the values assumed for keys a
 // stored tweak set omits. The result is a fresh set.
@@ -440,7 +526,7 @@ func TweakMismatch(preferred, current TweakValues) []TweakDiff {
 // storedTweaksDiffer mirrors the write-back test of ensureRemoteIsCompatible:
 // isObjectDifferent(tweak_values[me], current) in strict mode, where
 // current is extractObject(TweakValuesTemplate, settings) (pass
-// current.Extract(templateKeys)). In upstream every template key is an own
+// withRecommended(current)). In upstream every template key is an own
 // property of current, undefined when the settings lack it, while a stored
 // set read from JSON never holds undefined. A template key missing from
 // current is therefore always a difference, which is why upstream rewrites
