@@ -57,7 +57,10 @@ func TestS3TLS(t *testing.T) {
 
 	before := p.requests.Load()
 	_, err := mk(nil).Get(ctx, b.Prefix()+"1700000000000-docs.jsonl.gz")
-	wantStage(t, "untrusted certificate", err, engine.StageProtocol, "not trusted", "CACertPEM")
+	wantStage(t, "untrusted certificate", err, engine.StageProtocol, "not trusted")
+	if se := (*minio.SettingError)(nil); !errors.As(err, &se) || se.Setting != minio.SettingCACert {
+		t.Errorf("untrusted certificate: %v does not blame the CA certificates", err)
+	}
 	if !errors.Is(err, minio.ErrTLS) {
 		t.Errorf("untrusted certificate: %v does not wrap ErrTLS", err)
 	}
@@ -69,7 +72,10 @@ func TestS3TLS(t *testing.T) {
 
 	plain := startS3FaultProxy(t, e, false)
 	_, err = s3Bucket(t, e, b.Name(), b.Prefix(), viaProxy(plain.hostPort(), true, e, nil)).Get(ctx, b.Prefix()+"1700000000000-docs.jsonl.gz")
-	wantStage(t, "https:// to a plain HTTP endpoint", err, engine.StageProtocol, "plain HTTP", "http://")
+	wantStage(t, "https:// to a plain HTTP endpoint", err, engine.StageProtocol, "plain HTTP")
+	if se := (*minio.SettingError)(nil); !errors.As(err, &se) || se.Setting != minio.SettingSecure {
+		t.Errorf("https:// to plain HTTP: %v does not blame the scheme", err)
+	}
 	if !errors.Is(err, minio.ErrTLS) {
 		t.Errorf("https:// to plain HTTP: %v does not wrap ErrTLS", err)
 	}
@@ -172,7 +178,10 @@ func TestS3Region(t *testing.T) {
 		err := op()
 		// The server's region is named (quoted by us, or in the server's
 		// own words when its answer has no Region element).
-		wantStage(t, name+" signed for another region", err, engine.StageAuth, region, `"`+elsewhere+`"`, "Config.Region")
+		wantStage(t, name+" signed for another region", err, engine.StageAuth, region, `"`+elsewhere+`"`)
+		if se := (*minio.SettingError)(nil); !errors.As(err, &se) || se.Setting != minio.SettingRegion || (se.Want != "" && se.Want != region) {
+			t.Errorf("%s signed for another region: %v does not blame the region (or names another)", name, err)
+		}
 		if got := p.requests.Load() - before; got != 1 {
 			t.Errorf("%s signed for another region: %d requests, want 1", name, got)
 		}

@@ -270,7 +270,9 @@ func testUpstreamStatus(t *testing.T, bin string) {
 	if !strings.Contains(w.LastError, "authentication failed: check user and the password") || w.Errors == 0 {
 		t.Errorf("wrong password: %+v", w)
 	}
-	if !strings.Contains(ws.LastError, "authentication failed: check access_key") {
+	// The bucket adapter says which setting is wrong; the relay names its
+	// configuration keys for it.
+	if !strings.Contains(ws.LastError, "authentication failed: check the secret key (secret_key_file or secret_key_env): ") {
 		t.Errorf("wrong secret key: %+v", ws)
 	}
 	raw := string(r.get(t, "/status"))

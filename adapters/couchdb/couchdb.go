@@ -82,7 +82,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("couchdb: unknown Auth %q (want %q or %q)", c.Auth, AuthBasic, AuthCookie)
 	}
 	if c.LongpollTimeout < 0 {
-		return errors.New("couchdb: LongpollTimeout must not be negative")
+		return errors.New("couchdb: the long-poll timeout must not be negative")
 	}
 	return nil
 }

@@ -3,8 +3,6 @@ package minio
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -80,13 +78,13 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Bucket == "" {
-		return errors.New("minio: Bucket is required")
+		return settingErr(SettingBucket, "the bucket name is required")
 	}
 	if err := s3utils.CheckValidBucketName(c.Bucket); err != nil {
-		return fmt.Errorf("minio: Bucket %q: %v", c.Bucket, err)
+		return settingErr(SettingBucket, "bucket name %q: %v", c.Bucket, err)
 	}
 	if c.PathStyle && c.VirtualHost {
-		return errors.New("minio: PathStyle and VirtualHost are exclusive")
+		return settingErr(SettingVirtualHost, "path-style and virtual-host-style addressing are exclusive")
 	}
 	if c.VirtualHost {
 		host, _, _ := c.endpoint()
@@ -95,25 +93,25 @@ func (c Config) Validate() error {
 			h = sh
 		}
 		if net.ParseIP(strings.Trim(h, "[]")) != nil {
-			return fmt.Errorf("minio: VirtualHost needs a DNS name as the endpoint (bucket.%s is not a host name); use PathStyle for an IP address", h)
+			return settingErr(SettingVirtualHost, "virtual-host-style addressing needs a DNS name as the endpoint (bucket.%s is not a host name); use path-style addressing for an IP address", h)
 		}
 		if strings.Contains(c.Bucket, ".") {
 			// The bucket becomes a DNS label; a dotted bucket breaks
 			// wildcard certificates.
-			return fmt.Errorf("minio: VirtualHost cannot address bucket %q, which contains dots; use PathStyle", c.Bucket)
+			return settingErr(SettingVirtualHost, "virtual-host-style addressing cannot reach bucket %q, which contains dots; use path-style addressing", c.Bucket)
 		}
 	}
 	if c.HTTPTransport != nil && c.tlsOptions() {
 		if _, ok := c.HTTPTransport.(*http.Transport); !ok {
-			return errors.New("minio: CACertPEM and InsecureSkipVerify need HTTPTransport to be an *http.Transport (or nil); put the TLS settings in your own transport instead")
+			return settingErr(SettingTransport, "extra CA certificates and skipping TLS verification need the HTTP transport to be the standard library's (or none); put the TLS settings in your own transport instead")
 		}
 	}
 	if len(c.CACertPEM) > 0 && !x509.NewCertPool().AppendCertsFromPEM(c.CACertPEM) {
-		return errors.New("minio: CACertPEM holds no PEM certificate")
+		return settingErr(SettingCACert, "the CA certificates hold no PEM certificate")
 	}
 	if len(c.CACertPEM) > 0 || c.InsecureSkipVerify {
 		if _, secure, _ := c.endpoint(); !secure {
-			return errors.New("minio: CACertPEM and InsecureSkipVerify apply to HTTPS; the endpoint is plain HTTP (use an https:// Endpoint or Secure)")
+			return settingErr(SettingSecure, "CA certificates and skipping TLS verification apply to HTTPS, but the endpoint is plain HTTP")
 		}
 	}
 	return c.Retry.validate()
@@ -125,32 +123,32 @@ func (c Config) tlsOptions() bool { return len(c.CACertPEM) > 0 || c.InsecureSki
 func (c Config) endpoint() (host string, secure bool, err error) {
 	e := strings.TrimSpace(c.Endpoint)
 	if e == "" {
-		return "", false, errors.New("minio: Endpoint is required")
+		return "", false, settingErr(SettingEndpoint, "the endpoint is required")
 	}
 	if !strings.Contains(e, "://") {
 		if strings.ContainsAny(e, "/?#@") {
-			return "", false, fmt.Errorf("minio: Endpoint %q: want host[:port] or http(s)://host[:port]", redactEndpoint(e))
+			return "", false, settingErr(SettingEndpoint, "endpoint %q: want host[:port] or http(s)://host[:port]", redactEndpoint(e))
 		}
 		if _, err := url.Parse("http://" + e); err != nil {
-			return "", false, fmt.Errorf("minio: Endpoint %q: want host[:port] or http(s)://host[:port]", redactEndpoint(e))
+			return "", false, settingErr(SettingEndpoint, "endpoint %q: want host[:port] or http(s)://host[:port]", redactEndpoint(e))
 		}
 		return e, c.Secure, nil
 	}
 	u, err := url.Parse(e)
 	if err != nil {
-		return "", false, fmt.Errorf("minio: Endpoint %q is not a URL: want host[:port] or http(s)://host[:port]", redactEndpoint(e))
+		return "", false, settingErr(SettingEndpoint, "endpoint %q is not a URL: want host[:port] or http(s)://host[:port]", redactEndpoint(e))
 	}
 	switch {
 	case u.User != nil:
-		return "", false, errors.New("minio: put the access and secret keys in Config, not in the Endpoint URL")
+		return "", false, settingErr(SettingEndpoint, "the endpoint URL holds credentials: give the access and secret keys as settings of their own, not in the endpoint")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", false, fmt.Errorf("minio: Endpoint scheme %q: want http or https", u.Scheme)
+		return "", false, settingErr(SettingEndpoint, "endpoint scheme %q: want http or https", u.Scheme)
 	case u.Host == "":
-		return "", false, fmt.Errorf("minio: Endpoint %q has no host", e)
+		return "", false, settingErr(SettingEndpoint, "endpoint %q has no host", e)
 	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "":
-		return "", false, fmt.Errorf("minio: Endpoint %q: an S3 endpoint has no path or query; put the bucket in Bucket and the folder in Prefix", e)
+		return "", false, settingErr(SettingEndpoint, "endpoint %q: an S3 endpoint has no path or query; give the bucket and the prefix as settings of their own", e)
 	case u.Scheme == "http" && c.Secure:
-		return "", false, fmt.Errorf("minio: Endpoint %q is plain HTTP but Secure is set", e)
+		return "", false, settingErr(SettingSecure, "endpoint %q is plain HTTP but HTTPS is asked for", e)
 	}
 	return u.Host, u.Scheme == "https", nil
 }
@@ -244,7 +242,7 @@ func DefaultDelay(attempt int) time.Duration {
 
 func (r Retry) validate() error {
 	if r.MaxAttempts < 0 {
-		return errors.New("minio: Retry.MaxAttempts must not be negative")
+		return settingErr(SettingRetry, "the retry policy's maximum number of attempts must not be negative")
 	}
 	return nil
 }

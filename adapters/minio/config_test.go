@@ -3,6 +3,7 @@ package minio
 import (
 	"crypto/tls"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -30,13 +31,13 @@ func TestConfigEndpoint(t *testing.T) {
 		{endpoint: "https://minio.example/", wantHost: "minio.example", wantSecure: true},
 		{endpoint: " https://[::1]:9000 ", wantHost: "[::1]:9000", wantSecure: true},
 		{endpoint: "https://minio.example", secure: true, wantHost: "minio.example", wantSecure: true},
-		{endpoint: "", wantErr: "Endpoint is required"},
-		{endpoint: "http://minio.example", secure: true, wantErr: "plain HTTP but Secure"},
+		{endpoint: "", wantErr: "endpoint is required"},
+		{endpoint: "http://minio.example", secure: true, wantErr: "plain HTTP but HTTPS is asked for"},
 		{endpoint: "ftp://minio.example", wantErr: `scheme "ftp"`},
 		{endpoint: "https://minio.example/bucket", wantErr: "no path"},
 		{endpoint: "https://minio.example?x=1", wantErr: "no path or query"},
 		{endpoint: "https://", wantErr: "has no host"},
-		{endpoint: "https://user:hunter2@minio.example", wantErr: "not in the Endpoint URL"},
+		{endpoint: "https://user:hunter2@minio.example", wantErr: "holds credentials"},
 		{endpoint: "user:hunter2@minio.example", wantErr: "want host[:port]"},
 		{endpoint: "minio.example/bucket", wantErr: "want host[:port]"},
 	} {
@@ -48,6 +49,14 @@ func TestConfigEndpoint(t *testing.T) {
 				}
 				if strings.Contains(err.Error(), "hunter2") {
 					t.Errorf("error %q echoes the password", err)
+				}
+				var se *SettingError
+				want := SettingEndpoint
+				if tc.secure && strings.HasPrefix(tc.endpoint, "http://") {
+					want = SettingSecure // the endpoint contradicts Secure
+				}
+				if !errors.As(err, &se) || se.Setting != want {
+					t.Errorf("error %v does not blame %s", err, want)
 				}
 				return
 			}
@@ -69,8 +78,8 @@ func TestConfigValidate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "minimal", mod: func(*Config) {}},
-		{name: "no bucket", mod: func(c *Config) { c.Bucket = "" }, wantErr: "Bucket is required"},
-		{name: "invalid bucket name", mod: func(c *Config) { c.Bucket = "v" }, wantErr: `Bucket "v"`},
+		{name: "no bucket", mod: func(c *Config) { c.Bucket = "" }, wantErr: "bucket name is required"},
+		{name: "invalid bucket name", mod: func(c *Config) { c.Bucket = "v" }, wantErr: `bucket name "v"`},
 		{name: "both styles", mod: func(c *Config) { c.PathStyle, c.VirtualHost = true, true }, wantErr: "exclusive"},
 		{name: "virtual host on an IP", mod: func(c *Config) { c.VirtualHost = true }, wantErr: "needs a DNS name"},
 		{name: "virtual host on a name", mod: func(c *Config) { c.VirtualHost, c.Endpoint = true, "localhost:9000" }},
@@ -81,9 +90,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "insecure with custom round tripper", mod: func(c *Config) {
 			c.Secure, c.InsecureSkipVerify = true, true
 			c.HTTPTransport = roundTripperFunc(http.DefaultTransport.RoundTrip)
-		}, wantErr: "*http.Transport"},
+		}, wantErr: "standard library's"},
 		{name: "insecure with http.Transport", mod: func(c *Config) { c.Secure, c.InsecureSkipVerify, c.HTTPTransport = true, true, &http.Transport{} }},
-		{name: "negative attempts", mod: func(c *Config) { c.Retry.MaxAttempts = -1 }, wantErr: "MaxAttempts"},
+		{name: "negative attempts", mod: func(c *Config) { c.Retry.MaxAttempts = -1 }, wantErr: "maximum number of attempts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -100,6 +109,9 @@ func TestConfigValidate(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
+			}
+			if se := (*SettingError)(nil); !errors.As(err, &se) || se.Setting == "" {
+				t.Errorf("Validate = %v, want a *SettingError", err)
 			}
 			if _, err := New(c); err == nil {
 				t.Fatal("New accepted what Validate refused")

@@ -70,6 +70,14 @@
 // context gives ctx.Err() (wrapped). Messages never contain the secret
 // key, salts or object contents.
 //
+// An error a setting can fix wraps a *SettingError naming the Config field
+// (Setting) and, for a wrong region, the region the server wants (Want):
+// an unknown access key, a signature mismatch (the secret key), the
+// region, an untrusted certificate (CACertPEM), HTTPS against a plain
+// HTTP endpoint (Secure), and every error of Validate and New. Messages
+// describe the problem without naming Go fields, so that a program can put
+// the fix in its own words: its flag, URL part or configuration key.
+//
 // Every operation retries transient errors by Config.Retry (by default 4
 // attempts, waiting 1.1 s, 2.1 s, 3.1 s, as upstream's S3 client does) and
 // returns the others at once; minio-go's own retry loop is disabled

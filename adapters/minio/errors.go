@@ -24,13 +24,62 @@ var (
 	// ErrTLS means the TLS connection could not be set up as configured:
 	// the server's certificate is not trusted (give its CA in
 	// Config.CACertPEM), or the endpoint does not speak the configured
-	// scheme (http vs https). It is permanent.
+	// scheme (http vs https). It is permanent. Errors wrapping it also
+	// wrap a *SettingError naming SettingCACert or SettingSecure.
 	ErrTLS = errors.New("minio: TLS misconfiguration")
 	// ErrMilestoneRace means other clients kept rewriting the milestone
 	// object while Handshake tried to register this node; run the
 	// handshake again.
 	ErrMilestoneRace = errors.New("minio: handshake: other clients updated the milestone at the same time; run the handshake again")
 )
+
+// Setting names the Config field an error blames: the setting to change.
+// Its value is the field's name.
+type Setting string
+
+// The settings a *SettingError can name.
+const (
+	SettingEndpoint    Setting = "Endpoint"
+	SettingSecure      Setting = "Secure" // the scheme: HTTPS or plain HTTP
+	SettingBucket      Setting = "Bucket"
+	SettingAccessKey   Setting = "AccessKey"
+	SettingSecretKey   Setting = "SecretKey"
+	SettingRegion      Setting = "Region"
+	SettingPathStyle   Setting = "PathStyle"
+	SettingVirtualHost Setting = "VirtualHost"
+	SettingCACert      Setting = "CACertPEM"
+	SettingTransport   Setting = "HTTPTransport"
+	SettingRetry       Setting = "Retry"
+)
+
+// SettingError is an error that changing one Config setting can fix. It
+// lets a caller tell its own user what to change in the caller's words (a
+// command-line flag, a URL part, a configuration key) rather than in the
+// field names of this package. Config.Validate and New return one;
+// operations wrap one (find it with errors.As) under their *engine.Error
+// when the server refused the access key (SettingAccessKey), the request
+// signature (SettingSecretKey) or the signing region (SettingRegion), and
+// when TLS failed (SettingCACert, SettingSecure; those also wrap ErrTLS).
+// Its message describes the problem without naming the field.
+type SettingError struct {
+	// Setting is the field to change.
+	Setting Setting
+	// Want is the value the server asked for, when it said: the region
+	// for SettingRegion. Empty otherwise.
+	Want string
+	// Problem says what is wrong, in words that do not name the field.
+	Problem string
+	// Err is the underlying cause or sentinel (ErrTLS); may be nil.
+	Err error
+}
+
+func (e *SettingError) Error() string { return "minio: " + e.Problem }
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// settingErr returns a *SettingError for s with a formatted problem.
+func settingErr(s Setting, format string, args ...any) *SettingError {
+	return &SettingError{Setting: s, Problem: fmt.Sprintf(format, args...)}
+}
 
 // errPrecondition marks a conditional PutObject that lost (HTTP 412
 // PreconditionFailed, or 409 ConditionalRequestConflict).
@@ -62,6 +111,12 @@ func (e *s3Error) Error() string {
 }
 
 func (e *s3Error) Unwrap() []error { return e.sentinel }
+
+// blame makes se the error's message and wraps it.
+func (e *s3Error) blame(se *SettingError) {
+	e.msg = se.Problem
+	e.sentinel = append(e.sentinel, se)
+}
 
 // S3 error codes that mean "try again later" (minio-go's own retryable
 // list, and the throttling and transient codes of the AWS SDK).
@@ -99,16 +154,18 @@ func (b *Bucket) wrap(ctx context.Context, op, key string, err error) error {
 	switch {
 	case r.Code == "InvalidAccessKeyId" || r.Code == "XAdminUserNotFound": // the latter: versitygw
 		stage = engine.StageAuth
-		e.msg = "the server does not know the access key: check the credentials (Config.AccessKey)"
+		e.blame(settingErr(SettingAccessKey, "the server does not know the access key: check the credentials"))
 	case r.Code == "SignatureDoesNotMatch":
 		stage = engine.StageAuth
-		e.msg = "the request signature does not match: check the credentials (Config.SecretKey)"
+		e.blame(settingErr(SettingSecretKey, "the request signature does not match: check the credentials (the secret key)"))
 	case r.Code == "AuthorizationHeaderMalformed" || r.Code == "InvalidRegion":
 		stage = engine.StageAuth
 		if r.Region != "" {
-			e.msg = fmt.Sprintf("the server expects requests signed for region %q, not %q: set Config.Region to %q (or leave it empty to ask the server)", r.Region, b.region, r.Region)
+			se := settingErr(SettingRegion, "the server expects requests signed for region %q, not %q", r.Region, b.region)
+			se.Want = r.Region
+			e.blame(se)
 		} else {
-			e.msg = fmt.Sprintf("the server rejected the authorization header (signed for region %q): check Config.Region and the credentials: %s", b.region, r.Message)
+			e.blame(settingErr(SettingRegion, "the server rejected the authorization header (signed for region %q): check the region and the credentials: %s", b.region, r.Message))
 		}
 	case r.Code == "RequestTimeTooSkewed":
 		stage = engine.StageAuth
@@ -157,9 +214,13 @@ func tlsError(err error) error {
 	)
 	switch {
 	case errors.As(err, &verr), errors.As(err, &uerr), errors.As(err, &herr), errors.As(err, &ierr):
-		return fmt.Errorf("%w: the server's TLS certificate is not trusted (%v): give its CA certificate in Config.CACertPEM, or fix the endpoint's host name", ErrTLS, err)
+		se := settingErr(SettingCACert, "TLS misconfiguration: the server's TLS certificate is not trusted (%v)", err)
+		se.Err = fmt.Errorf("%w: %w", ErrTLS, err)
+		return se
 	case errors.As(err, &rerr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return fmt.Errorf("%w: the endpoint speaks plain HTTP, not HTTPS: use an http:// Endpoint (Secure false)", ErrTLS)
+		se := settingErr(SettingSecure, "TLS misconfiguration: the endpoint speaks plain HTTP, not HTTPS")
+		se.Err = fmt.Errorf("%w: %w", ErrTLS, err)
+		return se
 	}
 	return nil
 }

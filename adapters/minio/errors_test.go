@@ -31,13 +31,17 @@ func TestWrap(t *testing.T) {
 		is       []error
 		isNot    []error
 		contains []string
+		setting  Setting // the *SettingError wrapped, if any
+		want     string  // its Want
 	}{
-		{name: "unknown access key", err: resp("InvalidAccessKeyId", 403), stage: engine.StageAuth, contains: []string{"check the credentials", "AccessKey"}},
-		{name: "wrong secret", err: resp("SignatureDoesNotMatch", 403), stage: engine.StageAuth, contains: []string{"check the credentials", "SecretKey"}},
+		{name: "unknown access key", err: resp("InvalidAccessKeyId", 403), stage: engine.StageAuth, contains: []string{"does not know the access key"}, setting: SettingAccessKey},
+		{name: "wrong secret", err: resp("SignatureDoesNotMatch", 403), stage: engine.StageAuth, contains: []string{"signature does not match", "secret key"}, setting: SettingSecretKey},
 		{name: "access denied", err: resp("AccessDenied", 403), stage: engine.StageAuth, contains: []string{"credentials", `"vault"`, "s3:ListBucket"}},
 		{name: "bare 403 (HEAD)", err: resp("403 Forbidden", 403), stage: engine.StageAuth, contains: []string{"credentials"}},
 		{name: "wrong region", err: minio.ErrorResponse{Code: "AuthorizationHeaderMalformed", StatusCode: 400, Region: "us-east-1"},
-			stage: engine.StageAuth, contains: []string{`region "us-east-1", not "eu-west-3"`, "Config.Region"}},
+			stage: engine.StageAuth, contains: []string{`region "us-east-1", not "eu-west-3"`}, setting: SettingRegion, want: "us-east-1"},
+		{name: "wrong region, none named", err: minio.ErrorResponse{Code: "AuthorizationHeaderMalformed", StatusCode: 400, Message: "bad header"},
+			stage: engine.StageAuth, contains: []string{`signed for region "eu-west-3"`, "bad header"}, setting: SettingRegion},
 		{name: "clock skew", err: resp("RequestTimeTooSkewed", 403), stage: engine.StageAuth, contains: []string{"clock"}},
 		{name: "no such key", err: resp("NoSuchKey", 404), stage: engine.StageStorage, is: []error{engine.ErrNotFound}, isNot: []error{ErrNoBucket}},
 		{name: "no such bucket", err: resp("NoSuchBucket", 404), stage: engine.StageStorage, is: []error{engine.ErrNotFound, ErrNoBucket},
@@ -54,9 +58,9 @@ func TestWrap(t *testing.T) {
 		{name: "other S3 error", err: resp("InvalidObjectName", 400), stage: engine.StageStorage, contains: []string{"server text", "S3 InvalidObjectName, HTTP 400"}},
 		{name: "connection refused", err: &url.Error{Op: "Get", URL: "https://minio.example:9000/vault/k", Err: syscall.ECONNREFUSED}, stage: engine.StageTransport},
 		{name: "untrusted certificate", err: &url.Error{Op: "Get", URL: "https://minio.example:9000/vault/k", Err: x509.UnknownAuthorityError{}},
-			stage: engine.StageProtocol, is: []error{ErrTLS}, contains: []string{"CACertPEM"}},
+			stage: engine.StageProtocol, is: []error{ErrTLS}, contains: []string{"not trusted"}, setting: SettingCACert},
 		{name: "https to a plain server", err: &url.Error{Op: "Get", URL: "https://minio.example:9000/", Err: errors.New("http: server gave HTTP response to HTTPS client")},
-			stage: engine.StageProtocol, is: []error{ErrTLS}, contains: []string{"http://"}},
+			stage: engine.StageProtocol, is: []error{ErrTLS}, contains: []string{"plain HTTP, not HTTPS"}, setting: SettingSecure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := b.wrap(context.Background(), "read object", "vault-prefix/k", tc.err)
@@ -84,6 +88,20 @@ func TestWrap(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("%q contains the secret key", err)
+			}
+			// Messages describe the problem; the typed error names the
+			// field, so that callers can say it in their own words.
+			if strings.Contains(err.Error(), "Config.") {
+				t.Errorf("%q names a Go field", err)
+			}
+			var se *SettingError
+			switch {
+			case tc.setting == "" && errors.As(err, &se):
+				t.Errorf("%v blames %s", err, se.Setting)
+			case tc.setting != "" && !errors.As(err, &se):
+				t.Errorf("%v wraps no *SettingError, want %s", err, tc.setting)
+			case tc.setting != "" && (se.Setting != tc.setting || se.Want != tc.want):
+				t.Errorf("blames %s (want %q), want %s (%q)", se.Setting, se.Want, tc.setting, tc.want)
 			}
 		})
 	}

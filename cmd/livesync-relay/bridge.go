@@ -801,7 +801,13 @@ func explainUpstreamErr(spec upstreamSpec, err error) string {
 		if spec.kind == kindCouchDB {
 			return "authentication failed: check user and the password (password_file or password_env): " + err.Error()
 		}
+		if keys := s3SettingKeys(err); keys != "" {
+			return "authentication failed: " + keys + ": " + err.Error()
+		}
 		return "authentication failed: check access_key, the secret key (secret_key_file or secret_key_env) and region: " + err.Error()
+	}
+	if spec.kind == kindS3 {
+		return withS3SettingKeys(err).Error()
 	}
 	return err.Error()
 }

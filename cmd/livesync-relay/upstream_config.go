@@ -199,7 +199,7 @@ func validateS3Upstream(u upstreamConfig, where string, hasPassphrase bool, bad 
 	if u.Endpoint != "" && u.Bucket != "" {
 		mc := minio.Config{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: u.Prefix, Region: u.Region, PathStyle: pathStyle(u)}
 		if err := mc.Validate(); err != nil {
-			bad("%s: %v", where, err)
+			bad("%s: %v", where, withS3SettingKeys(err))
 		}
 	}
 }
@@ -280,7 +280,7 @@ func resolveUpstreams(fc *fileConfig, d dbConfig, getenv func(string) string) ([
 				s.s3.CACertPEM = pem
 			}
 			if err := s.s3.Validate(); err != nil {
-				return nil, fail(err)
+				return nil, fail(withS3SettingKeys(err))
 			}
 			if s.pollInterval == 0 {
 				s.pollInterval = defaultPollInterval
