@@ -194,7 +194,7 @@ func (e *cliEnv) openBucket(spec remoteSpec, f commonFlags) (*minio.Bucket, erro
 		AccessKey: s.accessKey, SecretKey: secret, Region: s.region, PathStyle: s.pathStyle, VirtualHost: s.virtualHost,
 		CACertPEM: ca})
 	if err != nil {
-		return nil, usageError{err.Error()}
+		return nil, bucketConfigError(err)
 	}
 	return b, nil
 }
@@ -267,7 +267,7 @@ func (e *cliEnv) connectBucket(spec remoteSpec, r *replica, o connectOptions) (_
 	if err != nil {
 		return nil, err
 	}
-	salt, _, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: node, Device: deviceInfoFor(o.deviceName), Settings: tv})
+	salt, _, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: node, Device: deviceInfoFor(o.deviceName, r, spec), Settings: tv})
 	if err != nil {
 		return fail(err)
 	}

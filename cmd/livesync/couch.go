@@ -125,7 +125,7 @@ func (e *cliEnv) connectCouch(spec remoteSpec, r *replica, o connectOptions) (_ 
 		return nil, err
 	}
 	salt, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{
-		NodeID: node, Device: deviceInfoFor(o.deviceName), Settings: tv, CreateIfMissing: o.create,
+		NodeID: node, Device: deviceInfoFor(o.deviceName, r, spec), Settings: tv, CreateIfMissing: o.create,
 	})
 	if err != nil {
 		return fail(err)

@@ -73,6 +73,7 @@ func classify(err error) (int, string) {
 	var re *remoteError
 	var ee *engine.Error
 	var de *doctorError
+	var se *minio.SettingError
 	remote := ""
 	if errors.As(err, &re) {
 		remote = re.remote
@@ -113,10 +114,14 @@ func classify(err error) (int, string) {
 			return exitPassphrase, fmt.Sprintf("cannot decrypt the vault's data%s: the passphrase is wrong (or the data is damaged)", doc)
 		}
 		return exitPassphrase, fmt.Sprintf("%scannot decrypt the vault's data%s: the passphrase is wrong, or the remote was re-keyed with a new salt", prefix(remote), doc)
+	case errors.Is(err, minio.ErrTLS) && errors.As(err, &se):
+		return exitUnreachable, fmt.Sprintf("%scannot reach the bucket over TLS: %s", prefix(remote), bucketSettingMessage(se))
 	case errors.Is(err, minio.ErrTLS):
-		return exitUnreachable, fmt.Sprintf("%scannot reach the bucket over TLS: %s; trust its certificate with ca_file (or ?ca-file= in the URL), or set tls to match the server", prefix(remote), s3Message(err))
+		return exitUnreachable, fmt.Sprintf("%scannot reach the bucket over TLS: %s; %s", prefix(remote), s3Message(err), bucketSettingHint(minio.SettingCACert, ""))
+	case errors.As(err, &ee) && ee.Stage == engine.StageAuth && re != nil && re.bucket != "" && errors.As(err, &se):
+		return exitAuth, fmt.Sprintf("%sthe server refused the credentials: %s", prefix(remote), bucketSettingMessage(se))
 	case errors.As(err, &ee) && ee.Stage == engine.StageAuth && re != nil && re.bucket != "":
-		return exitAuth, fmt.Sprintf("%sthe server refused the credentials: %s; check the access key and the secret key ($LIVESYNC_S3_SECRET_KEY, --password-file, secret_key_file), the key's rights on bucket %q, and the region", prefix(remote), s3Message(err), re.bucket)
+		return exitAuth, fmt.Sprintf("%sthe server refused the credentials: %s; check the access key (the user part of the bucket URL, or access_key), the secret key ($LIVESYNC_S3_SECRET_KEY, --password-file, or secret_key_file), the key's rights on bucket %q, and the region (?region= in the bucket URL, or region)", prefix(remote), s3Message(err), re.bucket)
 	case errors.As(err, &ee) && ee.Stage == engine.StageAuth:
 		return exitAuth, fmt.Sprintf("%sthe server refused the user name or password (%s); check them, and the user's access to the database", prefix(remote), httpStatusOf(ee))
 	case errors.As(err, &ee) && ee.Stage == engine.StageTransport:
@@ -226,6 +231,57 @@ func s3Message(err error) string {
 		err = ee.Err
 	}
 	return strings.TrimPrefix(err.Error(), "minio: ")
+}
+
+// bucketSettingMessage is the bucket adapter's description of a problem
+// one setting can fix, followed by where this CLI takes that setting
+// from.
+func bucketSettingMessage(se *minio.SettingError) string {
+	hint := bucketSettingHint(se.Setting, se.Want)
+	if hint == "" {
+		return se.Problem
+	}
+	return se.Problem + "; " + hint
+}
+
+// bucketSettingHint names, in this CLI's words, where a bucket setting
+// comes from: the s3:// URL's parts and parameters, the [remote.NAME]
+// keys of the configuration file, the environment and the flags. The
+// adapter's errors name its own Config fields, which a user never sees.
+// want is the value the server asked for, if it said ("" otherwise).
+func bucketSettingHint(s minio.Setting, want string) string {
+	switch s {
+	case minio.SettingAccessKey:
+		return "the access key is the user part of the bucket URL (s3://ACCESS_KEY@host/bucket/), or access_key in the configuration"
+	case minio.SettingSecretKey:
+		return "the secret key comes from $LIVESYNC_S3_SECRET_KEY, --password-file, or secret_key_file in the configuration"
+	case minio.SettingRegion:
+		if want != "" {
+			return fmt.Sprintf("add ?region=%s to the bucket URL (or region = %q in the configuration), or leave the region out to have it asked from the server", url.QueryEscape(want), want)
+		}
+		return "check the region (?region= in the bucket URL, or region in the configuration) and the credentials"
+	case minio.SettingCACert:
+		return "trust the server's certificate authority with a PEM file: ?ca-file=PATH in the bucket URL, or ca_file in the configuration"
+	case minio.SettingSecure:
+		return "choose HTTPS or plain HTTP to match the server: ?tls=1 or ?tls=0 in the bucket URL, or tls (or an https:// or http:// endpoint) in the configuration"
+	case minio.SettingEndpoint:
+		return "the server is the host:port of the bucket URL, or endpoint in the configuration"
+	case minio.SettingBucket:
+		return "the bucket is the first part of the bucket URL's path (s3://host/BUCKET/prefix/), or bucket in the configuration"
+	case minio.SettingPathStyle, minio.SettingVirtualHost:
+		return "choose the addressing style with ?path-style=1 or ?virtual-host=1 in the bucket URL, or path_style or virtual_host in the configuration"
+	}
+	return ""
+}
+
+// bucketConfigError turns an error of the bucket adapter's configuration
+// check (minio.New) into a usage error in this CLI's words.
+func bucketConfigError(err error) error {
+	var se *minio.SettingError
+	if errors.As(err, &se) {
+		return usageError{"the bucket's settings: " + bucketSettingMessage(se)}
+	}
+	return usageError{"the bucket's settings: " + s3Message(err)}
 }
 
 // writeJSON writes v as one line of JSON.

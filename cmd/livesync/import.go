@@ -128,7 +128,7 @@ func runImport(env *cliEnv, args []string) error {
 		total += int64(len(data))
 	}
 	docs := append(chunkDocs, metaDocs...)
-	version, local, err := vaultSystemDocs(s, salt)
+	version, local, err := vaultSystemDocs(s, salt, folderVaultName(*dir))
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,17 @@
 // it again. With direct_fetch (?direct-fetch=1), cat --remote and hunt
 // --retry also read chunks by id from the packs.
 //
+// In the milestone's node_info this device is device_name from the
+// configuration (default livesync-cli@HOST), and its vault_name, where
+// the plugin writes the Obsidian vault's (folder) name, is the name of
+// the folder the replica serves: the folder holding .livesync/ (so
+// ~/notes/.livesync/store.db is "notes"), else the folder holding the
+// store file; with a throwaway replica, the remote's database name or the
+// bucket prefix (else the bucket). import --dump writes the imported
+// folder's name. The tweak values it registers are the 30 keys the plugin
+// writes: the vault's settings, and the plugin's new-vault defaults for
+// those this CLI has no setting for (engine/negotiate NewVaultTweaks).
+//
 // A file is held when the replica has its metadata but not all of its
 // chunks (a metadata-only pull, an interrupted one, chunks that never
 // reached the remote). hunt lists the held files with their missing

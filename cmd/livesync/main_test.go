@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 			if mode.env != nil && bytes.Contains(raw, []byte("Ünïcode")) {
 				t.Error("an obfuscated dump shows a path in plaintext")
 			}
-			checkSystemDocs(t, dump, mode.env != nil)
+			checkSystemDocs(t, dump, mode.env != nil, filepath.Base(src))
 			out := t.TempDir()
 			if code, _, stderr := cli(t, mode.env, "export", "--dump", dump, "--out", out); code != 0 {
 				t.Fatalf("export: %s", stderr)
@@ -206,8 +207,9 @@ func TestImportExportRoundTrip(t *testing.T) {
 
 // checkSystemDocs: the dump has the version document, and a milestone the
 // plugin accepts (its own node is accepted and its tweak values agree
-// with PREFERRED); encrypted dumps have a 32-byte salt.
-func checkSystemDocs(t *testing.T, dump string, encrypted bool) {
+// with PREFERRED); encrypted dumps have a 32-byte salt. vault is the
+// vault_name the milestone must carry.
+func checkSystemDocs(t *testing.T, dump string, encrypted bool, vault string) {
 	t.Helper()
 	f, _ := os.Open(dump)
 	defer f.Close()
@@ -261,6 +263,14 @@ func checkSystemDocs(t *testing.T, dump string, encrypted bool) {
 	}
 	if encrypted != (len(salt) == 32) {
 		t.Errorf("salt of %d bytes, encrypted=%v", len(salt), encrypted)
+	}
+	// What the plugin writes: every tweak key but the unset tweakModified,
+	// and the vault's name (the imported folder's).
+	if want := negotiate.TemplateKeys()[:30]; !reflect.DeepEqual(pref.Keys(), want) || !reflect.DeepEqual(ms.TweakValues[me].Keys(), want) {
+		t.Errorf("tweak keys: PREFERRED %v, own %v; want %v", pref.Keys(), ms.TweakValues[me].Keys(), want)
+	}
+	if got := ms.NodeInfo[me].VaultName; got != vault {
+		t.Errorf("vault_name = %q, want %q", got, vault)
 	}
 }
 

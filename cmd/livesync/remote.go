@@ -269,13 +269,15 @@ func (e *cliEnv) passphraseFor(spec *remoteSpec, f commonFlags) (string, error) 
 	return p, nil
 }
 
-// deviceInfo is how this CLI names itself in a milestone's node_info.
-func deviceInfoFor(name string) negotiate.DeviceInfo {
+// deviceInfoFor is how this CLI names itself in the milestone of the
+// remote spec, for the replica r: the device name (device_name, else
+// livesync-cli@HOST) and the vault name (vaultNameFor).
+func deviceInfoFor(name string, r *replica, spec remoteSpec) negotiate.DeviceInfo {
 	if name == "" {
 		name = "livesync-cli"
 		if h, err := os.Hostname(); err == nil && h != "" {
 			name += "@" + h
 		}
 	}
-	return negotiate.DeviceInfo{DeviceName: name, AppVersion: "livesync-go", PluginVersion: "livesync-go"}
+	return negotiate.DeviceInfo{DeviceName: name, VaultName: vaultNameFor(r, spec), AppVersion: "livesync-go", PluginVersion: "livesync-go"}
 }

@@ -41,6 +41,7 @@ func runStatus(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Each chunk document once, however many files use it.
 	chunks := 0
 	for _, d := range all {
 		if docid.IsChunkID(d.ID) {
@@ -51,8 +52,11 @@ func runStatus(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	live, deleted, held, missing := 0, 0, 0, 0
+	live, deleted, held := 0, 0, 0
 	var heldPaths []string
+	// A chunk that two held files share is one chunk to fetch: count
+	// distinct ids, not each file's shortfall.
+	missingIDs := map[string]bool{}
 	for _, f := range files {
 		if f.meta.Deleted {
 			deleted++
@@ -61,10 +65,20 @@ func runStatus(env *cliEnv, args []string) error {
 		live++
 		if f.localChunks < f.chunks {
 			held++
-			missing += f.chunks - f.localChunks
 			heldPaths = append(heldPaths, f.meta.Path)
+			ids := distinct(f.meta.Children)
+			have, err := rep.st.GetChunks(ctx, ids)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if _, ok := have[id]; !ok {
+					missingIDs[id] = true
+				}
+			}
 		}
 	}
+	missing := len(missingIDs)
 	node, err := rep.nodeID(ctx)
 	if err != nil {
 		return err
