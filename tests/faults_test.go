@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -368,16 +369,21 @@ func TestFaultLockedRemote(t *testing.T) {
 	if err := db.PutLocal(ctx, "obsydian_livesync_milestone", b); err != nil {
 		t.Fatal(err)
 	}
+	lockedRaw, _ := db.GetLocal(ctx, "obsydian_livesync_milestone")
 	_, _, err = db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "newcomer", Settings: tweaks(t, false)})
 	if !errors.Is(err, negotiate.ErrNodeLocked) || !errors.Is(err, negotiate.ErrLocked) {
 		t.Fatalf("locked remote: %v, want ErrNodeLocked", err)
 	}
-	for _, advice := range []string{"fetch the rebuilt remote", "AllowJoin", "unlock the remote"} {
+	for _, advice := range []string{"fetch the rebuilt remote", "empty local database", "unlock the remote"} {
 		if !strings.Contains(err.Error(), advice) {
 			t.Errorf("locked remote: message %q does not say %q", err, advice)
 		}
 	}
 	t.Logf("locked: %v", err)
+	// The refused node left no trace in the milestone.
+	if raw, _ := db.GetLocal(ctx, "obsydian_livesync_milestone"); !bytes.Equal(raw, lockedRaw) {
+		t.Errorf("the refused handshake rewrote the milestone")
+	}
 
 	_, _, err = db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "owner", Settings: tweaks(t, true)})
 	var tm *negotiate.TweakMismatchError

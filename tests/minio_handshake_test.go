@@ -195,7 +195,7 @@ func TestS3HandshakeLocked(t *testing.T) {
 	if !errors.Is(err, negotiate.ErrNodeLocked) || !errors.Is(err, negotiate.ErrLocked) || v.Kind != negotiate.VerdictNodeLocked {
 		t.Fatalf("locked bucket, node-b: %v (verdict %v), want ErrNodeLocked", err, v.Kind)
 	}
-	if !strings.Contains(err.Error(), "AllowJoin") || !bytes.Equal(got, salt) {
+	if !strings.Contains(err.Error(), "unlock") || !bytes.Equal(got, salt) {
 		t.Errorf("locked: message %q, salt returned %v", err, bytes.Equal(got, salt))
 	}
 	if _, v, err := b.Handshake(ctx, opts("node-a")); err != nil || v.Kind != negotiate.VerdictLocked {

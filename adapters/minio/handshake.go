@@ -25,6 +25,14 @@ type HandshakeOptions struct {
 	// accepted_nodes (upstream's markRemoteResolved): set it only after
 	// the user has chosen to fetch the rebuilt remote.
 	AllowJoin bool
+	// ReadOnly writes nothing: no salt and no milestone entry. A bucket
+	// without a salt gives a nil Salt (and empty Params and Epoch). The
+	// verdict is the one this node would get if it registered now, and
+	// the lock verdicts (VerdictNodeLocked, VerdictNodeCleaned) are not
+	// errors: the lock guards against merging stale local data into the
+	// bucket, not against reading it. Use it for commands that only read,
+	// and to prove the passphrase before a writing handshake.
+	ReadOnly bool
 	// Check relaxes the milestone checks (upstream's ignoreVersionCheck,
 	// disableCheckingConfigMismatch).
 	Check negotiate.CheckOptions
@@ -78,6 +86,9 @@ type HandshakeResult struct {
 	// Epoch is negotiate.JournalEpoch(Params),
 	// "<protocolVersion>:<pbkdf2salt>": journalsync.Config.Epoch.
 	Epoch string
+	// Milestone is the milestone as read before this handshake changed
+	// it; nil when the bucket had none.
+	Milestone *negotiate.Milestone
 	// Verdict is the milestone verdict, valid when the error is nil or
 	// wraps a refusing verdict.
 	Verdict negotiate.Verdict
@@ -91,7 +102,7 @@ type HandshakeResult struct {
 func (b *Bucket) HandshakeParams(ctx context.Context, o HandshakeOptions) (HandshakeResult, error) {
 	var r HandshakeResult
 	if o.NodeID == "" {
-		return r, errors.New("minio: handshake: NodeID is required")
+		return r, errors.New("minio: handshake: a node id is required")
 	}
 	now := time.Now
 	if o.Now != nil {
@@ -99,8 +110,23 @@ func (b *Bucket) HandshakeParams(ctx context.Context, o HandshakeOptions) (Hands
 	}
 
 	// 1. Sync parameters and the salt.
-	p, err := b.EnsureSyncParameters(ctx)
-	if err != nil {
+	var p negotiate.SyncParameters
+	var err error
+	if o.ReadOnly {
+		doc, _, rerr := b.readSyncParams(ctx)
+		if errors.Is(rerr, ErrNoBucket) {
+			return r, rerr
+		}
+		need, err := negotiate.NeedsNewSalt(doc, rerr)
+		if err != nil {
+			return r, fmt.Errorf("minio: the sync parameters could not be read: %w", err)
+		}
+		if need {
+			r.Milestone, r.Verdict, err = b.milestone(ctx, o, now())
+			return r, err
+		}
+		p = *doc
+	} else if p, err = b.EnsureSyncParameters(ctx); err != nil {
 		return r, err
 	}
 	salt, err := p.Salt()
@@ -111,64 +137,114 @@ func (b *Bucket) HandshakeParams(ctx context.Context, o HandshakeOptions) (Hands
 	r.Salt, r.Params, r.Epoch = salt, p, negotiate.JournalEpoch(p)
 
 	// 2. The milestone.
-	r.Verdict, err = b.milestone(ctx, o, now())
+	r.Milestone, r.Verdict, err = b.milestone(ctx, o, now())
 	return r, err
 }
 
-func (b *Bucket) milestone(ctx context.Context, o HandshakeOptions, now time.Time) (negotiate.Verdict, error) {
+// ReadMilestone reads the milestone object; nil (and no error) when the
+// bucket has none.
+func (b *Bucket) ReadMilestone(ctx context.Context) (*negotiate.Milestone, error) {
+	m, _, err := b.readMilestone(ctx)
+	return m, err
+}
+
+func (b *Bucket) readMilestone(ctx context.Context) (*negotiate.Milestone, string, error) {
 	key := b.prefix + negotiate.JournalMilestoneKey
-	my := negotiate.JournalChunkRange
+	raw, etag, err := b.getObject(ctx, "read milestone", key)
+	switch {
+	case errors.Is(err, engine.ErrNotFound) && !errors.Is(err, ErrNoBucket):
+		return nil, "", nil
+	case err != nil:
+		return nil, "", err
+	}
+	m, err := negotiate.ParseMilestone(raw)
+	if err != nil {
+		return nil, "", &engine.Error{Op: "read milestone", DocID: key, Stage: engine.StageDecode, Err: err}
+	}
+	return m, etag, nil
+}
+
+// UpdateMilestone reads the milestone object (a new one for node me,
+// created now, when there is none), lets fn change it (found
+// says whether it was read), and uploads it if
+// fn says so, conditionally on the ETag read (or on its absence): when
+// another client wrote it in between, the round starts again from a fresh
+// read (ErrMilestoneRace after milestoneTries rounds). fn may run more
+// than once and must derive its changes from the milestone it is given.
+// It returns the milestone as written (or as read, when fn wrote
+// nothing).
+func (b *Bucket) UpdateMilestone(ctx context.Context, me string, now time.Time, fn func(m *negotiate.Milestone, found bool) (write bool, err error)) (*negotiate.Milestone, error) {
+	key := b.prefix + negotiate.JournalMilestoneKey
 	for range milestoneTries {
-		var m *negotiate.Milestone
-		cond := put{}
-		switch raw, etag, err := b.getObject(ctx, "read milestone", key); {
-		case err == nil:
-			if m, err = negotiate.ParseMilestone(raw); err != nil {
-				return negotiate.Verdict{}, &engine.Error{Op: "read milestone", DocID: key, Stage: engine.StageDecode, Err: err}
-			}
-			cond.ifMatch = etag
-		case errors.Is(err, engine.ErrNotFound) && !errors.Is(err, ErrNoBucket):
-			m = negotiate.NewMilestone(o.NodeID, now)
-			cond.ifAbsent = true
-		default:
-			return negotiate.Verdict{}, err
+		m, etag, err := b.readMilestone(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cond, found := put{ifMatch: etag}, m != nil
+		if !found {
+			m = negotiate.NewMilestone(me, now) // _id as upstream writes it (negotiate.MilestoneDocID)
+			cond = put{ifAbsent: true}
+		}
+		write, err := fn(m, found)
+		if err != nil || !write {
+			return m, err
+		}
+		body, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		err = b.putObject(ctx, "write milestone", key, body, "application/json", cond)
+		if errors.Is(err, errPrecondition) {
+			continue // another client wrote it since the read
+		}
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, &engine.Error{Op: "write milestone", DocID: key, Stage: engine.StageStorage, Err: ErrMilestoneRace}
+}
+
+// milestone is step 2 of HandshakeParams: it returns the milestone as
+// read (nil if absent) and this node's verdict.
+func (b *Bucket) milestone(ctx context.Context, o HandshakeOptions, now time.Time) (*negotiate.Milestone, negotiate.Verdict, error) {
+	my := negotiate.JournalChunkRange
+	var read *negotiate.Milestone
+	var v negotiate.Verdict
+	judge := func(m *negotiate.Milestone, found bool) (bool, error) {
+		read = nil
+		if found {
+			read = m.Clone()
 		}
 		write := m.Register(o.NodeID, my, o.Device, o.Settings, now)
-		v := negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
+		v = negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
 		if (v.Kind == negotiate.VerdictNodeLocked || v.Kind == negotiate.VerdictNodeCleaned) && o.AllowJoin {
 			m.Accept(o.NodeID, my)
 			write = true
 			v = negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
 		}
-		if write {
-			body, err := json.Marshal(m)
-			if err != nil {
-				return v, err
-			}
-			err = b.putObject(ctx, "write milestone", key, body, "application/json", cond)
-			if errors.Is(err, errPrecondition) {
-				continue // another client wrote it since the read: register again
-			}
-			if err != nil {
-				return v, err
-			}
-		}
-		return v, verdictErr(v)
+		// A refused node leaves no trace: it registers only once the
+		// bucket accepts it (upstream writes before judging; FORMAT.md
+		// §5.4 step 3).
+		return write && !o.ReadOnly && v.Err() == nil, nil
 	}
-	return negotiate.Verdict{}, &engine.Error{Op: "write milestone", DocID: key, Stage: engine.StageStorage, Err: ErrMilestoneRace}
+	if _, err := b.UpdateMilestone(ctx, o.NodeID, now, judge); err != nil {
+		return read, v, err
+	}
+	return read, v, verdictErr(v, o.ReadOnly)
 }
 
 // verdictErr wraps a refusing verdict with what the user can do.
-func verdictErr(v negotiate.Verdict) error {
+func verdictErr(v negotiate.Verdict, readOnly bool) error {
 	err := v.Err()
-	if err == nil {
+	if err == nil || readOnly && (v.Kind == negotiate.VerdictNodeLocked || v.Kind == negotiate.VerdictNodeCleaned) {
 		return nil
 	}
 	switch {
 	case errors.Is(err, negotiate.ErrNodeCleaned):
-		return fmt.Errorf("minio: handshake: sync refused: %w; fetch everything from the bucket again (then connect with AllowJoin), or unlock the bucket from a device that is accepted", err)
+		return fmt.Errorf("minio: handshake: sync refused: %w; fetch everything from the bucket again into an empty local database (which then joins the accepted devices), or unlock the bucket", err)
 	case errors.Is(err, negotiate.ErrNodeLocked):
-		return fmt.Errorf("minio: handshake: sync refused: %w; fetch the rebuilt bucket into a fresh local database (then connect with AllowJoin), or unlock the bucket from a device that is accepted", err)
+		return fmt.Errorf("minio: handshake: sync refused: %w; fetch the rebuilt bucket into an empty local database (which then joins the accepted devices), or unlock the bucket", err)
 	case errors.Is(err, negotiate.ErrTweakMismatch):
 		return fmt.Errorf("minio: handshake: sync refused: %w; adopt the bucket's preferred settings, or make this device's settings the preferred ones (other devices must then adopt them)", err)
 	case errors.Is(err, negotiate.ErrIncompatible):
