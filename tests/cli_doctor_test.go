@@ -170,7 +170,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 			}
 			before := remoteState(db)
 			r, rep := doctor(t, nil, c.url(db.Name()))
-			expect(t, r, rep, 7, "milestone", "problem", word, "owner", "fresh local replica")
+			expect(t, r, rep, 7, "milestone", "problem", word, "owner", "livesync pull", "livesync unlock")
 			if after := remoteState(db); after != before {
 				t.Error("doctor wrote to a locked remote")
 			}

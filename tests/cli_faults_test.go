@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
@@ -42,20 +41,19 @@ func testCLIFaults(t *testing.T, c *cliRunner) {
 
 	// A locked remote: another device rebuilt it (the milestone's lock,
 	// as upstream's markRemoteLocked writes it).
+	plainStore := filepath.Join(work, "plain.db")
+	c.ok(t, work, nil, "put", "p.md", "-", "--store", plainStore)
 	locked := freshDB(t, nil)
-	if _, _, err := locked.Handshake(ctxT(t), couchdb.HandshakeOptions{NodeID: "owner", CreateIfMissing: true}); err != nil {
-		t.Fatal(err)
-	}
+	ownerStore := filepath.Join(work, "locked-owner.db")
+	c.ok(t, work, nil, "put", "o.md", "-", "--store", ownerStore)
+	c.ok(t, work, nil, "push", c.url(locked.Name()), "--store", ownerStore, "--quiet")
 	raw, _ := locked.GetLocal(ctxT(t), "obsydian_livesync_milestone")
 	m, _ := negotiate.ParseMilestone(raw)
-	m.Lock("owner", negotiate.CouchDBChunkRange, false)
+	m.Lock(m.AcceptedNodes[0], negotiate.CouchDBChunkRange, false)
 	b, _ := json.Marshal(m)
 	if err := locked.PutLocal(ctxT(t), "obsydian_livesync_milestone", b); err != nil {
 		t.Fatal(err)
 	}
-
-	plainStore := filepath.Join(work, "plain.db")
-	c.ok(t, work, nil, "put", "p.md", "-", "--store", plainStore)
 
 	for _, tc := range []struct {
 		name string
@@ -70,7 +68,9 @@ func testCLIFaults(t *testing.T, c *cliRunner) {
 		{"wrong passphrase push", map[string]string{"LIVESYNC_PASSPHRASE": "wrong"}, []string{"push", c.url(vault)}, 6, "passphrase is wrong"},
 		{"wrong passphrase export", map[string]string{"LIVESYNC_PASSPHRASE": "wrong"}, []string{"export", c.url(vault), "--out", filepath.Join(work, "out")}, 6, "passphrase is wrong"},
 		{"no passphrase", nil, []string{"pull", c.url(vault)}, 2, "LIVESYNC_PASSPHRASE"},
-		{"locked remote", nil, []string{"pull", c.url(locked.Name())}, 7, "locked"},
+		// A replica that holds documents is refused; an empty one would
+		// join (TestCLILockedRemote).
+		{"locked remote", nil, []string{"pull", c.url(locked.Name()), "--store", plainStore}, 7, "--rebuild-local"},
 		{"settings mismatch", nil, []string{"push", c.url(vault), "--store", plainStore}, 7, "encrypt is true there, false here"},
 		{"no database", nil, []string{"pull", c.url(dbName(t))}, 7, "does not exist"},
 		{"password in the URL", nil, []string{"pull", strings.Replace(c.url(vault), "@", ":"+c.couch.password+"@", 1)}, 2, "process list"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -267,28 +268,63 @@ func (e *cliEnv) connectBucket(spec remoteSpec, r *replica, o connectOptions) (_
 	if err != nil {
 		return nil, err
 	}
-	salt, _, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: node, Device: deviceInfoFor(o.deviceName, r, spec), Settings: tv})
+	hs := minio.HandshakeOptions{NodeID: node, Device: deviceInfoFor(o.deviceName, r, spec), Settings: tv, Check: o.check}
+	// First without writing anything: the salt, the verdict, and the
+	// passphrase proven on the newest packs. Only then does this device
+	// register (or join), so a refused or failed attempt leaves no trace
+	// in the bucket.
+	probe := hs
+	probe.ReadOnly = true
+	first, err := b.HandshakeParams(ctx, probe)
 	if err != nil {
 		return fail(err)
 	}
-	params, err := b.GetSyncParameters(ctx)
-	if err != nil {
-		return fail(err)
+	open := func(salt []byte, params negotiate.SyncParameters) (*bucketRemote, error) {
+		codec, err := livesync.New(livesync.Config{Settings: settings, Salt: salt})
+		if err != nil {
+			return nil, err
+		}
+		var cipher journal.Cipher
+		if settings.Encrypt {
+			cipher = journalCipher(settings, salt)
+		}
+		br, err := newBucketRemote(id, b.Name(), journalsync.Config{Local: r.st, Remote: b, Cipher: cipher,
+			Epoch: negotiate.JournalEpoch(params), DirectFetch: spec.s3.directFetch, Log: e.logger(o.flags)})
+		if err != nil {
+			return nil, err
+		}
+		br.b, br.codec = b, codec
+		return br, nil
 	}
-	codec, err := livesync.New(livesync.Config{Settings: settings, Salt: salt})
-	if err != nil {
-		return fail(err)
+	var br *bucketRemote
+	if first.Salt != nil || !needsPassphrase(settings) {
+		if br, err = open(first.Salt, first.Params); err != nil {
+			return fail(err)
+		}
+		if err := br.checkPassphrase(ctx); err != nil {
+			return fail(err)
+		}
 	}
-	var cipher journal.Cipher
-	if settings.Encrypt {
-		cipher = journalCipher(settings, salt)
+	switch {
+	case o.readOnly && br == nil:
+		return fail(errNoVaultYet)
+	case !o.readOnly:
+		if hs.AllowJoin, err = e.admit(r, spec, o.flags, first.Milestone, first.Verdict); err != nil {
+			return fail(err)
+		}
+		res, err := b.HandshakeParams(ctx, hs)
+		if err != nil {
+			return fail(err)
+		}
+		if first.Salt != nil && !bytes.Equal(first.Salt, res.Salt) {
+			return fail(errRekeyedMeanwhile)
+		}
+		if br == nil || first.Salt == nil {
+			if br, err = open(res.Salt, res.Params); err != nil {
+				return fail(err)
+			}
+		}
 	}
-	br, err := newBucketRemote(id, b.Name(), journalsync.Config{Local: r.st, Remote: b, Cipher: cipher,
-		Epoch: negotiate.JournalEpoch(params), DirectFetch: spec.s3.directFetch, Log: e.logger(o.flags)})
-	if err != nil {
-		return fail(err)
-	}
-	br.b, br.codec = b, codec
 	if err := r.setVault(ctx, tv); err != nil {
 		return nil, err
 	}
@@ -327,6 +363,31 @@ func journalCipher(s livesync.Settings, salt []byte) journal.Cipher {
 	}
 	return e2ee.New(s.Passphrase, salt, e2ee.Options{Algorithm: alg, DynamicIterationCount: s.DynamicIterationCount})
 }
+
+func (b *bucketRemote) Milestone(ctx context.Context) (*negotiate.Milestone, error) {
+	return b.b.ReadMilestone(ctx)
+}
+
+func (b *bucketRemote) UpdateMilestone(ctx context.Context, me string, fn func(*negotiate.Milestone, bool) (bool, error)) (*negotiate.Milestone, error) {
+	return b.b.UpdateMilestone(ctx, me, time.Now(), fn)
+}
+
+func (b *bucketRemote) ChunkRange() negotiate.ChunkRange { return negotiate.JournalChunkRange }
+
+// Reset deletes every object under the bucket's prefix.
+func (b *bucketRemote) Reset(ctx context.Context) error {
+	_, err := b.b.Reset(ctx)
+	return err
+}
+
+// ForgetCheckpoint resets the journal's checkpoint in the replica: after
+// the bucket was emptied, upstream's wipe detection alone would keep the
+// replica's position in its own changes and send nothing again.
+func (b *bucketRemote) ForgetCheckpoint(ctx context.Context) error {
+	return b.wrap(b.j.ResetCheckpoint(ctx))
+}
+
+func (b *bucketRemote) wrapErr(err error) error { return b.wrap(err) }
 
 func (b *bucketRemote) ID() string             { return b.id }
 func (b *bucketRemote) Codec() *livesync.Codec { return b.codec }

@@ -188,6 +188,8 @@ func (d *doctor) checkQuarantine(ctx context.Context) {
 		details = append(details, fmt.Sprintf("%s (%s): %s", q.Key, q.Stage, q.Err))
 	}
 	d.add(finding{Check: "quarantine", Status: statusWarning, Details: details,
-		Message: fmt.Sprintf("%d %s could not be opened and %s set aside; the files in them are missing here:", len(qs), plural(len(qs), "pack", "packs"), plural(len(qs), "is", "are")),
-		Advice:  "livesync pull --retry-quarantined tries them again; if they still fail they are damaged: re-send their files from the device that wrote them"})
+		Message:  fmt.Sprintf("%d %s could not be opened and %s set aside; the files in them are missing here:", len(qs), plural(len(qs), "pack", "packs"), plural(len(qs), "is", "are")),
+		Commands: [][]string{d.command("pull", "--retry-quarantined")},
+		Advice: fmt.Sprintf("%s tries them again; if they still fail they are damaged: re-send their files from the device that wrote them",
+			commandLine(d.command("pull", "--retry-quarantined")))})
 }

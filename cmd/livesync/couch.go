@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine"
@@ -63,9 +65,10 @@ func (e *cliEnv) openCouch(spec remoteSpec, f commonFlags) (couchConn, error) {
 
 // couchRemote is a CouchDB database holding a LiveSync vault.
 type couchRemote struct {
-	id    string
-	db    *couchdb.DB
-	codec *livesync.Codec
+	id       string
+	db       *couchdb.DB
+	codec    *livesync.Codec
+	readOnly bool // connected to read only: replications leave no checkpoint on it
 }
 
 var _ remote = (*couchRemote)(nil)
@@ -124,19 +127,50 @@ func (e *cliEnv) connectCouch(spec remoteSpec, r *replica, o connectOptions) (_ 
 	if err != nil {
 		return nil, err
 	}
-	salt, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{
-		NodeID: node, Device: deviceInfoFor(o.deviceName, r, spec), Settings: tv, CreateIfMissing: o.create,
-	})
+	hs := couchdb.HandshakeOptions{NodeID: node, Device: deviceInfoFor(o.deviceName, r, spec), Settings: tv,
+		CreateIfMissing: o.create, Check: o.check}
+	// First without writing anything: the salt, the verdict, and the
+	// passphrase proven against the remote's data. Only then does this
+	// device register (or join), so a refused or failed attempt leaves
+	// no trace on the remote.
+	probe := hs
+	probe.ReadOnly = true
+	first, err := db.HandshakeInfo(ctx, probe)
 	if err != nil {
 		return fail(err)
 	}
-	codec, err := livesync.New(livesync.Config{Settings: settings, Salt: salt})
-	if err != nil {
-		return fail(err)
+	c := &couchRemote{id: id, db: db, readOnly: o.readOnly}
+	if first.Salt != nil || !needsPassphrase(settings) {
+		if c.codec, err = livesync.New(livesync.Config{Settings: settings, Salt: first.Salt}); err != nil {
+			return fail(err)
+		}
 	}
-	c := &couchRemote{id: id, db: db, codec: codec}
-	if needsPassphrase(settings) {
+	if c.codec != nil && needsPassphrase(settings) {
 		if err := c.checkPassphrase(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if o.readOnly {
+		if c.codec == nil || !first.Exists {
+			return fail(errNoVaultYet)
+		}
+		if err := r.setVault(ctx, tv); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	if hs.AllowJoin, err = e.admit(r, spec, o.flags, first.Milestone, first.Verdict); err != nil {
+		return fail(err)
+	}
+	salt, _, err := db.Handshake(ctx, hs)
+	if err != nil {
+		return fail(err)
+	}
+	if first.Salt != nil && !bytes.Equal(first.Salt, salt) {
+		return fail(errRekeyedMeanwhile)
+	}
+	if c.codec == nil {
+		if c.codec, err = livesync.New(livesync.Config{Settings: settings, Salt: salt}); err != nil {
 			return fail(err)
 		}
 	}
@@ -184,6 +218,28 @@ func (c *couchRemote) checkPassphrase(ctx context.Context) error {
 	return nil
 }
 
+func (c *couchRemote) Milestone(ctx context.Context) (*negotiate.Milestone, error) {
+	return c.db.ReadMilestone(ctx)
+}
+
+func (c *couchRemote) UpdateMilestone(ctx context.Context, me string, fn func(*negotiate.Milestone, bool) (bool, error)) (*negotiate.Milestone, error) {
+	return c.db.UpdateMilestone(ctx, me, time.Now(), fn)
+}
+
+func (c *couchRemote) ChunkRange() negotiate.ChunkRange { return negotiate.CouchDBChunkRange }
+
+// Reset destroys the database and creates it again, empty.
+func (c *couchRemote) Reset(ctx context.Context) error {
+	if err := c.db.Destroy(ctx); err != nil && !errors.Is(err, engine.ErrNotFound) {
+		return err
+	}
+	return c.db.Create(ctx)
+}
+
+func (c *couchRemote) ForgetCheckpoint(context.Context) error { return nil }
+
+func (c *couchRemote) wrapErr(err error) error { return c.wrap(err) }
+
 func (c *couchRemote) ID() string                 { return c.id }
 func (c *couchRemote) Codec() *livesync.Codec     { return c.codec }
 func (c *couchRemote) Chunks() engine.ChunkSource { return c.db.ChunkSource(c.codec) }
@@ -196,7 +252,7 @@ func (c *couchRemote) Replicate(ctx context.Context, local store.Store, localID 
 		remoteEP = countWrites{remoteEP, func(n int) { o.written(replicate.Push, n) }}
 	}
 	cfg := replicate.Config{Local: localEP, Remote: replicate.Transform(remoteEP, c.codec),
-		LocalID: localID, RemoteID: c.id, Progress: o.progress, Log: o.log}
+		LocalID: localID, RemoteID: c.id, Progress: o.progress, Log: o.log, ReadOnlyRemote: c.readOnly}
 	if o.holder != nil {
 		cfg.Holder, cfg.HoldSource = o.holder, c.id
 	}

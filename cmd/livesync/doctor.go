@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,10 @@ type finding struct {
 	Message string   `json:"message"`
 	Details []string `json:"details,omitempty"`
 	Advice  string   `json:"advice,omitempty"`
-	code    int      // the exit code of a problem
+	// Commands are the livesync command lines the advice names, as
+	// argument lists without the program name, ready to run.
+	Commands [][]string `json:"commands,omitempty"`
+	code     int        // the exit code of a problem
 }
 
 // Finding states.
@@ -222,8 +226,10 @@ func (d *doctor) checkDatabase(ctx context.Context) bool {
 			"check the user name and password ($LIVESYNC_PASSWORD, --password-file), and that the user may read and write the database (its _security members)")
 		return false
 	case status == http.StatusNotFound:
-		d.problem("database", exitRefused, fmt.Sprintf("the database %q does not exist", d.cc.db.Name()),
-			"check its name; \"livesync push\" or \"livesync import\" create it with the vault")
+		push := d.command("push")
+		d.add(finding{Check: "database", Status: statusProblem, code: exitRefused, Commands: [][]string{push},
+			Message: fmt.Sprintf("the database %q does not exist", d.cc.db.Name()),
+			Advice:  fmt.Sprintf("check its name; a push creates it with the vault: %s (or livesync import DIR with the remote)", commandLine(push))})
 		return false
 	case status/100 != 2:
 		d.problem("database", exitFailed, fmt.Sprintf("reading the database answers HTTP %d", status), "look at the server's log")
@@ -288,6 +294,74 @@ func (d *doctor) checkSyncParameters(ctx context.Context) ([]byte, bool) {
 	}
 	d.ok("salt", "the vault's salt is there")
 	return salt, true
+}
+
+// joinAdvice is what to run on a remote locked for this device: an
+// empty (or no) replica joins as it pulls; one that holds documents
+// must discard them first (--rebuild-local), or the lock be cleared.
+func (d *doctor) joinAdvice(ctx context.Context) (string, [][]string) {
+	empty := d.rep == nil
+	if !empty {
+		var err error
+		if empty, err = d.rep.isEmpty(ctx); err != nil {
+			empty = false
+		}
+	}
+	pull := d.command("pull")
+	if !empty {
+		pull = d.command("pull", "--rebuild-local")
+	}
+	unlock := d.command("unlock")
+	commands := [][]string{pull, unlock}
+	if empty {
+		return fmt.Sprintf("fetch it: %s (an empty replica joins the accepted devices as it pulls); or clear the lock: %s",
+			commandLine(pull), commandLine(unlock)), commands
+	}
+	return fmt.Sprintf("discard this replica's documents and fetch everything again: %s; or, if this replica's data should win, clear the lock (%s) and push",
+		commandLine(pull), commandLine(unlock)), commands
+}
+
+// command is a livesync command on this doctor's remote, with the
+// --config and --store it was given, as arguments.
+func (d *doctor) command(name string, args ...string) []string {
+	return d.commandStore(name, d.flags.store, args...)
+}
+
+// commandStore is command with the local replica store ("" for none).
+func (d *doctor) commandStore(name, store string, args ...string) []string {
+	out := append([]string{name, d.spec.commandArg()}, args...)
+	if d.flags.config != "" {
+		out = append(out, "--config", d.flags.config)
+	}
+	if store != "" {
+		out = append(out, "--store", store)
+	}
+	return out
+}
+
+// freshStore is a path for a new local replica beside this one.
+func (d *doctor) freshStore() string {
+	path := defaultStore
+	if d.rep != nil {
+		path = d.rep.path
+	}
+	dir, base := filepath.Split(path)
+	name := strings.TrimSuffix(base, filepath.Ext(base))
+	for i := 1; ; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("%s-fresh%d%s", name, i, filepath.Ext(base)))
+		if !fileExists(p) {
+			return p
+		}
+	}
+}
+
+// commandLine is args as a shell command line.
+func commandLine(args []string) string {
+	q := []string{"livesync"}
+	for _, a := range args {
+		q = append(q, shellQuote(a))
+	}
+	return strings.Join(q, " ")
 }
 
 // checkMilestone judges the milestone as the handshake would for this
@@ -366,8 +440,9 @@ func (d *doctor) judgeMilestone(ctx context.Context, raw []byte, err error, chun
 		if node == "" {
 			who = "a new device is not"
 		}
-		d.problem("milestone", exitRefused, fmt.Sprintf("the remote was %s, and %s among its accepted devices (%s)", what, who, strings.Join(m.AcceptedNodes, ", ")),
-			"fetch the rebuilt remote into a fresh local replica (livesync pull REMOTE --store NEW.db; the fetch joins the accepted devices), or unlock the remote from an accepted device")
+		advice, commands := d.joinAdvice(ctx)
+		d.add(finding{Check: "milestone", Status: statusProblem, code: exitRefused, Advice: advice, Commands: commands,
+			Message: fmt.Sprintf("the remote was %s, and %s among its accepted devices (%s)", what, who, strings.Join(acceptedDevices(m), ", "))})
 	case negotiate.VerdictIncompatible:
 		d.problem("milestone", exitRefused, "the chunk formats of the vault's devices do not overlap with this one's",
 			"update every device to the newest version")
@@ -376,8 +451,12 @@ func (d *doctor) judgeMilestone(ctx context.Context, raw []byte, err error, chun
 		for _, df := range v.Diffs {
 			diffs = append(diffs, fmt.Sprintf("%s: the remote prefers %s, this replica has %s (%s)", df.Key, df.Preferred, df.Current, impactWords(df.Impact)))
 		}
+		fresh := d.commandStore("pull", d.freshStore())
+		rebuild := d.command("push", "--rebuild")
 		d.add(finding{Check: "settings", Status: statusProblem, code: exitRefused, Message: "the local replica's settings differ from the remote's preferred ones:", Details: diffs,
-			Advice: "use a fresh local replica (--store NEW.db), which adopts the remote's settings; or, if this replica's settings are the right ones, rebuild the remote with them from a device that has the whole vault"})
+			Commands: [][]string{fresh, rebuild},
+			Advice: fmt.Sprintf("use a fresh local replica, which adopts the remote's settings: %s; or, if this replica's settings are the right ones and it holds the whole vault, rebuild the remote with them: %s (every other device must then fetch it again)",
+				commandLine(fresh), commandLine(rebuild))})
 	}
 	// A refused device can still have the data checked.
 	return s, true

@@ -73,6 +73,7 @@ func classify(err error) (int, string) {
 	var re *remoteError
 	var ee *engine.Error
 	var de *doctorError
+	var lk *lockedError
 	var se *minio.SettingError
 	remote := ""
 	if errors.As(err, &re) {
@@ -81,6 +82,8 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &de):
 		return de.code, err.Error()
+	case errors.As(err, &lk):
+		return exitRefused, prefix(remote) + lk.Error()
 	case errors.As(err, &ue):
 		return exitUsage, err.Error()
 	case errors.As(err, &pe):
@@ -136,9 +139,9 @@ func classify(err error) (int, string) {
 		}
 		return exitRefused, fmt.Sprintf("%sthe vault's settings differ from the remote's preferred ones: %s; use the remote's settings (remove the e2ee/obfuscate settings, or use a fresh --store) or rebuild the remote with these", prefix(remote), strings.Join(diffs, "; "))
 	case errors.Is(err, negotiate.ErrNodeCleaned):
-		return exitRefused, prefix(remote) + "the remote was cleaned up by another device and this device is not accepted yet; fetch everything again into a fresh --store (then this device is accepted), or unlock the remote from an accepted device"
+		return exitRefused, prefix(remote) + "the remote was cleaned up by another device and this device is not accepted yet; fetch everything again (pull --rebuild-local: the replica's documents are discarded, and the device joins), or unlock the remote (livesync unlock)"
 	case errors.Is(err, negotiate.ErrNodeLocked):
-		return exitRefused, prefix(remote) + "the remote is locked: another device rebuilt it and this device is not accepted yet; fetch it again into a fresh --store, or unlock it from an accepted device"
+		return exitRefused, prefix(remote) + "the remote is locked: another device rebuilt it and this device is not accepted yet; fetch it again (pull --rebuild-local: the replica's documents are discarded, and the device joins), or unlock it (livesync unlock)"
 	case errors.Is(err, negotiate.ErrIncompatible):
 		// Both the version document (a newer database format) and the
 		// milestone's chunk ranges wrap ErrIncompatible.
@@ -151,6 +154,10 @@ func classify(err error) (int, string) {
 		return exitRefused, fmt.Sprintf("%sthe bucket%s does not exist: create it on the server (livesync never creates buckets), or fix the bucket name", prefix(remote), name)
 	case errors.Is(err, minio.ErrMilestoneRace):
 		return exitRefused, prefix(remote) + "other devices kept rewriting the bucket's milestone at the same moment; run the command again"
+	case errors.Is(err, errNoVaultYet), errors.Is(err, errRekeyedMeanwhile), errors.Is(err, errNotAVault):
+		return exitRefused, prefix(remote) + innermost(err)
+	case errors.Is(err, couchdb.ErrMilestoneRace):
+		return exitRefused, prefix(remote) + "other devices kept rewriting the remote's milestone at the same moment; run the command again"
 	case errors.Is(err, couchdb.ErrNoDatabase):
 		return exitRefused, prefix(remote) + "the database does not exist (push, sync or import create it)"
 	case errors.Is(err, couchdb.ErrSaltRace):

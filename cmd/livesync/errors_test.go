@@ -41,7 +41,7 @@ func TestClassify(t *testing.T) {
 		{"auth", at(&engine.Error{Stage: engine.StageAuth, Err: errors.New("couchdb: HTTP 401 unauthorized: Name or password is incorrect.")}), exitAuth, []string{remote, "HTTP 401", "user name or password"}},
 		{"decrypt", at(&engine.Error{Op: "decode remote document", DocID: "h:+abc", Stage: engine.StageDecrypt, Err: engine.ErrDecrypt}), exitPassphrase, []string{remote, "h:+abc", "passphrase is wrong"}},
 		{"passphrase probe", at(&passphraseError{remote: remote, docID: "f:1"}), exitPassphrase, []string{"passphrase is wrong"}},
-		{"locked", at(fmt.Errorf("couchdb: handshake: sync refused: %w", negotiate.ErrNodeLocked)), exitRefused, []string{remote, "locked", "fresh --store"}},
+		{"locked", at(fmt.Errorf("couchdb: handshake: sync refused: %w", negotiate.ErrNodeLocked)), exitRefused, []string{remote, "locked", "--rebuild-local", "livesync unlock"}},
 		{"cleaned", at(negotiate.ErrNodeCleaned), exitRefused, []string{"cleaned up"}},
 		{"incompatible", at(negotiate.ErrIncompatible), exitRefused, []string{"incompatible"}},
 		{"tweaks", at(mismatch), exitRefused, []string{"encrypt is true there, false here"}},

@@ -215,7 +215,9 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 			return err
 		}
 		defer rep.Close()
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName})
+		// A throwaway replica only reads the remote (no trace, no
+		// joining a locked one); a --store replica is a device.
+		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: cf.store == ""})
 		if err != nil {
 			return err
 		}

@@ -117,7 +117,7 @@ func runLs(env *cliEnv, args []string) error {
 			return err
 		}
 		defer rep.Close()
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName})
+		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true})
 		if err != nil {
 			return err
 		}
@@ -361,7 +361,7 @@ func runCat(env *cliEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		if rem, err = env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName}); err != nil {
+		if rem, err = env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true}); err != nil {
 			return err
 		}
 		defer rem.Close()

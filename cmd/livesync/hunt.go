@@ -366,7 +366,7 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 		if err != nil {
 			return err
 		}
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName})
+		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true})
 		if err != nil {
 			var ue usageError
 			if errors.As(err, &ue) || errors.Is(err, context.Canceled) {

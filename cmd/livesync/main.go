@@ -4,8 +4,9 @@
 // database), replicates it with CouchDB remotes and S3 journal buckets,
 // and converts between vaults, folders of files and database dumps.
 //
-//	livesync pull    [REMOTE] [--watch] [--metadata-only] [--retry-quarantined]  remote -> local replica
+//	livesync pull    [REMOTE] [--watch] [--metadata-only] [--retry-quarantined] [--rebuild-local]  remote -> local replica
 //	livesync push    [REMOTE] [--watch]                    local replica -> remote
+//	livesync push    [REMOTE] --rebuild [--yes]            rebuild the remote from the local replica (locks it)
 //	livesync sync    [REMOTE] [--watch]                    both ways
 //	livesync ls      [--remote REMOTE] [--deleted] [PREFIX] list files
 //	livesync cat     PATH [--remote REMOTE]                a file's bytes to stdout
@@ -14,6 +15,7 @@
 //	livesync status                                        what the local replica holds
 //	livesync doctor  [REMOTE]                              why a remote refuses to sync (read-only)
 //	livesync hunt    [--retry [REMOTE...]]                 held files (chunks missing): why, since when; fetch them
+//	livesync unlock  [REMOTE] [--yes]                      clear the lock another device's rebuild left
 //	livesync export  REMOTE --out DIR                      remote -> folder
 //	livesync export  --out DIR                             local replica -> folder
 //	livesync export  --dump vault.json --out DIR           dump -> folder
@@ -39,6 +41,21 @@
 // the other packs arrive; status lists it; pull --retry-quarantined tries
 // it again. With direct_fetch (?direct-fetch=1), cat --remote and hunt
 // --retry also read chunks by id from the packs.
+//
+// A remote that another device rebuilt (the plugin's "Rebuild
+// everything", or push --rebuild here) is locked: its milestone accepts
+// only the devices that fetched the rebuilt vault. An empty local replica
+// joins it as it pulls (one line says so); a replica that holds documents
+// is refused with exit 7, because its data predates the rebuild: pull
+// --rebuild-local discards the replica's documents (keeping this device's
+// node id) and fetches everything again, and "livesync unlock" clears the
+// lock (after showing the accepted devices and asking; --yes in scripts).
+// Commands that only read a remote (ls --remote, cat --remote, hunt,
+// export with its throwaway replica, status, doctor) never write to it
+// and read a locked remote without joining it. A device registers in the
+// milestone only after its handshake passed: the passphrase proven and
+// the remote not locked for it (or joined); refused and failed attempts
+// leave no trace.
 //
 // In the milestone's node_info this device is device_name from the
 // configuration (default livesync-cli@HOST), and its vault_name, where
@@ -133,6 +150,7 @@ commands:
   status   what the local replica holds, and when it last met each remote
   doctor   why a remote refuses to sync, and what to do (read-only)
   hunt     which files are held (chunks missing) and why; --retry fetches them
+  unlock   clear a remote's lock after another device rebuilt it
   export   a remote, the local replica or a dump -> a folder of files
   import   a folder of files -> a remote, or a dump
 
@@ -226,6 +244,7 @@ var commands = map[string]func(*cliEnv, []string) error{
 	"status": runStatus,
 	"doctor": runDoctor,
 	"hunt":   runHunt,
+	"unlock": runUnlock,
 }
 
 // runEnv executes one command and returns the process exit code.

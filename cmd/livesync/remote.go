@@ -36,6 +36,26 @@ type remote interface {
 	// Files lists the file metadata the remote holds, decoded (deleted
 	// files included, marked).
 	Files(ctx context.Context) ([]livesync.Meta, error)
+	// Milestone reads the remote's milestone, nil if it has none.
+	Milestone(ctx context.Context) (*negotiate.Milestone, error)
+	// UpdateMilestone changes the milestone with fn and writes it back
+	// conditionally, redoing fn from a fresh read after a lost race
+	// (couchdb.DB.UpdateMilestone, minio.Bucket.UpdateMilestone).
+	UpdateMilestone(ctx context.Context, me string, fn func(m *negotiate.Milestone, found bool) (bool, error)) (*negotiate.Milestone, error)
+	// ChunkRange is the chunk-format range this client announces in the
+	// remote's milestone.
+	ChunkRange() negotiate.ChunkRange
+	// Reset deletes everything the remote holds (the database is
+	// destroyed and created again, a bucket's objects under its prefix
+	// are deleted), so that the next handshake writes a new salt.
+	Reset(ctx context.Context) error
+	// ForgetCheckpoint drops what the replica remembers of the remote's
+	// content, as after a reset: the next push sends every document.
+	// (A CouchDB remote's checkpoints are on both sides, and the reset
+	// removed the remote's; a journal's is in the replica alone.)
+	ForgetCheckpoint(ctx context.Context) error
+	// wrapErr names the remote in an error of its own.
+	wrapErr(err error) error
 	Close() error
 }
 
@@ -96,6 +116,7 @@ type replicateOptions struct {
 // configuration, before connecting.
 type remoteSpec struct {
 	name     string   // the configuration's name, "" for a URL
+	arg      string   // the URL as given on the command line (no password), "" for a name
 	kind     string   // "couchdb" or "s3"
 	url      *url.URL // the URL without credentials
 	user     string
@@ -150,7 +171,9 @@ func resolveRemote(cfg *config, arg string) (remoteSpec, error) {
 		}
 		return spec, nil
 	}
-	return parseRemoteURL(arg, false)
+	spec, err := parseRemoteURL(arg, false)
+	spec.arg = arg // a command-line URL never holds a password (parseRemoteURL)
+	return spec, err
 }
 
 // parseRemoteURL parses a remote URL. A password in a URL given on the
@@ -211,6 +234,14 @@ type connectOptions struct {
 	newVault vaultConfig
 	// deviceName is this device's name in the milestone.
 	deviceName string
+	// readOnly connects without writing anything to the remote: no
+	// database, salt or milestone entry, and a locked remote is read
+	// without joining it (ls --remote, cat --remote, export with a
+	// throwaway replica).
+	readOnly bool
+	// check relaxes the milestone checks (push --rebuild reads a remote
+	// whose settings it is about to replace).
+	check negotiate.CheckOptions
 }
 
 // connect opens the remote of spec for the replica r: it resolves the

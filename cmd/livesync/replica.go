@@ -189,11 +189,16 @@ func (r *replica) nodeID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, _ := json.Marshal(negotiate.NodeInfoDoc{ID: negotiate.NodeInfoDocID, Type: negotiate.TypeNodeInfo, NodeID: node, V20220607: true})
-	if err := r.st.PutLocal(ctx, id, b); err != nil {
+	if err := r.putNodeID(ctx, node); err != nil {
 		return "", err
 	}
 	return node, nil
+}
+
+// putNodeID records node as this device's node id.
+func (r *replica) putNodeID(ctx context.Context, node string) error {
+	b, _ := json.Marshal(negotiate.NodeInfoDoc{ID: negotiate.NodeInfoDocID, Type: negotiate.TypeNodeInfo, NodeID: node, V20220607: true})
+	return r.st.PutLocal(ctx, negotiate.NodeInfoDocID[len("_local/"):], b)
 }
 
 // nodeIDIfAny returns this device's node id, "" if the replica has none

@@ -29,7 +29,14 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	}
 	watch := fs.Bool("watch", false, "keep replicating until Ctrl-C, reconnecting after failures")
 	interval := fs.Duration("interval", defaultPollInterval, "with --watch on a journal bucket: the pause between two polls (it doubles after failures, up to 5m)")
-	var metadataOnly, retryQuarantined *bool
+	var metadataOnly, retryQuarantined, rebuildLocal, rebuild, yes *bool
+	if dir&replicate.Pull != 0 {
+		rebuildLocal = fs.Bool("rebuild-local", false, "discard the local replica's documents and fetch everything again (the plugin's \"fetch\"), joining a remote that another device rebuilt")
+	}
+	if dir == replicate.Push {
+		rebuild = fs.Bool("rebuild", false, "rebuild the remote from this replica (the plugin's \"Rebuild everything\"): lock it, delete everything in it, push this replica with a new salt; every other device must then fetch it again")
+		yes = fs.Bool("yes", false, "with --rebuild: do not ask for confirmation (for scripts)")
+	}
 	if dir&replicate.Pull != 0 {
 		metadataOnly = fs.Bool("metadata-only", false, "pull metadata without chunks (LiveSync's readChunksOnline); cat --remote and hunt --retry fetch them on demand (CouchDB remotes)")
 		retryQuarantined = fs.Bool("retry-quarantined", false, "journal buckets: try the packs that could not be opened before (quarantined) again")
@@ -63,6 +70,22 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		if flagSet(fs, "interval") {
 			return usageError{"--interval applies to journal buckets (s3://) only: a CouchDB remote is followed through its changes feed"}
 		}
+	}
+	if yes != nil && *yes && !*rebuild {
+		return usageError{"--yes goes with --rebuild"}
+	}
+	if rebuild != nil && *rebuild {
+		if *watch {
+			return usageError{"--rebuild runs once: leave out --watch"}
+		}
+		return runRebuild(env, spec, cf, cfg, vf.config(fs), *yes)
+	}
+	if rebuildLocal != nil && *rebuildLocal {
+		n, err := env.discardReplica(storePath(cf.store, cfg))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stderr, "discarded the local replica's %d %s; fetching everything again from %s\n", n, plural(int(n), "document", "documents"), spec)
 	}
 	rep, err := env.openReplica(storePath(cf.store, cfg), true)
 	if err != nil {

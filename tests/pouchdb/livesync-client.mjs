@@ -34,6 +34,10 @@
 //                                 counts and the pulled [id, rev] pairs
 //       {"op":"fetch","ids":[…]}  the chunk fetch; answers fetched, missing
 //       {"op":"docs"}             every document (winning revisions)
+//       {"op":"handshake","node":N} the plugin's pre-sync reads for node N:
+//                                 answers salt, locked, accepted_nodes and
+//                                 the lock verdict (OK, LOCKED, NODE_LOCKED,
+//                                 NODE_CLEANED)
 //     It exits 0 on stdin's end.
 //
 // Any replication error, write failure or denied document fails loudly.
@@ -112,6 +116,20 @@ async function device() {
 			return { push: counts(res.push), pull: counts(res.pull), pulled };
 		},
 		async fetch(c) { return fetchChunks(remote, c.ids); },
+		// The plugin's pre-sync reads (FORMAT.md §5.2 steps 2 and 4) for
+		// node c.node: the salt, and the milestone's lock verdict of
+		// ensureRemoteIsCompatible step 6, without writing anything.
+		async handshake(c) {
+			const params = await remote.get('_local/obsidian_livesync_sync_parameters');
+			let m = null;
+			try { m = await remote.get('_local/obsydian_livesync_milestone'); } catch (e) { if (e.status !== 404) throw e; }
+			let verdict = 'OK';
+			if (m && m.locked) {
+				if ((m.accepted_nodes || []).includes(c.node)) verdict = 'LOCKED';
+				else verdict = m.cleaned ? 'NODE_CLEANED' : 'NODE_LOCKED';
+			}
+			return { salt: params.pbkdf2salt, locked: !!(m && m.locked), accepted_nodes: m ? m.accepted_nodes : [], verdict };
+		},
 		async docs() {
 			const all = await local.allDocs({ include_docs: true });
 			return { docs: all.rows.map((r) => r.doc) };
