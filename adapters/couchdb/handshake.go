@@ -335,17 +335,10 @@ func (d *DB) milestone(ctx context.Context, o HandshakeOptions, now time.Time) (
 		if found {
 			read = m.Clone()
 		}
-		write := m.Register(o.NodeID, my, info, o.Settings, now)
-		v = negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
-		if (v.Kind == negotiate.VerdictNodeLocked || v.Kind == negotiate.VerdictNodeCleaned) && o.AllowJoin {
-			m.Accept(o.NodeID, my)
-			write = true
-			v = negotiate.Check(m, o.NodeID, my, o.Settings, o.Check)
-		}
-		// A refused node leaves no trace: it registers only once the
-		// remote accepts it (upstream writes before judging; FORMAT.md
-		// §5.4 step 3).
-		return write && !o.ReadOnly && v.Err() == nil, nil
+		var write bool
+		write, v = negotiate.Admit(m, negotiate.Admission{Node: o.NodeID, Range: my, Device: info, Settings: o.Settings,
+			Check: o.Check, AllowJoin: o.AllowJoin, ReadOnly: o.ReadOnly, Now: now})
+		return write, nil
 	}
 	if _, err := d.UpdateMilestone(ctx, o.NodeID, now, judge); err != nil {
 		return read, v, err
