@@ -286,6 +286,12 @@ func testLockedRemote(t *testing.T, lt lockedTarget) {
 	// and is refused.
 	lt.plugin(t, pluginRebuilt)
 	m0 = lt.milestone(t)
+	// Reading through the replica (cat --remote) still works, and leaves
+	// no trace.
+	if r := c.ok(t, work, lt.env, "cat", "tiny.md", "--remote", lt.url, "--store", joined); r.stdout != string(inputs["tiny.md"]) {
+		t.Errorf("cat --remote: %q", r.stdout)
+	}
+	noTrace(t, "cat --remote")
 	r = c.run(t, work, lt.env, "pull", lt.url, "--store", joined)
 	if r.code != 7 || !strings.Contains(r.stderr, "--rebuild-local --store "+joined) || !strings.Contains(r.stderr, "livesync unlock") ||
 		!strings.Contains(r.stderr, "vector-device") {
