@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -59,15 +62,19 @@ type exportOptions struct {
 
 // exportCounts is what an export did.
 type exportCounts struct {
-	written, skipped, failed, total int
-	bytes                           int64
+	written, skipped, refused, failed, total int
+	bytes                                    int64
 }
 
 // report prints the counts and returns a partialError when files failed.
+// Refused documents (paths the plugin would never write there, named on
+// stderr as they are met) do not fail the export: they are what a
+// hostile or broken writer left on the remote, and the rest of the vault
+// is still worth having.
 func (c exportCounts) report(env *cliEnv, out string, extra map[string]any) error {
 	if env.json {
 		o := map[string]any{"ok": c.failed == 0, "command": "export", "out": out, "files": c.written,
-			"bytes": c.bytes, "skipped": c.skipped, "failed": c.failed}
+			"bytes": c.bytes, "skipped": c.skipped, "refused": c.refused, "failed": c.failed}
 		for k, v := range extra {
 			o[k] = v
 		}
@@ -77,10 +84,13 @@ func (c exportCounts) report(env *cliEnv, out string, extra map[string]any) erro
 		if c.skipped > 0 {
 			fmt.Fprintf(env.stdout, "; skipped %d (deleted, hidden or not vault files)", c.skipped)
 		}
+		if c.refused > 0 {
+			fmt.Fprintf(env.stdout, "; refused %d unsafe %s (named above)", c.refused, plural(c.refused, "path", "paths"))
+		}
 		fmt.Fprintln(env.stdout)
 	}
 	if c.failed > 0 {
-		return partialError{failed: c.failed, total: c.total}
+		return partialError{failed: c.failed, total: c.total, verb: "written"}
 	}
 	return nil
 }
@@ -117,7 +127,7 @@ func exportDump(env *cliEnv, dumpPath, pass string, o exportOptions) error {
 		if pd.IsFileDoc() {
 			meta, err := livesync.ParseMeta(pd)
 			if err != nil {
-				broken = append(broken, fmt.Sprintf("skip %s: %v", pd.ID(), err))
+				broken = append(broken, fmt.Sprintf("skip %s: %s", safe(pd.ID()), safeErr(err)))
 				continue
 			}
 			files = append(files, meta)
@@ -148,16 +158,32 @@ func exportDump(env *cliEnv, dumpPath, pass string, o exportOptions) error {
 
 // writeFiles materialises files into o.out, each read by read. A file
 // that cannot be read or written is named on stderr and skipped; a full
-// disk stops the export.
+// disk stops the export. Every write goes through an os.Root of o.out, so
+// no path, and no symbolic link already in the folder, leads a write
+// outside it; paths exportPath refuses are named on stderr and counted.
 func writeFiles(env *cliEnv, files []livesync.Meta, read func(livesync.Meta) ([]byte, error), o exportOptions) (exportCounts, error) {
 	c := exportCounts{total: len(files)}
+	root, err := os.OpenRoot(o.out)
+	if err != nil {
+		return c, &localError{o.out, err}
+	}
+	defer root.Close()
 	for _, meta := range files {
 		if err := env.ctx.Err(); err != nil {
 			return c, err
 		}
-		rel, ok := exportPath(meta.Path, o.hidden)
-		if !ok || (meta.Deleted && !o.deleted) {
+		if meta.Deleted && !o.deleted {
 			c.skipped++
+			continue
+		}
+		rel, verdict, why := exportPath(meta.Path, o.hidden)
+		switch verdict {
+		case exportSkip:
+			c.skipped++
+			continue
+		case exportRefuse:
+			fmt.Fprintf(env.stderr, "refused %s: %s; not written\n", docName(meta), why)
+			c.refused++
 			continue
 		}
 		data, err := read(meta)
@@ -166,16 +192,19 @@ func writeFiles(env *cliEnv, files []livesync.Meta, read func(livesync.Meta) ([]
 			if errors.As(err, &le) {
 				return c, err
 			}
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", meta.ID, err)
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", docName(meta), safeErr(err))
 			c.failed++
 			continue
 		}
-		dst := filepath.Join(o.out, filepath.FromSlash(rel))
-		if err := writeFileAtomic(dst, data, meta.MTime); err != nil {
+		if err := writeFileAtomic(root, rel, data, meta.MTime); err != nil {
 			if isDiskFull(err) {
 				return c, &localError{o.out, err}
 			}
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", meta.ID, err)
+			if hint := linkOut(root, rel); hint != "" {
+				fmt.Fprintf(env.stderr, "skip %s: %s, outside %s: not followed, nothing written there\n", docName(meta), safe(hint), safe(o.out))
+			} else {
+				fmt.Fprintf(env.stderr, "skip %s: %s\n", docName(meta), safeErr(err))
+			}
 			c.failed++
 			continue
 		}
@@ -183,6 +212,37 @@ func writeFiles(env *cliEnv, files []livesync.Meta, read func(livesync.Meta) ([]
 		c.bytes += int64(len(data))
 	}
 	return c, nil
+}
+
+// docName names a file's document for a message: its path, and its id
+// when that differs, escaped for the terminal.
+func docName(m livesync.Meta) string {
+	if m.ID == m.Path {
+		return safe(m.Path)
+	}
+	return safe(m.Path) + " (" + safe(m.ID) + ")"
+}
+
+// linkOut returns, when a folder on the way to rel inside root is a
+// symbolic link that leads out of root, which one and where it points (""
+// otherwise): the reason os.Root refused the write, in the user's words.
+func linkOut(root *os.Root, rel string) string {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := path.Join(parts[:i]...)
+		fi, err := root.Lstat(filepath.FromSlash(dir))
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		if _, err := root.Stat(filepath.FromSlash(dir)); err != nil {
+			target, _ := root.Readlink(filepath.FromSlash(dir))
+			return fmt.Sprintf("%s is a symbolic link to %s", dir, target)
+		}
+	}
+	return ""
 }
 
 // exportReplica writes the files of the local replica, after pulling the
@@ -266,56 +326,96 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 	return pullErr
 }
 
-// exportPath maps a document path to a safe relative file path. It refuses
-// paths that would leave the output folder, and customisation-sync (ix:)
-// and obsolete plugin (ps:) documents; hidden files (i:) only when asked.
-func exportPath(p string, hidden bool) (string, bool) {
+// exportVerdict is what export does with a document's path.
+type exportVerdict int
+
+const (
+	exportWrite  exportVerdict = iota // write the file
+	exportSkip                        // not a file export writes (ix:, ps:, i: without --hidden): counted, not named
+	exportRefuse                      // a path the plugin never writes there: named on stderr, counted
+)
+
+// exportPath maps a document path to a relative file path (slashes) and
+// says whether to write it. It follows what the plugin synchronises
+// (FORMAT.md §1.10, "Files never synchronised"; commonlib isTargetFile,
+// isValidPath): customisation-sync (ix:), obsolete plugin (ps:) and other
+// ":" paths are skipped, and Hidden File Sync (i:) documents are written
+// only with --hidden. It refuses (why says why) paths that leave the
+// output folder or are not clean, paths with control characters, a
+// dot-file or dot-folder in a normal document (the plugin writes those
+// only through Hidden File Sync, so a normal document naming
+// .obsidian/plugins/x/main.js plants code), and any .git folder (hooks
+// and config run outside Obsidian; the plugin's Hidden File Sync ignores
+// /.git/ by default).
+func exportPath(p string, hidden bool) (rel string, v exportVerdict, why string) {
+	internal := false
 	switch {
 	case strings.HasPrefix(p, "i:"):
 		if !hidden {
-			return "", false
+			return "", exportSkip, ""
 		}
-		p = p[2:]
+		p, internal = p[2:], true
 	case strings.Contains(p, ":"):
-		return "", false
+		return "", exportSkip, ""
+	}
+	if strings.ContainsFunc(p, unicode.IsControl) {
+		return "", exportRefuse, "the path holds control characters"
 	}
 	p = strings.ReplaceAll(p, "\\", "/")
 	clean := path.Clean("/" + p)[1:]
 	if clean == "" || clean != strings.Trim(p, "/") || strings.HasPrefix(clean, "../") || clean == ".." {
-		return "", false
+		return "", exportRefuse, "not a clean path inside the vault (\"..\", \".\", \"//\" or empty)"
 	}
-	return clean, true
+	for _, part := range strings.Split(clean, "/") {
+		switch {
+		case part == ".git":
+			return "", exportRefuse, "a .git folder (git runs its hooks and config outside Obsidian)"
+		case strings.HasPrefix(part, ".") && !internal:
+			return "", exportRefuse, "a hidden path in a normal document (the plugin writes dot-files only through Hidden File Sync, i: documents, exported with --hidden)"
+		}
+	}
+	return clean, exportWrite, ""
 }
 
-// writeFileAtomic writes data to a temporary file beside dst and renames
-// it into place, so an interrupted export never leaves a half file.
-func writeFileAtomic(dst string, data []byte, mtimeMillis int64) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+// writeFileAtomic writes data to a temporary file beside rel and renames
+// it into place, so an interrupted export never leaves a half file. Every
+// step goes through root: a path, or a symbolic link already in the
+// folder, that leads outside it fails instead of writing there.
+func writeFileAtomic(root *os.Root, rel string, data []byte, mtimeMillis int64) error {
+	dir := path.Dir(rel)
+	if dir != "." {
+		if err := root.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
+			return err
+		}
+	}
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".livesync-*")
+	tmp := filepath.FromSlash(path.Join(dir, ".livesync-"+hex.EncodeToString(rnd[:])))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
+	defer root.Remove(tmp)
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	if err := f.Close(); err != nil {
 		return err
 	}
 	if mtimeMillis > 0 {
 		t := time.UnixMilli(mtimeMillis)
-		if err := os.Chtimes(tmp.Name(), t, t); err != nil {
+		if err := root.Chtimes(tmp, t, t); err != nil {
 			return err
 		}
 	}
-	return os.Rename(tmp.Name(), dst)
+	return root.Rename(tmp, filepath.FromSlash(rel))
 }
 
 func readDumpFile(name string) (docs, local []livesync.Doc, err error) {
