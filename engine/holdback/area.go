@@ -32,7 +32,10 @@ const (
 // all left keeps an empty holdingDoc: the Store port has no deletion of
 // _local documents.
 type holdingDoc struct {
-	Revs map[string]heldBody `json:"revs"`
+	// Owner is the user the document counts against
+	// (Config.MaxHeldPerOwner); "" for none.
+	Owner string              `json:"owner,omitempty"`
+	Revs  map[string]heldBody `json:"revs"`
 }
 
 // heldBody is one held revision: the source it came from ("" = a client
@@ -112,9 +115,10 @@ func (a *area) update(ctx context.Context, doc string, fn func(h *holdingDoc) bo
 	return a.inner.PutLocal(ctx, localDocPrefix+doc, b)
 }
 
-// add keeps revs of doc in the holding area.
-func (a *area) add(ctx context.Context, doc string, revs map[string]heldBody) error {
+// add keeps revs of doc, held for owner, in the holding area.
+func (a *area) add(ctx context.Context, doc, owner string, revs map[string]heldBody) error {
 	return a.update(ctx, doc, func(h *holdingDoc) bool {
+		h.Owner = owner
 		maps.Copy(h.Revs, revs)
 		return true
 	})
@@ -125,6 +129,9 @@ func (a *area) remove(ctx context.Context, doc string, drop func(rev string) boo
 	return a.update(ctx, doc, func(h *holdingDoc) bool {
 		n := len(h.Revs)
 		maps.DeleteFunc(h.Revs, func(rev string, _ heldBody) bool { return drop(rev) })
+		if len(h.Revs) == 0 {
+			h.Owner = ""
+		}
 		return len(h.Revs) != n
 	})
 }

@@ -15,6 +15,17 @@ import (
 // saved into the inner store and the holding area is pruned.
 const DefaultSaveInterval = 30 * time.Second
 
+// Defaults of the limits on held documents (Config.MaxHeldDocuments,
+// Config.MaxHeldPerOwner). A plugin pushes a note's chunks before its
+// metadata, so a held document is rare: a push interrupted between the
+// two, or metadata pulled from an upstream whose chunks are hunted. Each
+// held document costs about 1.5 KiB of memory besides its body in the
+// inner store.
+const (
+	DefaultMaxHeldDocuments = 10000
+	DefaultMaxHeldPerOwner  = 2000
+)
+
 // Config configures a Store. The zero value means every default.
 type Config struct {
 	// Purgatory configures the purgatory core: first-hunt delays (3 min
@@ -27,6 +38,27 @@ type Config struct {
 	// purgatory gave up are dropped from the holding area. Close saves
 	// too. Default 30 s.
 	SaveInterval time.Duration
+	// MaxHeldDocuments is the most documents the Store holds at once,
+	// whatever their source. A metadata revision that would make one
+	// more document held is refused: its BulkDocs result has Error
+	// TooManyHeld and nothing of it is kept; the rest of the batch is
+	// written as usual. New revisions of documents held already are
+	// never refused. 0 means DefaultMaxHeldDocuments (10,000); negative
+	// is invalid.
+	MaxHeldDocuments int
+	// MaxHeldPerOwner is the most documents held at once for one owner:
+	// the user a write came from (WithOwner). A document counts against
+	// the owner of the revision that made it held, until it has no held
+	// revision left (released, superseded, expired). Writes with no
+	// owner (pulled from an upstream) count against MaxHeldDocuments
+	// only. 0 means DefaultMaxHeldPerOwner (2,000); negative is invalid.
+	MaxHeldPerOwner int
+	// MaxHeldDocumentsName and MaxHeldPerOwnerName name the two limits
+	// in the reason of a refusal, so that its reader knows what to
+	// raise (the relay gives its configuration keys). Empty means
+	// "the limit of held documents per database" and "the limit of held
+	// documents per user".
+	MaxHeldDocumentsName, MaxHeldPerOwnerName string
 	// Logger receives one line per decision that is not routine (a
 	// revision held, released after waiting, dropped unserved, metadata
 	// that cannot be judged); nil discards. Note contents, passphrases
@@ -34,12 +66,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate reports negative durations and an invalid purgatory
-// configuration.
+// Validate reports negative durations and limits and an invalid
+// purgatory configuration.
 func (c Config) Validate() error {
 	var errs []error
 	if c.SaveInterval < 0 {
 		errs = append(errs, fmt.Errorf("holdback: SaveInterval %v is negative", c.SaveInterval))
+	}
+	if c.MaxHeldDocuments < 0 {
+		errs = append(errs, fmt.Errorf("holdback: MaxHeldDocuments %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldDocuments, DefaultMaxHeldDocuments))
+	}
+	if c.MaxHeldPerOwner < 0 {
+		errs = append(errs, fmt.Errorf("holdback: MaxHeldPerOwner %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldPerOwner, DefaultMaxHeldPerOwner))
 	}
 	if err := c.Purgatory.Validate(); err != nil {
 		errs = append(errs, err)
@@ -50,6 +88,18 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.SaveInterval == 0 {
 		c.SaveInterval = DefaultSaveInterval
+	}
+	if c.MaxHeldDocuments == 0 {
+		c.MaxHeldDocuments = DefaultMaxHeldDocuments
+	}
+	if c.MaxHeldPerOwner == 0 {
+		c.MaxHeldPerOwner = DefaultMaxHeldPerOwner
+	}
+	if c.MaxHeldDocumentsName == "" {
+		c.MaxHeldDocumentsName = "the limit of held documents per database"
+	}
+	if c.MaxHeldPerOwnerName == "" {
+		c.MaxHeldPerOwnerName = "the limit of held documents per user"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -18,7 +18,8 @@
 //	defer st.Close() // closes inner
 //	// serve st: BulkDocs, RevsDiff, Changes, BulkGet, … as any store.Store
 //	// replicate from an upstream into st.BulkDocsFrom(ctx, key, docs)
-//	st.Mode(); st.Held(); st.Stats() // for /status and metrics
+//	st.Mode(); st.HeldFirst(100); st.Stats() // for /status and metrics
+//	st.BulkDocs(holdback.WithOwner(ctx, user), docs) // counted against user
 //
 // # A pushed batch
 //
@@ -51,6 +52,23 @@
 // dropped (its chunks still missing) or written through (its chunks
 // stored by then). A later revision of the note, pushed with its chunks,
 // is written through as usual.
+//
+// # Limits
+//
+// Held documents cost memory (about 1.5 KiB each) and a place in
+// /status, and a client with a vault's credentials could push metadata
+// without chunks at will. Config.MaxHeldDocuments bounds the documents
+// held at once (default 10,000), and Config.MaxHeldPerOwner the
+// documents held for one user (default 2,000; the user travels in the
+// write's context, WithOwner). A revision that would make one more
+// document held past either limit is refused with Error TooManyHeld and
+// a reason that says what to do; nothing of it is kept, the rest of the
+// batch is written, and replicators retry it later. New revisions of
+// documents held already are never refused (late binding needs them). A
+// slot is free again when its document is released, superseded or
+// expired. Held documents and their owners survive a restart; a limit
+// lowered below what is held refuses new ones until enough left.
+// HeldFirst lists a bounded number of held documents for /status.
 //
 // # What can be judged
 //

@@ -27,6 +27,15 @@ type Stats struct {
 	// Held is a gauge: revisions in the holding area (held, or being
 	// handed to the purgatory).
 	Held int
+	// Documents is a gauge: documents with revisions in the holding
+	// area, which Config.MaxHeldDocuments bounds.
+	Documents int
+	// MaxHeldDocuments and MaxHeldPerOwner are the limits in force
+	// (Config with its defaults).
+	MaxHeldDocuments, MaxHeldPerOwner int
+	// Refused counts metadata revisions refused because holding them
+	// would have exceeded a limit (answered TooManyHeld).
+	Refused uint64
 	// WrittenThrough counts metadata revisions written at once because
 	// their chunks were present (stored already or in the same batch).
 	WrittenThrough uint64
@@ -56,7 +65,7 @@ type Stats struct {
 }
 
 type counters struct {
-	writtenThrough, holds, released, dropped, unreadable, undecodable, saveErrors uint64
+	writtenThrough, holds, released, dropped, unreadable, undecodable, saveErrors, refused uint64
 }
 
 // hrev is a revision in the holding area. gen is 0 until the purgatory
@@ -90,7 +99,9 @@ type Store struct {
 	// and area.imu are leaves, and mu is never held while calling the
 	// purgatory or the inner store.
 	mu      sync.Mutex
-	held    map[string]map[string]*hrev // doc -> rev -> state
+	held    map[string]map[string]*hrev // doc -> rev -> state; a document is in it while it has a revision
+	owners  map[string]string           // held doc -> the owner it counts against (none: not in it)
+	owned   map[string]int              // owner -> documents in owners
 	indexed map[string]struct{}         // documents the last index write listed; nil = unknown
 	gen     uint64
 	n       counters
@@ -128,7 +139,7 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	s := &Store{
 		cfg: cfg, log: cfg.Logger, inner: deps.Inner, codec: codec, decrypt: deps.Codec != nil,
 		area: area{inner: deps.Inner},
-		held: map[string]map[string]*hrev{},
+		held: map[string]map[string]*hrev{}, owners: map[string]string{}, owned: map[string]int{},
 	}
 	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter, Release: s.release})
 	if err != nil {
@@ -190,6 +201,12 @@ func (s *Store) Mode() Mode {
 // state, since, deadline, source), sorted by document id, for /status.
 func (s *Store) Held() []purgatory.HeldDoc { return s.p.Held() }
 
+// HeldFirst lists at most limit held documents, the first by document
+// id, as Held does, and how many are held in all: a bounded /status.
+func (s *Store) HeldFirst(limit int) (docs []purgatory.HeldDoc, total int) {
+	return s.p.HeldFirst(limit)
+}
+
 // Stats returns the gauges and counters.
 func (s *Store) Stats() Stats {
 	ps := s.p.Stats()
@@ -199,6 +216,8 @@ func (s *Store) Stats() Stats {
 		Mode: s.Mode(), WrittenThrough: s.n.writtenThrough, Holds: s.n.holds, Released: s.n.released,
 		Dropped: s.n.dropped, Unreadable: s.n.unreadable, Undecodable: s.n.undecodable,
 		SaveErrors: s.n.saveErrors, Purgatory: ps,
+		Documents: len(s.held), MaxHeldDocuments: s.cfg.MaxHeldDocuments, MaxHeldPerOwner: s.cfg.MaxHeldPerOwner,
+		Refused: s.n.refused,
 	}
 	for _, revs := range s.held {
 		st.Held += len(revs)
@@ -226,9 +245,12 @@ func (s *Store) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.
 // revision whose chunks are stored or in docs, in one inner BulkDocs
 // call; metadata revisions with chunks missing are kept in the holding
 // area and handed to the purgatory, and answered like written ones
-// ({id, rev}, no error), as CouchDB would. Results are in docs order. An
-// error means the call may have written part of docs; repeating it is
-// safe.
+// ({id, rev}, no error), as CouchDB would; a metadata revision that
+// would make one document more held than Config.MaxHeldDocuments, or
+// than Config.MaxHeldPerOwner for the owner ctx names (WithOwner), is
+// refused with Error TooManyHeld and the rest of docs is written as
+// usual. Results are in docs order. An error means the call may have
+// written part of docs; repeating it is safe.
 func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
@@ -309,7 +331,7 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 		}
 	}
 	if len(slow) > 0 {
-		if err := s.hold(ctx, source, docs, js, slow, results); err != nil {
+		if err := s.hold(ctx, source, Owner(ctx), docs, js, slow, results); err != nil {
 			return nil, err
 		}
 	}
@@ -382,20 +404,27 @@ func (s *Store) isHeld(doc string) bool {
 // hold keeps docs[idx] (metadata revisions under their documents' key
 // locks) in the holding area, durably, then lets the purgatory decide:
 // held, released at once (its chunks are there, or it is a newer
-// revision of a held document) or dropped.
-func (s *Store) hold(ctx context.Context, source string, docs []json.RawMessage, js []judged, idx []int, results []engine.BulkDocResult) error {
+// revision of a held document) or dropped. A revision that would make
+// its document held beyond a limit is refused instead (TooManyHeld).
+func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawMessage, js []judged, idx []int, results []engine.BulkDocResult) error {
 	var todo []int
 	bodies := map[string]map[string]heldBody{}
+	owners := map[string]string{}
 	newDoc := false
+	var refused []int
 	s.mu.Lock()
 	for _, i := range idx {
 		j := js[i]
-		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 		revs := s.held[j.id]
 		if revs == nil {
-			revs = map[string]*hrev{}
-			s.held[j.id] = revs
+			if reason := s.fullLocked(owner); reason != "" {
+				results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev, Error: TooManyHeld, Reason: reason}
+				refused = append(refused, i)
+				continue
+			}
+			revs = s.claimLocked(j.id, owner)
 		}
+		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 		if revs[j.rev] != nil {
 			continue // held already: the client sent it again
 		}
@@ -403,13 +432,19 @@ func (s *Store) hold(ctx context.Context, source string, docs []json.RawMessage,
 		todo = append(todo, i)
 		if bodies[j.id] == nil {
 			bodies[j.id] = map[string]heldBody{}
+			owners[j.id] = s.owners[j.id]
 		}
 		bodies[j.id][j.rev] = heldBody{Source: source, Body: docs[i]}
 		if _, ok := s.indexed[j.id]; !ok {
 			newDoc = true
 		}
 	}
+	s.n.refused += uint64(len(refused))
 	s.mu.Unlock()
+	if len(refused) > 0 {
+		s.log.Warn("holdback: metadata refused: too many held documents", "docs", len(refused),
+			"doc", js[refused[0]].id, "owner", owner, "source", sourceName(source), "reason", results[refused[0]].Reason)
+	}
 
 	// Durable before the client is answered, and before the purgatory
 	// can release (Release reads the body from the holding area).
@@ -420,7 +455,7 @@ func (s *Store) hold(ctx context.Context, source string, docs []json.RawMessage,
 		return err
 	}
 	for _, doc := range slices.Sorted(maps.Keys(bodies)) {
-		if err := s.area.add(ctx, doc, bodies[doc]); err != nil {
+		if err := s.area.add(ctx, doc, owners[doc], bodies[doc]); err != nil {
 			return fail(0, fmt.Errorf("holdback: keeping %q: %w", doc, err))
 		}
 	}
@@ -475,15 +510,65 @@ func (s *Store) settled(ctx context.Context, r purgatory.Revision, source string
 	return nil
 }
 
+// fullLocked returns why a document held for owner would exceed a
+// limit, or "" if it would not.
+func (s *Store) fullLocked(owner string) string {
+	const advice = "push the notes' chunks before their metadata (the relay serves a note only once it has all its chunks), " +
+		"wait until held notes are released or expire, or raise "
+	if n := len(s.held); n >= s.cfg.MaxHeldDocuments {
+		return fmt.Sprintf("this database holds %d notes whose chunks it has not received, its limit: it refuses to hold more. To fix: %s%s",
+			n, advice, s.cfg.MaxHeldDocumentsName)
+	}
+	if owner == "" {
+		return ""
+	}
+	if n := s.owned[owner]; n >= s.cfg.MaxHeldPerOwner {
+		return fmt.Sprintf("user %q has %d notes held in this database whose chunks it has not received, its limit: it refuses to hold more. To fix: %s%s",
+			owner, n, advice, s.cfg.MaxHeldPerOwnerName)
+	}
+	return ""
+}
+
+// claimLocked makes doc held (no revision yet), counted against owner,
+// and returns its revisions.
+func (s *Store) claimLocked(doc, owner string) map[string]*hrev {
+	revs := map[string]*hrev{}
+	s.held[doc] = revs
+	if owner != "" {
+		s.owners[doc] = owner
+		s.owned[owner]++
+	}
+	return revs
+}
+
+// unclaimLocked makes doc not held, freeing its slot.
+func (s *Store) unclaimLocked(doc string) {
+	delete(s.held, doc)
+	if owner, ok := s.owners[doc]; ok {
+		delete(s.owners, doc)
+		if s.owned[owner]--; s.owned[owner] <= 0 {
+			delete(s.owned, owner)
+		}
+	}
+}
+
+// dropLocked removes the held revisions of doc for which drop is true,
+// and the document when none is left.
+func (s *Store) dropLocked(doc string, drop func(rev string) bool) {
+	revs := s.held[doc]
+	if revs == nil {
+		return
+	}
+	maps.DeleteFunc(revs, func(r string, _ *hrev) bool { return drop(r) })
+	if len(revs) == 0 {
+		s.unclaimLocked(doc)
+	}
+}
+
 // forget removes one revision from the holding area.
 func (s *Store) forget(ctx context.Context, doc, rev string) {
 	s.mu.Lock()
-	if revs := s.held[doc]; revs != nil {
-		delete(revs, rev)
-		if len(revs) == 0 {
-			delete(s.held, doc)
-		}
-	}
+	s.dropLocked(doc, func(r string) bool { return r == rev })
 	s.mu.Unlock()
 	if err := s.area.remove(ctx, doc, func(r string) bool { return r == rev }); err != nil {
 		s.saveFailed("holding area", err)
@@ -506,12 +591,7 @@ func (s *Store) release(ctx context.Context, doc, rev string) error {
 		// missing one left for good (pruned, or lost with its holding
 		// document).
 		s.mu.Lock()
-		if revs := s.held[doc]; revs != nil {
-			delete(revs, rev)
-			if len(revs) == 0 {
-				delete(s.held, doc)
-			}
-		}
+		s.dropLocked(doc, func(r string) bool { return r == rev })
 		s.mu.Unlock()
 		return fmt.Errorf("holdback: no held body for %q rev %s: %w", doc, rev, engine.ErrNotFound)
 	}
@@ -540,12 +620,7 @@ func (s *Store) release(ctx context.Context, doc, rev string) error {
 	}
 	older := func(r string) bool { return purgatory.CompareRevs(r, rev) <= 0 }
 	s.mu.Lock()
-	if revs := s.held[doc]; revs != nil {
-		maps.DeleteFunc(revs, func(r string, _ *hrev) bool { return older(r) })
-		if len(revs) == 0 {
-			delete(s.held, doc)
-		}
-	}
+	s.dropLocked(doc, older)
 	s.n.released++
 	s.mu.Unlock()
 	if err := s.area.remove(ctx, doc, older); err != nil {
@@ -628,7 +703,7 @@ func (s *Store) save(ctx context.Context) {
 			s.n.dropped++
 		}
 		if len(revs) == 0 {
-			delete(s.held, doc)
+			s.unclaimLocked(doc)
 		}
 	}
 	stale := s.indexed == nil
@@ -685,13 +760,15 @@ func (s *Store) resume(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("holdback: reading the holding area: %w", err)
 		}
+		s.mu.Lock()
 		for rev, hb := range h.Revs {
 			all = append(all, found{doc, rev, hb})
 			if s.held[doc] == nil {
-				s.held[doc] = map[string]*hrev{}
+				s.claimLocked(doc, h.Owner) // over a lowered limit, it stays held
 			}
 			s.held[doc][rev] = &hrev{}
 		}
+		s.mu.Unlock()
 	}
 	if b, err := s.inner.GetLocal(ctx, localState); err == nil {
 		if err := s.p.Restore(b, time.Now()); err != nil {
@@ -813,7 +890,7 @@ func (s *Store) Put(ctx context.Context, doc json.RawMessage) (string, error) {
 		}
 	}
 	results := make([]engine.BulkDocResult, 1)
-	if err := s.hold(ctx, purgatory.ClientPush, []json.RawMessage{body}, []judged{j}, []int{0}, results); err != nil {
+	if err := s.hold(ctx, purgatory.ClientPush, Owner(ctx), []json.RawMessage{body}, []judged{j}, []int{0}, results); err != nil {
 		s.log.Warn("holdback: could not bind a local edit of a held document", "doc", id, "rev", rev, "err", err)
 	}
 	return rev, nil

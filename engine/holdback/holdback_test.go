@@ -495,7 +495,7 @@ func TestSaveKeepsRevisionsInFlight(t *testing.T) {
 		r.s.mu.Lock()
 		r.s.held["a.md"] = map[string]*hrev{"1-a": {}}
 		r.s.mu.Unlock()
-		if err := r.s.area.add(bg, "a.md", map[string]heldBody{"1-a": {Body: meta("a.md", "1-a", "h:1")}}); err != nil {
+		if err := r.s.area.add(bg, "a.md", "", map[string]heldBody{"1-a": {Body: meta("a.md", "1-a", "h:1")}}); err != nil {
 			t.Fatal(err)
 		}
 		r.s.save(bg)

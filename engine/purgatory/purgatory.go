@@ -687,10 +687,22 @@ func sourceName(s string) string {
 
 // Held lists the held documents, sorted by document id.
 func (p *Purgatory) Held() []HeldDoc {
+	out, _ := p.HeldFirst(-1)
+	return out
+}
+
+// HeldFirst is Held bounded: at most limit documents, the first by
+// document id (every one when limit is negative), and how many are held
+// in all.
+func (p *Purgatory) HeldFirst(limit int) (docs []HeldDoc, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]HeldDoc, 0, len(p.entries))
-	for _, doc := range slices.Sorted(maps.Keys(p.entries)) {
+	total = len(p.entries)
+	if limit < 0 || limit > total {
+		limit = total
+	}
+	out := make([]HeldDoc, 0, limit)
+	for _, doc := range slices.Sorted(maps.Keys(p.entries))[:limit] {
 		e := p.entries[doc]
 		h := HeldDoc{Doc: doc, Missing: len(e.needed()), State: e.state, Since: e.since,
 			Deadline: e.deadline(), Reason: e.reason, Source: e.revs[0].source}
@@ -699,7 +711,7 @@ func (p *Purgatory) Held() []HeldDoc {
 		}
 		out = append(out, h)
 	}
-	return out
+	return out, total
 }
 
 // Stats returns the gauges and counters.
