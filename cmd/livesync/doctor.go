@@ -707,15 +707,15 @@ func (d *doctor) report() error {
 	if d.env.json {
 		writeJSON(d.env.stdout, map[string]any{"ok": problems == 0, "command": "doctor", "remote": d.spec.String(), "findings": d.findings})
 	} else {
-		fmt.Fprintf(d.env.stdout, "checking %s\n", d.spec.String())
+		fmt.Fprintf(d.env.stdout, "checking %s\n", safe(d.spec.String()))
 		for _, f := range d.findings {
 			label := map[string]string{statusOK: "ok", statusWarning: "WARNING", statusProblem: "PROBLEM", statusSkipped: "skipped"}[f.Status]
-			fmt.Fprintf(d.env.stdout, "  %-8s %-16s %s\n", label, f.Check, f.Message)
+			fmt.Fprintf(d.env.stdout, "  %-8s %-16s %s\n", label, safe(f.Check), safe(f.Message))
 			for _, det := range f.Details {
-				fmt.Fprintf(d.env.stdout, "  %-8s %-16s   %s\n", "", "", det)
+				fmt.Fprintf(d.env.stdout, "  %-8s %-16s   %s\n", "", "", safe(det))
 			}
 			if f.Advice != "" {
-				fmt.Fprintf(d.env.stdout, "  %-8s %-16s -> %s\n", "", "", f.Advice)
+				fmt.Fprintf(d.env.stdout, "  %-8s %-16s -> %s\n", "", "", safe(f.Advice))
 			}
 		}
 	}

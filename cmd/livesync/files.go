@@ -168,7 +168,7 @@ func runLs(env *cliEnv, args []string) error {
 		if f.localChunks >= 0 {
 			chunks = fmt.Sprintf("%d/%d", f.localChunks, f.chunks)
 		}
-		p := f.meta.Path
+		p := safe(f.meta.Path)
 		if f.meta.Deleted {
 			p += " (deleted)"
 		}
@@ -536,10 +536,10 @@ func runPut(env *cliEnv, args []string) error {
 		return nil
 	}
 	if res.unchanged {
-		fmt.Fprintf(env.stdout, "%s: unchanged\n", p)
+		fmt.Fprintf(env.stdout, "%s: unchanged\n", safe(p))
 	} else {
 		n := len(distinct(res.meta.Children))
-		fmt.Fprintf(env.stdout, "%s: %d bytes, %d %s (%d new), revision %s\n", p, len(data), n, plural(n, "chunk", "chunks"), res.newChunks, res.meta.Rev)
+		fmt.Fprintf(env.stdout, "%s: %d bytes, %d %s (%d new), revision %s\n", safe(p), len(data), n, plural(n, "chunk", "chunks"), res.newChunks, res.meta.Rev)
 	}
 	return nil
 }
@@ -658,7 +658,7 @@ func runRm(env *cliEnv, args []string) error {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "rm", "path": m.Path, "id": m.ID, "rev": rev})
 		return nil
 	}
-	fmt.Fprintf(env.stdout, "%s: deleted, revision %s\n", m.Path, rev)
+	fmt.Fprintf(env.stdout, "%s: deleted, revision %s\n", safe(m.Path), safe(rev))
 	return nil
 }
 

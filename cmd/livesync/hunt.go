@@ -295,7 +295,7 @@ func printHeld(env *cliEnv, files []heldFile) error {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d of %d\t%s\t%s\t%s\n", f.meta.Path, len(f.missing), f.chunks, since, from, last)
+		fmt.Fprintf(tw, "%s\t%d of %d\t%s\t%s\t%s\n", safe(f.meta.Path), len(f.missing), f.chunks, since, safe(from), safe(last))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -396,9 +396,9 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 		switch {
 		case s.err != nil:
 			_, msg := classify(s.err)
-			fmt.Fprintf(env.stderr, "warning: not hunting on %s: %s\n", s.remote, msg)
+			fmt.Fprintf(env.stderr, "warning: not hunting on %s: %s\n", safe(s.remote), safe(msg))
 		case s.note != "":
-			fmt.Fprintf(env.stderr, "warning: not hunting on %s: it %s\n", s.remote, s.note)
+			fmt.Fprintf(env.stderr, "warning: not hunting on %s: it %s\n", safe(s.remote), safe(s.note))
 		}
 	}
 	if len(active) == 0 && firstErr != nil {
@@ -498,14 +498,14 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 			"sources": srcs, "released": rel, "held": hs})
 	} else {
 		for _, f := range released {
-			fmt.Fprintf(env.stdout, "released %s (%d %s fetched)\n", f.meta.Path, len(f.missing), plural(len(f.missing), "chunk", "chunks"))
+			fmt.Fprintf(env.stdout, "released %s (%d %s fetched)\n", safe(f.meta.Path), len(f.missing), plural(len(f.missing), "chunk", "chunks"))
 		}
 		for _, h := range held {
 			if len(h.f.missing) == 0 {
-				fmt.Fprintf(env.stdout, "still held %s: %s\n", h.f.meta.Path, strings.Join(h.reasons, "; "))
+				fmt.Fprintf(env.stdout, "still held %s: %s\n", safe(h.f.meta.Path), safe(strings.Join(h.reasons, "; ")))
 				continue
 			}
-			fmt.Fprintf(env.stdout, "still held %s: %d of %d chunks missing: %s\n", h.f.meta.Path, len(h.f.missing), h.f.chunks, strings.Join(h.reasons, "; "))
+			fmt.Fprintf(env.stdout, "still held %s: %d of %d chunks missing: %s\n", safe(h.f.meta.Path), len(h.f.missing), h.f.chunks, safe(strings.Join(h.reasons, "; ")))
 		}
 		fmt.Fprintf(env.stdout, "hunted %d %s: %d released, %d still held\n", len(files), plural(len(files), "file", "files"), len(released), len(held))
 	}

@@ -89,13 +89,13 @@ func runImport(env *cliEnv, args []string) error {
 		full := filepath.Join(*dir, filepath.FromSlash(rel))
 		info, err := os.Stat(full)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
 			failed++
 			continue
 		}
 		data, err := os.ReadFile(full)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
 			failed++
 			continue
 		}
@@ -103,7 +103,7 @@ func runImport(env *cliEnv, args []string) error {
 		mtime := info.ModTime().UnixMilli()
 		meta, chunks, err := codec.FileDocs(vaultPath, data, mtime, mtime)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
 			failed++
 			continue
 		}
@@ -280,7 +280,7 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 			data, err = os.ReadFile(full)
 		}
 		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
 			failed++
 			continue
 		}
@@ -290,7 +290,7 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 			if errors.As(err, &le) {
 				return err
 			}
-			fmt.Fprintf(env.stderr, "skip %s: %v\n", rel, err)
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
 			failed++
 			continue
 		}

@@ -148,7 +148,7 @@ func (e *cliEnv) admit(r *replica, spec remoteSpec, f commonFlags, m *negotiate.
 	if len(accepted) > 0 {
 		by = " by " + strings.Join(accepted, ", ")
 	}
-	fmt.Fprintf(e.stderr, "%s is locked (rebuilt%s); this replica is empty, so it fetches everything and joins the remote's accepted devices\n", spec, by)
+	fmt.Fprintf(e.stderr, "%s is locked (rebuilt%s); this replica is empty, so it fetches everything and joins the remote's accepted devices\n", spec, safe(by))
 	return true, nil
 }
 
@@ -271,7 +271,7 @@ func runUnlock(env *cliEnv, args []string) error {
 	if !cf.json {
 		fmt.Fprintf(env.stdout, "%s is locked; its accepted devices are:\n", rem.ID())
 		for _, a := range accepted {
-			fmt.Fprintf(env.stdout, "  %s\n", a)
+			fmt.Fprintf(env.stdout, "  %s\n", safe(a))
 		}
 	}
 	if err := env.confirm(*yes, "Unlock it? Every device may then sync its local data into it, including devices that did not fetch the rebuilt vault"); err != nil {

@@ -275,7 +275,7 @@ func runEnv(env *cliEnv, args []string) int {
 		return exitOK
 	}
 	code, msg := classify(err)
-	fmt.Fprintf(env.stderr, "livesync %s: %s\n", args[0], msg)
+	fmt.Fprintf(env.stderr, "livesync %s: %s\n", args[0], safe(msg))
 	if env.json && !out.written { // a command that answered (a report, then a partial failure) is not answered twice
 		writeJSON(env.stdout, map[string]any{"ok": false, "command": args[0], "exit_code": code, "error": msg})
 	}

@@ -2,10 +2,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
 // TestSafe (issue 13 item 7): safe leaves printable text of every script
@@ -71,5 +79,71 @@ func TestSafeAligns(t *testing.T) {
 		if strings.Index(l, "10") != col || strings.Count(l, "10") != 1 {
 			t.Errorf("misaligned table:\n%s", b.String())
 		}
+	}
+}
+
+// TestOutputEscapesRemoteText (issue 13 item 7): the error line, ls and
+// rm print a path or an error text holding terminal escapes escaped, and
+// --json keeps the exact text.
+func TestOutputEscapesRemoteText(t *testing.T) {
+	const hostile = "evil\x1b]0;pwned\a\x00\u202e.md"
+	const escaped = `evil\x1b]0;pwned\a\x00\u202e.md`
+	raw := func(t *testing.T, what, out string) {
+		t.Helper()
+		if strings.ContainsAny(out, "\x1b\a\x00\u202e") {
+			t.Errorf("%s: raw control characters: %q", what, out)
+		}
+		if !strings.Contains(out, escaped) {
+			t.Errorf("%s does not show %s: %q", what, escaped, out)
+		}
+	}
+
+	commands["test-hostile-error"] = func(env *cliEnv, args []string) error {
+		env.json = len(args) > 0
+		return fmt.Errorf("the remote answered %s", hostile)
+	}
+	defer delete(commands, "test-hostile-error")
+	code, stdout, stderr := cli(t, nil, "test-hostile-error")
+	if code == exitOK || stdout != "" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	raw(t, "the error line", stderr)
+	_, stdout, _ = cli(t, nil, "test-hostile-error", "--json")
+	var res struct{ Error string }
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || !strings.HasSuffix(res.Error, hostile) {
+		t.Errorf("--json error %q (%v), want the exact text", res.Error, err)
+	}
+
+	s := newSession(t)
+	s.ok("hello\n", "put", hostile)
+	raw(t, "ls", s.ok("", "ls"))
+	_, out, _ := s.run("", "rm", hostile)
+	raw(t, "rm", out)
+}
+
+// TestPrintPointsEscape (issue 13 item 7): hunt's table, the quarantine
+// warning and doctor's findings print remote text escaped.
+func TestPrintPointsEscape(t *testing.T) {
+	const hostile = "x\x1b[2J\a\x00\u2066"
+	const escaped = `x\x1b[2J\a\x00\u2066`
+	var out, errb bytes.Buffer
+	env := &cliEnv{stdout: &out, stderr: &errb}
+	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	printHeld(env, []heldFile{{meta: livesync.Meta{Path: hostile}, chunks: 2, missing: []engine.ChunkID{"h:1"},
+		entry: &heldEntry{Since: at, Source: hostile, LastAttempt: at, LastResult: hostile}}})
+	warnQuarantined(env, "bucket", journalsync.Quarantine{Key: hostile, Stage: hostile, Err: hostile, At: at}, true)
+	d := &doctor{env: env, spec: remoteSpec{url: &url.URL{Scheme: "http", Host: "couch"}}}
+	d.add(finding{Check: "chunks", Status: statusWarning, Message: hostile, Details: []string{hostile}, Advice: hostile})
+	d.report()
+	for name, s := range map[string]string{"stdout": out.String(), "stderr": errb.String()} {
+		if strings.ContainsAny(s, "\x1b\a\x00\u2066") {
+			t.Errorf("%s: raw control characters: %q", name, s)
+		}
+	}
+	if n := strings.Count(out.String(), escaped); n != 6 { // hunt: path, from, last; doctor: message, detail, advice
+		t.Errorf("stdout shows %s %d times, want 6:\n%s", escaped, n, out.String())
+	}
+	if n := strings.Count(errb.String(), escaped); n != 3 {
+		t.Errorf("stderr shows %s %d times, want 3:\n%s", escaped, n, errb.String())
 	}
 }

@@ -123,9 +123,9 @@ func runStatus(env *cliEnv, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "store\t%s\n", rep.path)
+	fmt.Fprintf(tw, "store\t%s\n", safe(rep.path))
 	fmt.Fprintf(tw, "vault\t%s\n", vault)
-	fmt.Fprintf(tw, "device\t%s\n", node)
+	fmt.Fprintf(tw, "device\t%s\n", safe(node))
 	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", info.DocCount, live, deleted, chunks)
 	if held > 0 {
 		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (livesync hunt says which; hunt --retry or cat --remote fetches them)\n", held, plural(held, "file", "files"), missing, plural(missing, "chunk", "chunks"))
@@ -134,7 +134,7 @@ func runStatus(env *cliEnv, args []string) error {
 	}
 	for _, id := range remotes {
 		st := rep.vault.Remotes[id]
-		fmt.Fprintf(tw, "remote\t%s\n", id)
+		fmt.Fprintf(tw, "remote\t%s\n", safe(id))
 		unit := "sequence"
 		if st.JournalID != "" {
 			unit = "pack"
@@ -150,7 +150,7 @@ func runStatus(env *cliEnv, args []string) error {
 		}
 		fmt.Fprintf(tw, "  quarantined\t%d %s (livesync pull --retry-quarantined tries them again)\n", len(quarantined[id]), plural(len(quarantined[id]), "pack", "packs"))
 		for _, q := range quarantined[id] {
-			fmt.Fprintf(tw, "\t  %s (%s, %s): %s\n", q.Key, q.Stage, q.At.Local().Format("2006-01-02 15:04:05"), q.Err)
+			fmt.Fprintf(tw, "\t  %s (%s, %s): %s\n", safe(q.Key), safe(q.Stage), q.At.Local().Format("2006-01-02 15:04:05"), safe(q.Err))
 		}
 	}
 	return tw.Flush()
@@ -163,7 +163,7 @@ func when(t time.Time, unit, seq string) string {
 	if seq == "" {
 		return t.Local().Format("2006-01-02 15:04:05")
 	}
-	return fmt.Sprintf("%s (%s %s)", t.Local().Format("2006-01-02 15:04:05"), unit, seq)
+	return fmt.Sprintf("%s (%s %s)", t.Local().Format("2006-01-02 15:04:05"), unit, safe(seq))
 }
 
 func timeJSON(t time.Time) any {

@@ -114,7 +114,7 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		ro.warn = func(q journalsync.Quarantine) { warnQuarantined(env, rem.ID(), q, true) }
 		ro.retrying = func(err error, wait time.Duration) {
 			_, msg := classify(err)
-			fmt.Fprintf(env.stderr, "%s; retrying in %s\n", msg, wait)
+			fmt.Fprintf(env.stderr, "%s; retrying in %s\n", safe(msg), wait)
 			_ = held.commit(env.ctx)
 		}
 		if ro.holder != nil {
@@ -122,7 +122,7 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 			ro.polled = func(r journalsync.Result) {
 				polled(r)
 				if err := held.commit(env.ctx); err != nil && env.ctx.Err() == nil {
-					fmt.Fprintf(env.stderr, "warning: %v\n", err)
+					fmt.Fprintf(env.stderr, "warning: %s\n", safeErr(err))
 				}
 			}
 		}
@@ -134,7 +134,7 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		ro.retryQuarantined = *retryQuarantined
 	}
 	if *watch {
-		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", rem.ID(), name)
+		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", safe(rem.ID()), name)
 	}
 	start := env.now()
 	res, err := rem.Replicate(env.ctx, rep.st, node, dir, ro)
@@ -191,7 +191,7 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		}
 		writeJSON(env.stdout, out)
 	} else {
-		fmt.Fprintln(env.stdout, summary(dir, res, rem.ID(), elapsed))
+		fmt.Fprintln(env.stdout, safe(summary(dir, res, rem.ID(), elapsed)))
 	}
 	if f := res.Pull.WriteFailures + res.Push.WriteFailures; f > 0 {
 		return partialError{msg: fmt.Sprintf("%d %s refused by the target (forbidden or unauthorized); the others were copied", f, plural(f, "document was", "documents were"))}
@@ -219,7 +219,7 @@ func warnQuarantined(env *cliEnv, remote string, q journalsync.Quarantine, isNew
 	if isNew {
 		what = "could not be opened and was set aside"
 	}
-	fmt.Fprintf(env.stderr, "warning: %s: pack %s %s (stage %s): %s\n", remote, q.Key, what, q.Stage, q.Err)
+	fmt.Fprintf(env.stderr, "warning: %s: pack %s %s (stage %s): %s\n", safe(remote), safe(q.Key), what, safe(q.Stage), safe(q.Err))
 }
 
 // quarantineJSON is the --json form of quarantined packs.
@@ -259,7 +259,7 @@ func (e *cliEnv) connectRetry(spec remoteSpec, rep *replica, o connectOptions, w
 			return rem, err
 		}
 		_, msg := classify(err)
-		fmt.Fprintf(e.stderr, "%s; retrying in %s\n", msg, delay)
+		fmt.Fprintf(e.stderr, "%s; retrying in %s\n", safe(msg), delay)
 		select {
 		case <-e.ctx.Done():
 			return nil, e.ctx.Err()
