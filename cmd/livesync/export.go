@@ -22,7 +22,7 @@ func runExport(env *cliEnv, args []string) error {
 	fs := newFlagSet(env, "export", "export [REMOTE] --out DIR [flags]  |  export --dump FILE --out DIR [flags]")
 	dumpPath := fs.String("dump", "", "LiveSync database dump to read (CouchDB _all_docs?include_docs=true JSON; - for stdin)")
 	out := fs.String("out", "", "folder to write the vault's files into (created if missing)")
-	hidden := fs.Bool("hidden", false, "also write hidden files (Hidden File Sync documents, i:…)")
+	hidden := fs.Bool("hidden", false, "also write hidden files (Hidden File Sync documents, i:…; never a .git folder); dot-paths in normal documents are refused either way")
 	deleted := fs.Bool("keep-deleted", false, "also write files that are marked deleted")
 	var cf commonFlags
 	addCommonFlags(fs, &cf)
@@ -341,12 +341,14 @@ const (
 // isValidPath): customisation-sync (ix:), obsolete plugin (ps:) and other
 // ":" paths are skipped, and Hidden File Sync (i:) documents are written
 // only with --hidden. It refuses (why says why) paths that leave the
-// output folder or are not clean, paths with control characters, a
-// dot-file or dot-folder in a normal document (the plugin writes those
-// only through Hidden File Sync, so a normal document naming
-// .obsidian/plugins/x/main.js plants code), and any .git folder (hooks
-// and config run outside Obsidian; the plugin's Hidden File Sync ignores
-// /.git/ by default).
+// output folder or are not clean, paths with control characters (commonlib
+// isValidPath rejects them too), a dot-file or dot-folder anywhere in a
+// normal document's path (the plugin takes a path starting with "." only
+// through Hidden File Sync, docid.IsTargetPath; export is stricter and
+// refuses a dot component at any depth, since a normal document naming
+// .obsidian/plugins/x/main.js plants code), and any .git folder, even
+// with --hidden (hooks and config run outside Obsidian; the plugin's
+// Hidden File Sync ignores /.git/ by default).
 func exportPath(p string, hidden bool) (rel string, v exportVerdict, why string) {
 	internal := false
 	switch {
