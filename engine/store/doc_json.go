@@ -46,7 +46,7 @@ func parseDoc(raw json.RawMessage) (inDoc, error) {
 	}
 	if v, ok := m["_rev"]; ok {
 		if err := json.Unmarshal(v, &d.Rev); err != nil || !validRev(d.Rev) {
-			return d, invalid("malformed _rev")
+			return d, invalid("malformed _rev (\"N-hash\", at most %d bytes)", MaxRevLength)
 		}
 	}
 	if v, ok := m["_deleted"]; ok {
@@ -68,12 +68,18 @@ func parseDoc(raw json.RawMessage) (inDoc, error) {
 			if len(rv.IDs) == 0 || rv.Start != gen || rv.IDs[0] != h || rv.Start < len(rv.IDs) {
 				return d, invalid("_revisions does not match _rev %q", d.Rev)
 			}
-			d.Path = d.Path[:0]
+			// Ancestors past MaxRevisions are ignored (see MaxRevisions):
+			// the work below, and merging, stay bounded whatever was sent.
+			if len(rv.IDs) > MaxRevisions {
+				rv.IDs = rv.IDs[:MaxRevisions]
+			}
+			d.Path = make([]string, 0, len(rv.IDs))
 			for i, id := range rv.IDs {
-				if id == "" {
-					return d, invalid("empty id in _revisions")
+				rev := strconv.Itoa(rv.Start-i) + "-" + id
+				if id == "" || len(rev) > MaxRevLength {
+					return d, invalid("_revisions holds an empty id or one over %d bytes", MaxRevLength)
 				}
-				d.Path = append(d.Path, strconv.Itoa(rv.Start-i)+"-"+id)
+				d.Path = append(d.Path, rev)
 			}
 		}
 	}
@@ -88,10 +94,14 @@ func parseDoc(raw json.RawMessage) (inDoc, error) {
 	return d, nil
 }
 
-// checkID rejects ids CouchDB reserves; _design/ documents are allowed.
+// checkID rejects ids CouchDB reserves (_design/ documents are allowed)
+// and ids over MaxIDLength.
 func checkID(id string) error {
 	if id == "" {
 		return invalid("missing _id")
+	}
+	if len(id) > MaxIDLength {
+		return invalid("document id is %d bytes, over the limit of %d: use a shorter id", len(id), MaxIDLength)
 	}
 	if strings.HasPrefix(id, "_") && !strings.HasPrefix(id, "_design/") {
 		return invalid("reserved id %q", id)

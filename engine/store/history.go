@@ -107,10 +107,7 @@ type revInfo struct {
 // with CouchDB's status: "missing" without a body, else "deleted" for a
 // deletion, else "available".
 func (r *record) revsInfo(rev string) []revInfo {
-	idx := make(map[string]int, len(r.Nodes))
-	for i, n := range r.Nodes {
-		idx[n.Rev] = i
-	}
+	idx := r.index()
 	var out []revInfo
 	for cur := rev; cur != ""; {
 		i, ok := idx[cur]

@@ -136,9 +136,9 @@ func (s *kvStore) newWriter(tx Tx) *writer {
 		limit: s.revsLimit(tx), keep: s.opts.KeepBodies}
 }
 
-// save stores rec under a new sequence; wasLive is whether the document's
-// winner was live before the change.
-func (w *writer) save(id string, rec *record, wasLive bool) error {
+// save stores rec under sequence seq (taken with w.seq++); wasLive is
+// whether the document's winner was live before the change.
+func (w *writer) save(id string, rec *record, wasLive bool, seq uint64) error {
 	if err := w.history(id, rec); err != nil {
 		return err
 	}
@@ -154,8 +154,7 @@ func (w *writer) save(id string, rec *record, wasLive bool) error {
 			return err
 		}
 	}
-	w.seq++
-	rec.Seq = w.seq
+	rec.Seq = seq
 	enc, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -218,9 +217,65 @@ func (s *kvStore) Info(ctx context.Context) (engine.EndpointInfo, error) {
 	return info, err
 }
 
+// batch holds the records one write transaction changes, each loaded
+// once and saved once at the end however many documents of the call name
+// it, so a call repeating one id is not quadratic in its length.
+type batch struct {
+	w     *writer
+	recs  map[string]*pending
+	order []string // ids in the order of their first change
+}
+
+type pending struct {
+	rec     *record // never nil; no nodes for a new document
+	wasLive bool
+	seq     uint64 // the sequence of its last change; 0 unchanged
+}
+
+func (w *writer) batch() *batch { return &batch{w: w, recs: map[string]*pending{}} }
+
+// load returns the pending record of id.
+func (b *batch) load(id string) (*pending, error) {
+	if p, ok := b.recs[id]; ok {
+		return p, nil
+	}
+	rec, err := loadRecord(b.w.tx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := &pending{rec: rec, wasLive: rec.live()}
+	if p.rec == nil {
+		p.rec = &record{}
+	}
+	b.recs[id] = p
+	return p, nil
+}
+
+// changed marks p, the record of id, to be saved. Each change takes a
+// sequence, as if each were saved on its own: the record is saved once,
+// under the sequence of its last change.
+func (b *batch) changed(id string, p *pending) {
+	if p.seq == 0 {
+		b.order = append(b.order, id)
+	}
+	b.w.seq++
+	p.seq = b.w.seq
+}
+
+// flush saves the changed records.
+func (b *batch) flush() error {
+	for _, id := range b.order {
+		p := b.recs[id]
+		if err := b.w.save(id, p.rec, p.wasLive, p.seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // BulkDocs writes replicated revisions (new_edits=false) in one
 // transaction. A document that cannot be parsed gets an error result
-// ("bad_request"); the others are written.
+// ("bad_request") and is not written; the others are.
 func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
@@ -245,27 +300,21 @@ func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engin
 		parsed[i], ok[i] = d, true
 	}
 	err := s.update("bulk docs", func(w *writer) error {
+		b := w.batch()
 		for i := range parsed {
 			if !ok[i] {
 				continue
 			}
 			d := &parsed[i]
-			rec, err := loadRecord(w.tx, d.ID)
+			p, err := b.load(d.ID)
 			if err != nil {
 				return err
 			}
-			wasLive := rec.live()
-			if rec == nil {
-				rec = &record{}
-			}
-			if !rec.mergePath(d.Path, d.Deleted, d.Body) {
-				continue
-			}
-			if err := w.save(d.ID, rec, wasLive); err != nil {
-				return err
+			if p.rec.mergePath(d.Path, d.Deleted, d.Body) {
+				b.changed(d.ID, p)
 			}
 		}
-		return nil
+		return b.flush()
 	})
 	if err != nil {
 		return nil, err
@@ -273,21 +322,22 @@ func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engin
 	return results, nil
 }
 
-// edit applies a new edit (new_edits=true) to rec, which may be nil.
-// parent "" with rec live is a conflict.
-func (s *kvStore) edit(w *writer, id string, rec *record, prev string, deleted bool, body []byte) (string, error) {
-	wasLive := rec.live()
+// edit applies a new edit (new_edits=true) to p's record and marks it
+// changed. prev "" with the document live is a conflict.
+func (s *kvStore) edit(b *batch, id string, p *pending, prev string, deleted bool, body []byte) (string, error) {
+	rec := p.rec
+	exists := len(rec.Nodes) > 0
 	parent := ""
 	gen := 0
 	switch {
-	case prev == "" && rec == nil:
+	case prev == "" && !exists:
 	case prev == "":
-		if wasLive {
+		if rec.live() {
 			return "", ErrConflict
 		}
 		parent = rec.Nodes[rec.winner()].Rev
 	default:
-		if rec == nil {
+		if !exists {
 			return "", ErrConflict
 		}
 		isLeaf := false
@@ -305,14 +355,12 @@ func (s *kvStore) edit(w *writer, id string, rec *record, prev string, deleted b
 		gen, _ = revGen(parent)
 	}
 	rev := strconv.Itoa(gen+1) + "-" + newRevHash(id, parent, deleted, body)
-	if rec == nil {
-		rec = &record{}
-	}
 	if rec.find(rev) >= 0 {
 		return rev, nil
 	}
-	rec.Nodes = append(rec.Nodes, node{Rev: rev, Parent: parent, Deleted: deleted, Body: body})
-	return rev, w.save(id, rec, wasLive)
+	rec.add(node{Rev: rev, Parent: parent, Deleted: deleted, Body: body})
+	b.changed(id, p)
+	return rev, nil
 }
 
 func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) {
@@ -329,16 +377,20 @@ func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) 
 	var rev string
 	var conflict error
 	err = s.update("put", func(w *writer) error {
-		rec, err := loadRecord(w.tx, d.ID)
+		b := w.batch()
+		p, err := b.load(d.ID)
 		if err != nil {
 			return err
 		}
-		rev, err = s.edit(w, d.ID, rec, d.Rev, d.Deleted, d.Body)
+		rev, err = s.edit(b, d.ID, p, d.Rev, d.Deleted, d.Body)
 		if errors.Is(err, ErrConflict) {
 			conflict = fmt.Errorf("put %q: %w", d.ID, err)
 			return nil
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return b.flush()
 	})
 	if err != nil {
 		return "", err
@@ -347,6 +399,55 @@ func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) 
 		return "", conflict
 	}
 	return rev, nil
+}
+
+// PutBatch writes local edits of several documents in one transaction.
+func (s *kvStore) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	results := make([]engine.BulkDocResult, len(docs))
+	parsed := make([]inDoc, len(docs))
+	ok := make([]bool, len(docs))
+	for i, raw := range docs {
+		d, err := parseDoc(raw)
+		if err == nil {
+			err = checkID(d.ID)
+		}
+		results[i].ID = d.ID
+		if err != nil {
+			results[i].Error, results[i].Reason = "bad_request", err.Error()
+			continue
+		}
+		parsed[i], ok[i] = d, true
+	}
+	err := s.update("put batch", func(w *writer) error {
+		b := w.batch()
+		for i := range parsed {
+			if !ok[i] {
+				continue
+			}
+			d := &parsed[i]
+			p, err := b.load(d.ID)
+			if err != nil {
+				return err
+			}
+			rev, err := s.edit(b, d.ID, p, d.Rev, d.Deleted, d.Body)
+			switch {
+			case errors.Is(err, ErrConflict):
+				results[i].Error, results[i].Reason = "conflict", "Document update conflict."
+			case err != nil:
+				return err
+			default:
+				results[i].Rev = rev
+			}
+		}
+		return b.flush()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 func (s *kvStore) Get(ctx context.Context, id string, opts GetOptions) (json.RawMessage, error) {
@@ -615,6 +716,9 @@ func (s *kvStore) PutLocal(ctx context.Context, id string, doc json.RawMessage) 
 	if id == "" || !json.Valid(doc) {
 		return invalid("local document %q", id)
 	}
+	if len(id) > MaxLocalIDLength {
+		return invalid("_local id is %d bytes, over the limit of %d: use a shorter id", len(id), MaxLocalIDLength)
+	}
 	v := bytes.Clone(doc)
 	err := s.b.Update(func(tx Tx) error { return tx.Put(BucketLocal, []byte(id), v) })
 	if err != nil {
@@ -672,19 +776,20 @@ func (s *kvStore) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
 		bodies[i] = b
 	}
 	return s.update("put chunks", func(w *writer) error {
+		b := w.batch()
 		for i, c := range chunks {
-			rec, err := loadRecord(w.tx, c.ID)
+			p, err := b.load(c.ID)
 			if err != nil {
 				return err
 			}
-			if rec.live() {
+			if p.rec.live() {
 				continue // content-addressed: already there
 			}
-			if _, err := s.edit(w, c.ID, rec, "", false, bodies[i]); err != nil {
+			if _, err := s.edit(b, c.ID, p, "", false, bodies[i]); err != nil {
 				return err
 			}
 		}
-		return nil
+		return b.flush()
 	})
 }
 

@@ -13,6 +13,11 @@ func NewMemory(opts Options) (Store, error) {
 	return Open(newMemBackend(), opts)
 }
 
+// NewMemoryBackend returns the empty in-memory Backend NewMemory uses,
+// for a Store composed with Open (a test wrapping its transactions, for
+// example).
+func NewMemoryBackend() Backend { return newMemBackend() }
+
 // memBackend is a Backend of Go maps. Update holds an exclusive lock and
 // keeps an undo log so a failed transaction leaves nothing behind.
 type memBackend struct {

@@ -26,6 +26,10 @@ func TestMemoryConformance(t *testing.T) {
 	})
 }
 
+func TestMemoryAtomic(t *testing.T) {
+	storetest.RunAtomic(t, func(t *testing.T) store.Backend { return store.NewMemoryBackend() })
+}
+
 func BenchmarkMemoryBulkDocs(b *testing.B) {
 	storetest.BenchBulkDocs(b, func(b *testing.B) store.Store { return openMemory(b) })
 }

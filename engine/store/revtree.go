@@ -13,9 +13,16 @@ import (
 // Leaves keep their body in the record; an earlier revision whose body is
 // kept for history has Kept set and its body in BucketBodies, so a long
 // history does not make every write of the record larger.
+//
+// Every operation on a record is linear in its nodes (plus a sort of the
+// leaves): a record is rewritten inside the store's single write
+// transaction, so a quadratic step would let one hostile document stall
+// every writer.
 type record struct {
 	Seq   uint64 `json:"s"`
 	Nodes []node `json:"n"`
+
+	idx map[string]int // revision → index in Nodes; nil until index(), reset by changes
 }
 
 type node struct {
@@ -56,19 +63,40 @@ func revGen(rev string) (int, string) {
 }
 
 // validRev reports whether rev has the form "N-hash" with N ≥ 1 and a
-// non-empty hash.
+// non-empty hash, and is at most MaxRevLength bytes.
 func validRev(rev string) bool {
+	if len(rev) > MaxRevLength {
+		return false
+	}
 	n, h := revGen(rev)
 	return n > 0 && h != ""
 }
 
-func (r *record) find(rev string) int {
-	for i := range r.Nodes {
-		if r.Nodes[i].Rev == rev {
-			return i
+// index returns the map from revision to node index, built once per
+// record until a change resets it.
+func (r *record) index() map[string]int {
+	if r.idx == nil {
+		r.idx = make(map[string]int, len(r.Nodes))
+		for i, n := range r.Nodes {
+			r.idx[n.Rev] = i
 		}
 	}
+	return r.idx
+}
+
+// find returns the index of rev in Nodes, or -1.
+func (r *record) find(rev string) int {
+	if i, ok := r.index()[rev]; ok {
+		return i
+	}
 	return -1
+}
+
+// add appends a node, keeping the index.
+func (r *record) add(n node) {
+	idx := r.index()
+	idx[n.Rev] = len(r.Nodes)
+	r.Nodes = append(r.Nodes, n)
 }
 
 // leaves returns the indexes of the leaf nodes sorted by CouchDB's
@@ -117,10 +145,7 @@ func (r *record) winner() int {
 func (r *record) history(rev string) (int, []string) {
 	gen, _ := revGen(rev)
 	var ids []string
-	idx := make(map[string]int, len(r.Nodes))
-	for i, n := range r.Nodes {
-		idx[n.Rev] = i
-	}
+	idx := r.index()
 	cur := rev
 	for cur != "" {
 		i, ok := idx[cur]
@@ -137,15 +162,13 @@ func (r *record) history(rev string) (int, []string) {
 // mergePath inserts a replicated revision (new_edits=false): path holds
 // the revision and its ancestors, newest first, as full "N-hash" strings.
 // It reports whether the tree changed. A revision already in the tree is
-// left as it is, as CouchDB does. It is linear in the path and the tree.
+// left as it is, as CouchDB does. It is linear in the path and the tree
+// (the path is at most MaxRevisions long, see parseDoc).
 func (r *record) mergePath(path []string, deleted bool, body json.RawMessage) bool {
 	if r.find(path[0]) >= 0 {
 		return false
 	}
-	idx := make(map[string]int, len(r.Nodes)+len(path))
-	for i, n := range r.Nodes {
-		idx[n.Rev] = i
-	}
+	idx := r.index()
 	// Oldest first, so each node's parent exists before it.
 	for i := len(path) - 1; i >= 0; i-- {
 		parent := ""
@@ -163,42 +186,45 @@ func (r *record) mergePath(path []string, deleted bool, body json.RawMessage) bo
 			n.Deleted = deleted
 			n.Body = body
 		}
-		idx[n.Rev] = len(r.Nodes)
-		r.Nodes = append(r.Nodes, n)
+		r.add(n)
 	}
 	return true
 }
 
 // stem keeps, for every leaf, at most limit revisions of its path (the
 // leaf included) and drops the rest. It returns the dropped revisions
-// whose body is in BucketBodies, for the caller to delete.
+// whose body is in BucketBodies, for the caller to delete. A node is kept
+// when its distance to the nearest leaf below it is under limit: one
+// breadth-first walk from all leaves at once, so it is linear in the tree
+// however many leaves share a long history.
 func (r *record) stem(limit int) (dropped []string) {
-	idx := make(map[string]int, len(r.Nodes))
-	for i, n := range r.Nodes {
-		idx[n.Rev] = i
+	idx := r.index()
+	dist := make([]int, len(r.Nodes)) // distance to the nearest leaf + 1; 0 unvisited
+	queue := r.leaves()
+	for _, l := range queue {
+		dist[l] = 1
 	}
-	keep := make([]bool, len(r.Nodes))
-	for _, l := range r.leaves() {
-		cur, depth := l, 0
-		for depth < limit {
-			keep[cur] = true
-			depth++
-			p, ok := idx[r.Nodes[cur].Parent]
-			if !ok {
-				break
-			}
-			cur = p
+	for q := 0; q < len(queue); q++ {
+		cur := queue[q]
+		if dist[cur] >= limit {
+			continue
 		}
+		p, ok := idx[r.Nodes[cur].Parent]
+		if !ok || dist[p] != 0 {
+			continue
+		}
+		dist[p] = dist[cur] + 1
+		queue = append(queue, p)
 	}
-	out := r.Nodes[:0]
 	kept := make(map[string]struct{}, len(r.Nodes))
 	for i, n := range r.Nodes {
-		if keep[i] {
+		if dist[i] != 0 {
 			kept[n.Rev] = struct{}{}
 		}
 	}
+	out := make([]node, 0, len(kept))
 	for i, n := range r.Nodes {
-		if !keep[i] {
+		if dist[i] == 0 {
 			if n.Kept {
 				dropped = append(dropped, n.Rev)
 			}
@@ -210,5 +236,6 @@ func (r *record) stem(limit int) (dropped []string) {
 		out = append(out, n)
 	}
 	r.Nodes = out
+	r.idx = nil
 	return dropped
 }

@@ -21,6 +21,40 @@ var (
 	ErrInvalid = errors.New("store: invalid document")
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrStorageFull means the storage under the store has no room left
+	// (a full disk or an exhausted quota). The write that got it stored
+	// nothing; it may succeed once space is freed. A Backend wraps its
+	// storage error with it (boltstore does for ENOSPC and EDQUOT).
+	ErrStorageFull = errors.New("store: no space left on the storage")
+)
+
+// Size limits of the store. Every key a Store writes to its Backend is at
+// most MaxKeySize bytes: a document's id (BucketDocs), a _local id
+// (BucketLocal), or uvarint(len(id)) ‖ id ‖ rev (BucketBodies, at most
+// 3 + MaxIDLength + MaxRevLength bytes). Writes over a limit are refused
+// with an error wrapping ErrInvalid, before anything is written.
+const (
+	// MaxKeySize is the longest key a Backend must accept: bbolt's
+	// MaxKeySize, 32 KiB.
+	MaxKeySize = 32768
+	// MaxIDLength is the longest document id, in bytes (UTF-8). CouchDB
+	// has no default limit; 16 KiB is far above any vault path LiveSync
+	// makes an id of, and leaves room in MaxKeySize for a revision.
+	MaxIDLength = 16384
+	// MaxLocalIDLength is the longest _local id (without "_local/") that
+	// PutLocal takes: MaxIDLength plus room for a decorator's prefix (the
+	// hold-back keeps a document's held bodies under a prefix and its id).
+	MaxLocalIDLength = MaxIDLength + 1024
+	// MaxRevLength is the longest revision id "N-hash", in bytes. CouchDB
+	// and PouchDB make 32 hex digits; other clients up to 40 or so.
+	MaxRevLength = 1024
+	// MaxRevisions caps the _revisions of a replicated revision: only the
+	// newest MaxRevisions ids are read, the older ones are ignored before
+	// any work is done, as if the sender's revs limit were MaxRevisions
+	// (an ancestor further back is not linked, which at worst leaves a
+	// revision the sender had superseded as a conflict). The revs limit
+	// then stems what is stored.
+	MaxRevisions = 10000
 )
 
 // DefaultRevsLimit is the number of revisions kept per branch when
@@ -138,9 +172,18 @@ type DocInfo struct {
 //     the same chunk has the same revision on every store and on every
 //     LiveSync device. Other first revisions are "1-" + md5 hex of the
 //     stored body (keys sorted).
-//   - Every BulkDocs, PutChunks and Put call is atomic: after it returns
-//     nil, all of its writes are in the store (durably, for a persistent
-//     implementation); after a crash, none or all of them are.
+//   - Every BulkDocs, PutBatch, PutChunks and Put call is atomic: after it
+//     returns nil, all of its writes are in the store (durably, for a
+//     persistent implementation); after it returns an error, or after a
+//     crash, none or all of them are. A document refused on its own (a
+//     per-document result of BulkDocs or PutBatch) is not written, and
+//     does not stop the others. Storage errors (ErrStorageFull, an I/O
+//     error) are the call's error, never a per-document result.
+//   - Ids and revisions have the size limits MaxIDLength,
+//     MaxLocalIDLength and MaxRevLength; a replicated revision's
+//     _revisions is read up to MaxRevisions ids. Writing one document is
+//     linear in its tree and its _revisions, so no input makes a write
+//     (which holds the store's single write transaction) quadratic.
 //   - Methods are safe for concurrent use. A cancelled ctx returns
 //     ctx.Err(). After Close every method returns ErrClosed.
 //
@@ -161,6 +204,13 @@ type Store interface {
 	// returns the new revision, or an error wrapping ErrConflict or
 	// ErrInvalid. "_deleted":true deletes (the body is kept).
 	Put(ctx context.Context, doc json.RawMessage) (string, error)
+	// PutBatch writes local edits (new_edits=true) of several documents
+	// in one atomic call, each as Put would, in order (a later edit of
+	// the same id sees the earlier one). Results are in docs order: {ID,
+	// Rev} for a written edit, or {ID, Error, Reason} with Error
+	// "conflict" (Put's ErrConflict) or "bad_request" (ErrInvalid), which
+	// is not written. A non-nil error means nothing was written.
+	PutBatch(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error)
 	// AllDocs lists the non-deleted documents in id order.
 	AllDocs(ctx context.Context, opts AllDocsOptions) ([]DocInfo, error)
 	// Compact drops the body of every revision that is not a leaf and

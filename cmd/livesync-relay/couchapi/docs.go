@@ -522,6 +522,9 @@ func (s *Server) writeLocal(ctx context.Context, q *request, id string, m map[st
 	if id == "" {
 		return "", errorf(http.StatusBadRequest, "illegal_docid", "Document id must not be empty")
 	}
+	if len(id) > store.MaxIDLength {
+		return "", badRequest("_local id is " + strconv.Itoa(len(id)) + " bytes, over the limit of " + strconv.Itoa(store.MaxIDLength) + ": use a shorter id")
+	}
 	mu := s.localLock(q.db, id)
 	mu.Lock()
 	defer mu.Unlock()

@@ -79,6 +79,9 @@ func asAPIError(err error) *apiError {
 		return errDBMissing
 	case errors.Is(err, engine.ErrNotFound):
 		return errMissing
+	case errors.Is(err, store.ErrStorageFull):
+		return &apiError{status: http.StatusInsufficientStorage, name: "insufficient_storage",
+			reason: "The server has no space left to store this; nothing of the request was stored. Retry once space is freed on the server's data volume.", cause: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusServiceUnavailable, name: "service_unavailable", reason: "The request was cancelled.", cause: err}
 	}

@@ -212,27 +212,55 @@ func (s *Server) bulkDocs(q *request) *apiError {
 		writeJSON(q.w, http.StatusCreated, rows)
 		return nil
 	}
+	// Local edits: every ordinary document in one atomic store call, so a
+	// storage failure leaves nothing of the request; conflicts and
+	// refusals are per-document rows. _local documents and refused design
+	// documents are answered on their own, as CouchDB does.
 	rows := make([]bulkRow, len(docs))
+	var batch []json.RawMessage
+	var inBatch []int
 	for i, d := range docs {
 		id := d.id
 		if !d.hasID {
 			id = newDocID()
 		}
-		rev, err := s.writeNew(ctx, q, id, d.fields)
+		rows[i].ID = id
+		switch {
+		case isDesign(id) && !admin:
+			rows[i].Error, rows[i].Reason = "forbidden", errDesignAdmin.reason
+		case strings.HasPrefix(id, "_local/"):
+			rev, err := s.writeNew(ctx, q, id, d.fields)
+			if err != nil {
+				if ae := asAPIError(err); ae.status >= 500 {
+					return ae
+				}
+				rows[i].Error, rows[i].Reason = docError(err)
+				continue
+			}
+			rows[i].OK, rows[i].Rev = true, rev
+		default:
+			d.fields["_id"] = mustJSON(id)
+			b, err := json.Marshal(d.fields)
+			if err != nil {
+				return asAPIError(err)
+			}
+			batch = append(batch, b)
+			inBatch = append(inBatch, i)
+		}
+	}
+	if len(batch) > 0 {
+		res, err := q.st.PutBatch(ctx, batch)
 		if err != nil {
-			var ae *apiError
-			if errors.As(err, &ae) && ae.status < 500 {
-				rows[i] = bulkRow{ID: id, Error: ae.name, Reason: ae.reason}
-				continue
-			}
-			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalid) || errors.Is(err, ErrForbidden) {
-				name, reason := docError(err)
-				rows[i] = bulkRow{ID: id, Error: name, Reason: reason}
-				continue
-			}
 			return asAPIError(err)
 		}
-		rows[i] = bulkRow{OK: true, ID: id, Rev: rev}
+		for k, r := range res {
+			row := &rows[inBatch[k]]
+			if r.Error != "" {
+				row.Error, row.Reason = r.Error, r.Reason
+				continue
+			}
+			row.OK, row.Rev = true, r.Rev
+		}
 	}
 	writeJSON(q.w, http.StatusCreated, rows)
 	return nil

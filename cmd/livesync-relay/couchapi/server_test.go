@@ -688,6 +688,27 @@ func (r refusingStore) Put(ctx context.Context, doc json.RawMessage) (string, er
 	return r.Store.Put(ctx, doc)
 }
 
+func (r refusingStore) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	var pass []json.RawMessage
+	var at []int
+	out := make([]engine.BulkDocResult, len(docs))
+	for i, d := range docs {
+		if strings.Contains(string(d), `"refused"`) {
+			out[i] = engine.BulkDocResult{ID: "refused", Error: "forbidden", Reason: "held back"}
+			continue
+		}
+		pass, at = append(pass, d), append(at, i)
+	}
+	res, err := r.Store.PutBatch(ctx, pass)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		out[i] = res[k]
+	}
+	return out, nil
+}
+
 // panicky is a Databases whose Open panics for the database "boom".
 type panicky struct{ Databases }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -39,6 +40,22 @@ var bucketNames = [store.NumBuckets][]byte{
 
 // Open opens or creates the store kept in the file at path.
 func Open(path string, opts Options) (store.Store, error) {
+	b, err := OpenBackend(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(b, opts.Options)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// OpenBackend opens or creates the bbolt file at path as a store.Backend,
+// for a Store composed with store.Open (Open does that). Its write
+// errors of a full file system or quota wrap store.ErrStorageFull.
+func OpenBackend(path string, opts Options) (store.Backend, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -48,7 +65,7 @@ func Open(path string, opts Options) (store.Store, error) {
 	}
 	db, err := bolt.Open(path, fs.FileMode(0o600), &bolt.Options{Timeout: timeout})
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, full(err))
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range bucketNames {
@@ -60,9 +77,9 @@ func Open(path string, opts Options) (store.Store, error) {
 	})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("boltstore: init %s: %w", path, err)
+		return nil, fmt.Errorf("boltstore: init %s: %w", path, full(err))
 	}
-	return store.Open(&backend{db: db}, opts.Options)
+	return &backend{db: db}, nil
 }
 
 // backend adapts a bbolt database to store.Backend.
@@ -73,7 +90,19 @@ func (b *backend) View(fn func(store.Tx) error) error {
 }
 
 func (b *backend) Update(fn func(store.Tx) error) error {
-	return b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+	return full(b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) }))
+}
+
+// full marks an error of a full file system (ENOSPC) or an exhausted quota
+// (EDQUOT) with store.ErrStorageFull, so the store's callers can tell it
+// apart from other storage failures. bbolt rolls the transaction back:
+// nothing of it is in the file.
+func full(err error) error {
+	if err != nil && !errors.Is(err, store.ErrStorageFull) &&
+		(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
+	}
+	return err
 }
 
 func (b *backend) Close() error { return b.db.Close() }

@@ -35,6 +35,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestAtomic(t *testing.T) {
+	storetest.RunAtomic(t, func(t *testing.T) store.Backend {
+		b, err := boltstore.OpenBackend(filepath.Join(t.TempDir(), "atomic.db"), boltstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
 func TestReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	st, err := boltstore.Open(path, boltstore.Options{})

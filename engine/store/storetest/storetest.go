@@ -54,6 +54,9 @@ func Run(t *testing.T, open func(t *testing.T, opts store.Options) store.Store) 
 		{"RevsLimitDefaultAndSet", store.Options{KeepBodies: store.KeepAllBodies}, testRevsLimit},
 		{"RevsLimitOption", store.Options{RevsLimit: 1000}, testRevsLimitOption},
 		{"CompactManyDocuments", store.Options{KeepBodies: store.KeepAllBodies}, testCompactMany},
+		{"PutBatch", store.Options{}, testPutBatch},
+		{"IDLimits", store.Options{KeepBodies: store.KeepAllBodies}, testIDLimits},
+		{"LongRevisions", store.Options{}, testLongRevisions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
