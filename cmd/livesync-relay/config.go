@@ -59,6 +59,7 @@ type fileConfig struct {
 	Users            []userConfig     `toml:"users"`
 	Databases        []dbConfig       `toml:"databases"`
 	Purgatory        purgatoryConfig  `toml:"purgatory"`
+	Holdback         holdbackConfig   `toml:"holdback"`
 	Hunt             huntConfig       `toml:"hunt"`
 	Compaction       compactionConfig `toml:"compaction"`
 
@@ -121,6 +122,30 @@ type compactionConfig struct {
 	// written; 0 (the default) keeps every one until an admin compacts
 	// the database (POST /{db}/_compact), as CouchDB does.
 	KeepRevisionBodies int `toml:"keep_revision_bodies"`
+}
+
+// holdbackConfig is the [holdback] table: how many documents the
+// hold-back of each database keeps held at once. Zero values mean the
+// engine's defaults (engine/holdback: 10,000 per database, 2,000 per
+// user); negative ones are an error.
+type holdbackConfig struct {
+	// MaxHeldDocuments is the most documents one database holds at once,
+	// from any user or upstream (holdback.Config.MaxHeldDocuments).
+	MaxHeldDocuments int `toml:"max_held_documents"`
+	// MaxHeldDocumentsPerUser is the most documents one database holds
+	// at once for one user's pushes (holdback.Config.MaxHeldPerOwner).
+	MaxHeldDocumentsPerUser int `toml:"max_held_documents_per_user"`
+}
+
+// holdbackConfig combines [purgatory] and [holdback] into the engine's
+// configuration; refusals name the keys to raise.
+func (c *fileConfig) holdbackConfig() holdback.Config {
+	hc := c.Purgatory.holdback()
+	hc.MaxHeldDocuments = c.Holdback.MaxHeldDocuments
+	hc.MaxHeldPerOwner = c.Holdback.MaxHeldDocumentsPerUser
+	hc.MaxHeldDocumentsName = "[holdback] max_held_documents in the relay's configuration"
+	hc.MaxHeldPerOwnerName = "[holdback] max_held_documents_per_user in the relay's configuration"
+	return hc
 }
 
 func (p purgatoryConfig) holdback() holdback.Config {
@@ -246,6 +271,12 @@ func (c *fileConfig) validate() error {
 	}
 	if err := c.Purgatory.holdback().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Holdback.MaxHeldDocuments < 0 {
+		bad("holdback.max_held_documents is negative: give 0 for the default (%d) or a positive limit", holdback.DefaultMaxHeldDocuments)
+	}
+	if c.Holdback.MaxHeldDocumentsPerUser < 0 {
+		bad("holdback.max_held_documents_per_user is negative: give 0 for the default (%d) or a positive limit", holdback.DefaultMaxHeldPerOwner)
 	}
 	if err := c.Hunt.config().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("hunt: %w", err))

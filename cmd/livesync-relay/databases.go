@@ -368,7 +368,9 @@ func (v *vaultStore) rekey(ctx context.Context) {
 
 // addStats adds b's counters to a's (gauges are taken from b).
 func addStats(a, b holdback.Stats) holdback.Stats {
-	a.Mode, a.Held = b.Mode, b.Held
+	a.Mode, a.Held, a.Documents, a.HeldByOwner = b.Mode, b.Held, b.Documents, b.HeldByOwner
+	a.MaxHeldDocuments, a.MaxHeldPerOwner = b.MaxHeldDocuments, b.MaxHeldPerOwner
+	a.Refused += b.Refused
 	a.WrittenThrough += b.WrittenThrough
 	a.Holds += b.Holds
 	a.Released += b.Released
@@ -396,8 +398,11 @@ func (v *vaultStore) Stats() holdback.Stats {
 	return addStats(v.carry, v.cur.Load().Stats())
 }
 
-// Held lists the held documents with their reasons.
-func (v *vaultStore) Held() []purgatory.HeldDoc { return v.cur.Load().Held() }
+// HeldFirst lists at most limit held documents with their reasons, the
+// first by id, and how many are held in all.
+func (v *vaultStore) HeldFirst(limit int) ([]purgatory.HeldDoc, int) {
+	return v.cur.Load().HeldFirst(limit)
+}
 
 // Mode says how the hold-back judges this database's metadata.
 func (v *vaultStore) Mode() holdback.Mode { return v.cur.Load().Mode() }
@@ -462,9 +467,18 @@ func (v *vaultStore) BulkDocsFrom(ctx context.Context, source string, docs []jso
 // path (the hunt's deliveries).
 func (v *vaultStore) ChunksArrived(ids []engine.ChunkID) { v.cur.Load().ChunksArrived(ids) }
 
-// BulkDocs writes replicated revisions through the hold-back.
+// BulkDocs writes replicated revisions through the hold-back; metadata
+// held for an authenticated user's push counts against that user's
+// limit ([holdback] max_held_documents_per_user).
 func (v *vaultStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	ctx = ownedBy(ctx)
 	return write(v, func(s *holdback.Store) ([]engine.BulkDocResult, error) { return s.BulkDocs(ctx, docs) })
+}
+
+// ownedBy names the user couchapi authenticated for the request (none
+// for the relay's own writes) as the hold-back's owner of its writes.
+func ownedBy(ctx context.Context) context.Context {
+	return holdback.WithOwner(ctx, couchapi.UserFrom(ctx))
 }
 
 // GetLocal reads a _local document.
@@ -506,6 +520,7 @@ func (v *vaultStore) Get(ctx context.Context, id string, opts store.GetOptions) 
 
 // Put writes a local edit (never held).
 func (v *vaultStore) Put(ctx context.Context, doc json.RawMessage) (string, error) {
+	ctx = ownedBy(ctx)
 	return write(v, func(s *holdback.Store) (string, error) { return s.Put(ctx, doc) })
 }
 

@@ -93,7 +93,7 @@ var (
 		"Documents held back until their chunks arrive, by purgatory state (active: hunted; soft_expired: waiting without hunting).", "state")
 	descHeldRevs = desc("held_revisions", "Metadata revisions in the holding area.")
 	descHoldback = desc("holdback_revisions_total",
-		"Pushed metadata revisions by what the hold-back did: written_through (chunks present), held, released (after waiting), dropped (superseded or expired, unserved), unreadable (obfuscated, no passphrase), undecodable (codec failed).", "outcome")
+		"Pushed metadata revisions by what the hold-back did: written_through (chunks present), held, released (after waiting), dropped (superseded or expired, unserved), unreadable (obfuscated, no passphrase), undecodable (codec failed), refused (too many held documents: [holdback] limits).", "outcome")
 	descSaveErrors = desc("holdback_save_errors_total", "Failed saves of the purgatory state (retried at the next save).")
 	descPurgatory  = desc("purgatory_events_total",
 		"Purgatory (hunt) lifecycle events: release, soft_expiry, expiry, revival, verify_failure, release_error, superseded.", "event")
@@ -152,6 +152,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descHoldback, s.Dropped, db, "dropped")
 		counter(descHoldback, s.Unreadable, db, "unreadable")
 		counter(descHoldback, s.Undecodable, db, "undecodable")
+		counter(descHoldback, s.Refused, db, "refused")
 		counter(descSaveErrors, s.SaveErrors, db)
 		p := s.Purgatory
 		counter(descPurgatory, p.Releases, db, "release")

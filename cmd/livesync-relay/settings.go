@@ -84,7 +84,7 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		configPath: fc.path, listen: fc.Listen, tlsCert: fc.resolvePath(fc.TLS.CertFile), tlsKey: fc.resolvePath(fc.TLS.KeyFile),
 		cors: defaultCORSOrigins, maxRequestBytes: fc.MaxRequestBytes, maxDocumentBytes: fc.MaxDocumentBytes,
 		metricsPublic: fc.MetricsPublic, shutdownTimeout: fc.ShutdownTimeout, logFormat: fc.Log.Format,
-		holdback: fc.Purgatory.holdback(), passphrases: map[string]string{}, resetAdmin: fl.resetAdmin,
+		holdback: fc.holdbackConfig(), passphrases: map[string]string{}, resetAdmin: fl.resetAdmin,
 		upstreams: map[string][]upstreamSpec{}, huntConfig: fc.Hunt.config(),
 		keepBodies: fc.Compaction.KeepRevisionBodies,
 	}

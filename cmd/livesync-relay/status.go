@@ -1,12 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 )
+
+// heldListed is how many held documents /status lists per database: the
+// first by document id. held_documents counts them all, as /metrics does,
+// so the page stays small whatever clients push.
+const heldListed = 100
 
 // statusDoc is the body of GET /status.
 type statusDoc struct {
@@ -25,13 +31,18 @@ type dbStatus struct {
 	Name string `json:"name"`
 	// Mode is the hold-back mode (holdback, holdback-decrypt,
 	// passthrough-obfuscated) and ModeExplained says it in words.
-	Mode                 string          `json:"mode"`
-	ModeExplained        string          `json:"mode_explained"`
-	PassphraseConfigured bool            `json:"passphrase_configured"`
-	StoreBytes           int64           `json:"store_bytes"`
-	Held                 []heldStatus    `json:"held"`
-	Holdback             holdbackStatus  `json:"holdback"`
-	Purgatory            purgatoryStatus `json:"purgatory"`
+	Mode                 string `json:"mode"`
+	ModeExplained        string `json:"mode_explained"`
+	PassphraseConfigured bool   `json:"passphrase_configured"`
+	StoreBytes           int64  `json:"store_bytes"`
+	// Held lists at most heldListed held documents, the first by id;
+	// HeldDocuments counts them all and HeldNote says when the list is
+	// cut.
+	Held          []heldStatus    `json:"held"`
+	HeldDocuments int             `json:"held_documents"`
+	HeldNote      string          `json:"held_note,omitempty"`
+	Holdback      holdbackStatus  `json:"holdback"`
+	Purgatory     purgatoryStatus `json:"purgatory"`
 	// Upstreams are the remotes the database is bridged to (empty
 	// without any), and Hunt the hunt for held documents' chunks across
 	// them (absent without upstreams).
@@ -52,14 +63,21 @@ type heldStatus struct {
 }
 
 type holdbackStatus struct {
-	HeldRevisions  int    `json:"held_revisions"`
-	WrittenThrough uint64 `json:"written_through"`
-	Holds          uint64 `json:"holds"`
-	Released       uint64 `json:"released"`
-	Dropped        uint64 `json:"dropped"`
-	Unreadable     uint64 `json:"unreadable"`
-	Undecodable    uint64 `json:"undecodable"`
-	SaveErrors     uint64 `json:"save_errors"`
+	// MaxHeldDocuments and MaxHeldDocumentsPerUser are the limits in
+	// force ([holdback]); Refused counts metadata refused at them and
+	// HeldByUser the held documents counted against each user.
+	MaxHeldDocuments        int            `json:"max_held_documents"`
+	MaxHeldDocumentsPerUser int            `json:"max_held_documents_per_user"`
+	Refused                 uint64         `json:"refused"`
+	HeldByUser              map[string]int `json:"held_by_user"`
+	HeldRevisions           int            `json:"held_revisions"`
+	WrittenThrough          uint64         `json:"written_through"`
+	Holds                   uint64         `json:"holds"`
+	Released                uint64         `json:"released"`
+	Dropped                 uint64         `json:"dropped"`
+	Unreadable              uint64         `json:"unreadable"`
+	Undecodable             uint64         `json:"undecodable"`
+	SaveErrors              uint64         `json:"save_errors"`
 }
 
 type purgatoryStatus struct {
@@ -104,6 +122,8 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 			Holdback: holdbackStatus{
 				HeldRevisions: s.Held, WrittenThrough: s.WrittenThrough, Holds: s.Holds, Released: s.Released,
 				Dropped: s.Dropped, Unreadable: s.Unreadable, Undecodable: s.Undecodable, SaveErrors: s.SaveErrors,
+				MaxHeldDocuments: s.MaxHeldDocuments, MaxHeldDocumentsPerUser: s.MaxHeldPerOwner, Refused: s.Refused,
+				HeldByUser: s.HeldByOwner,
 			},
 			Purgatory: purgatoryStatus{
 				Active: s.Purgatory.Active, SoftExpired: s.Purgatory.SoftExpired, Remembered: s.Purgatory.Remembered,
@@ -116,7 +136,15 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 			ups, hs := v.bridge.snapshot()
 			d.Upstreams, d.Hunt = ups, &hs
 		}
-		for _, h := range v.Held() {
+		if d.Holdback.HeldByUser == nil {
+			d.Holdback.HeldByUser = map[string]int{}
+		}
+		held, total := v.HeldFirst(heldListed)
+		d.HeldDocuments = total
+		if len(held) < total {
+			d.HeldNote = fmt.Sprintf("%d of %d held documents listed (the first by id); held_documents and /metrics count them all", len(held), total)
+		}
+		for _, h := range held {
 			src := h.Source
 			switch {
 			case src == "":

@@ -36,6 +36,10 @@ type Stats struct {
 	// Refused counts metadata revisions refused because holding them
 	// would have exceeded a limit (answered TooManyHeld).
 	Refused uint64
+	// HeldByOwner is a gauge: per owner (WithOwner), the documents held
+	// that count against it; owners with none are absent. The caller
+	// owns the map.
+	HeldByOwner map[string]int
 	// WrittenThrough counts metadata revisions written at once because
 	// their chunks were present (stored already or in the same batch).
 	WrittenThrough uint64
@@ -217,7 +221,7 @@ func (s *Store) Stats() Stats {
 		Dropped: s.n.dropped, Unreadable: s.n.unreadable, Undecodable: s.n.undecodable,
 		SaveErrors: s.n.saveErrors, Purgatory: ps,
 		Documents: len(s.held), MaxHeldDocuments: s.cfg.MaxHeldDocuments, MaxHeldPerOwner: s.cfg.MaxHeldPerOwner,
-		Refused: s.n.refused,
+		Refused: s.n.refused, HeldByOwner: maps.Clone(s.owned),
 	}
 	for _, revs := range s.held {
 		st.Held += len(revs)
@@ -513,17 +517,17 @@ func (s *Store) settled(ctx context.Context, r purgatory.Revision, source string
 // fullLocked returns why a document held for owner would exceed a
 // limit, or "" if it would not.
 func (s *Store) fullLocked(owner string) string {
-	const advice = "push the notes' chunks before their metadata (the relay serves a note only once it has all its chunks), " +
-		"wait until held notes are released or expire, or raise "
+	const advice = "so this note's metadata was not stored. Push the notes' chunks before their metadata " +
+		"(a note is served only once all its chunks are stored), wait until held notes are released or expire, or raise "
 	if n := len(s.held); n >= s.cfg.MaxHeldDocuments {
-		return fmt.Sprintf("this database holds %d notes whose chunks it has not received, its limit: it refuses to hold more. To fix: %s%s",
+		return fmt.Sprintf("this database already holds %d notes waiting for their chunks (its limit), %s%s",
 			n, advice, s.cfg.MaxHeldDocumentsName)
 	}
 	if owner == "" {
 		return ""
 	}
 	if n := s.owned[owner]; n >= s.cfg.MaxHeldPerOwner {
-		return fmt.Sprintf("user %q has %d notes held in this database whose chunks it has not received, its limit: it refuses to hold more. To fix: %s%s",
+		return fmt.Sprintf("user %q already has %d notes waiting for their chunks in this database (the per-user limit), %s%s",
 			owner, n, advice, s.cfg.MaxHeldPerOwnerName)
 	}
 	return ""

@@ -68,7 +68,7 @@ func TestMaxHeldDocuments(t *testing.T) {
 			t.Fatalf("refused %v, want n3.md and n4.md", got)
 		}
 		reason := res[3].Reason
-		for _, want := range []string{"holds 3 notes", "push the notes' chunks before their metadata", "the limit of held documents per database"} {
+		for _, want := range []string{"holds 3 notes waiting for their chunks", "Push the notes' chunks before their metadata", "the limit of held documents per database"} {
 			if !strings.Contains(reason, want) {
 				t.Errorf("reason %q does not say %q", reason, want)
 			}
@@ -117,7 +117,7 @@ func TestMaxHeldPerOwner(t *testing.T) {
 		if got := refusedIDs(t, res); fmt.Sprint(got) != "[a2.md]" {
 			t.Fatalf("alice: refused %v", got)
 		}
-		for _, want := range []string{`user "alice" has 2 notes held`, "raise [holdback] max_held_documents_per_user"} {
+		for _, want := range []string{`user "alice" already has 2 notes waiting`, "raise [holdback] max_held_documents_per_user"} {
 			if !strings.Contains(res[2].Reason, want) {
 				t.Errorf("reason %q does not say %q", res[2].Reason, want)
 			}
@@ -148,7 +148,7 @@ func TestMaxHeldPerOwner(t *testing.T) {
 		if got := refusedIDs(t, r.pushAs("alice", metas("a", 3)[2])); got != nil {
 			t.Fatalf("alice refused after a release: %v", got)
 		}
-		if st := r.s.Stats(); st.Documents != 6 || st.Refused != 2 {
+		if st := r.s.Stats(); st.Documents != 6 || st.Refused != 2 || fmt.Sprint(st.HeldByOwner) != "map[alice:2 bob:2]" {
 			t.Fatalf("stats %+v", st)
 		}
 		// A note whose newest revision completes is released (late

@@ -225,6 +225,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		if id.acc != nil { // stores may count writes per user (UserFrom)
+			r = r.WithContext(withUser(r.Context(), id.acc.name))
+			q.r = r
+		}
 	}
 	if r.ContentLength > s.maxReq {
 		rw.Header().Set("Connection", "close")
