@@ -25,6 +25,15 @@
 // Compact deletes them; BucketSeqs maps each document's latest sequence to
 // its id, so a changes scan is one ordered walk; BucketLocal holds _local
 // documents; BucketMeta the last sequence, the live-document count and the
-// revs limit SetRevsLimit set. One write transaction per BulkDocs, Put,
-// PutChunks or PutLocal call; Compact takes one per batch of documents.
+// revs limit SetRevsLimit set. One write transaction per BulkDocs,
+// PutBatch, Put, PutChunks or PutLocal call, so each is all-or-nothing;
+// Compact takes one per batch of documents.
+//
+// Hostile input: the store is written by whoever may write to a served
+// database, and its write transaction is the database's only one. Ids,
+// _local ids and revisions have size limits (MaxIDLength,
+// MaxLocalIDLength, MaxRevLength) checked before anything is written, a
+// replicated revision's _revisions is read up to MaxRevisions ids, and
+// every step on a revision tree is linear (FuzzRevTreeMerge checks it
+// against a naive model). A full disk is ErrStorageFull.
 package store

@@ -36,6 +36,12 @@
 // and filters are 404. Everything else is a CouchDB-shaped 404 or 405.
 // Attachments, Mango _find, JWT and proxy authentication are not served.
 //
+// Writes: the documents of a _bulk_docs request (new_edits true or false)
+// are one atomic store call, its _local documents apart; conflicts, refusals and documents over the store's limits (an
+// id over store.MaxIDLength, a revision over store.MaxRevLength) are
+// per-document rows, and a storage failure leaves nothing of the request.
+// A full disk (store.ErrStorageFull) is 507 insufficient_storage.
+//
 // Compression: answers are gzipped for clients that send Accept-Encoding:
 // gzip when they are JSON (or multipart/mixed) of at least
 // CompressMinBytes and not a longpoll or continuous _changes feed, whose

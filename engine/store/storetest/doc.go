@@ -14,5 +14,10 @@
 // (order, paging and resumption, style=all_docs leaves, Mango selectors,
 // longpoll), _local documents, chunks, big batches, closing and
 // cancellation, and revision history: earlier revisions' bodies kept as
-// Options.KeepBodies says, _revs_info, Compact and the revs limit. Bench holds the shared benchmarks.
+// Options.KeepBodies says, _revs_info, Compact and the revs limit; and
+// hostile input: PutBatch, the id and revision size limits, _revisions
+// far longer than the revs limit. RunAtomic, for a Store built with
+// store.Open over a Backend, fails the backend's writes at every key of a
+// batch and checks that nothing of it is left. Bench holds the shared
+// benchmarks.
 package storetest
