@@ -52,7 +52,10 @@ type judged struct {
 	// through the purgatory whatever its kind (late binding).
 	note bool
 	r    purgatory.Revision // kindMeta only
-	err  error              // kindUndecodable only
+	// missing: kindMeta with chunks neither stored nor in its batch
+	// (set by BulkDocsFrom).
+	missing bool
+	err     error // kindUndecodable only
 }
 
 // classify reads one pushed document in its stored (remote) form. codec

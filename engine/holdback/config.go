@@ -24,6 +24,9 @@ const DefaultSaveInterval = 30 * time.Second
 const (
 	DefaultMaxHeldDocuments = 10000
 	DefaultMaxHeldPerOwner  = 2000
+	// DefaultMaxHeldRevisions bounds the held revisions of one
+	// document: a note edited this often while its chunks never came.
+	DefaultMaxHeldRevisions = 100
 )
 
 // Config configures a Store. The zero value means every default.
@@ -43,8 +46,8 @@ type Config struct {
 	// more document held is refused: its BulkDocs result has Error
 	// TooManyHeld and nothing of it is kept; the rest of the batch is
 	// written as usual. New revisions of documents held already are
-	// never refused. 0 means DefaultMaxHeldDocuments (10,000); negative
-	// is invalid.
+	// not refused by this limit (see MaxHeldRevisions). 0 means
+	// DefaultMaxHeldDocuments (10,000); negative is invalid.
 	MaxHeldDocuments int
 	// MaxHeldPerOwner is the most documents held at once for one owner:
 	// the user a write came from (WithOwner). A document counts against
@@ -53,6 +56,13 @@ type Config struct {
 	// owner (pulled from an upstream) count against MaxHeldDocuments
 	// only. 0 means DefaultMaxHeldPerOwner (2,000); negative is invalid.
 	MaxHeldPerOwner int
+	// MaxHeldRevisions is the most revisions one document keeps held
+	// at once. A new revision of a held document whose chunks are
+	// missing, past it, is refused (TooManyHeld), so that one document
+	// cannot grow without bound either; a revision that is complete
+	// (which releases the document) is never refused. 0 means
+	// DefaultMaxHeldRevisions (100); negative is invalid.
+	MaxHeldRevisions int
 	// MaxHeldDocumentsName and MaxHeldPerOwnerName name the two limits
 	// in the reason of a refusal, so that its reader knows what to
 	// raise (the relay gives its configuration keys). Empty means
@@ -79,6 +89,9 @@ func (c Config) Validate() error {
 	if c.MaxHeldPerOwner < 0 {
 		errs = append(errs, fmt.Errorf("holdback: MaxHeldPerOwner %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldPerOwner, DefaultMaxHeldPerOwner))
 	}
+	if c.MaxHeldRevisions < 0 {
+		errs = append(errs, fmt.Errorf("holdback: MaxHeldRevisions %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldRevisions, DefaultMaxHeldRevisions))
+	}
 	if err := c.Purgatory.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -94,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxHeldPerOwner == 0 {
 		c.MaxHeldPerOwner = DefaultMaxHeldPerOwner
+	}
+	if c.MaxHeldRevisions == 0 {
+		c.MaxHeldRevisions = DefaultMaxHeldRevisions
 	}
 	if c.MaxHeldDocumentsName == "" {
 		c.MaxHeldDocumentsName = "the limit of held documents per database"

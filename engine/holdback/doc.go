@@ -64,8 +64,9 @@
 // document held past either limit is refused with Error TooManyHeld and
 // a reason that says what to do; nothing of it is kept, the rest of the
 // batch is written, and replicators retry it later. New revisions of
-// documents held already are never refused (late binding needs them). A
-// slot is free again when its document is released, superseded or
+// documents held already count against Config.MaxHeldRevisions (100 per
+// document) instead, and one that is complete is never refused: it
+// releases its document (late binding). A slot is free again when its document is released, superseded or
 // expired. Held documents and their owners survive a restart; a limit
 // lowered below what is held refuses new ones until enough left.
 // HeldFirst lists a bounded number of held documents for /status.

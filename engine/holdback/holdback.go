@@ -316,6 +316,7 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 			through = append(through, i)
 		case j.kind == kindMeta && (slowDoc[j.id] || s.isHeld(j.id) || !complete(j.r, have, inBatch)):
 			slowDoc[j.id] = true // later revisions of it in docs follow it through the purgatory
+			js[i].missing = !complete(j.r, have, inBatch)
 			slow = append(slow, i)
 		case j.kind != kindMeta && (slowDoc[j.id] || s.isHeld(j.id)):
 			// A revision of a held document that cannot be judged
@@ -428,10 +429,18 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 			}
 			revs = s.claimLocked(j.id, owner)
 		}
-		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 		if revs[j.rev] != nil {
+			results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 			continue // held already: the client sent it again
 		}
+		if n := len(revs); j.missing && n >= s.cfg.MaxHeldRevisions {
+			results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev, Error: TooManyHeld, Reason: fmt.Sprintf(
+				"this note already has %d revisions waiting for their chunks (the limit), so this revision's metadata was not stored. "+
+					"Push the note's chunks before its metadata (a note is served only once all its chunks are stored)", n)}
+			refused = append(refused, i)
+			continue
+		}
+		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 		revs[j.rev] = &hrev{}
 		todo = append(todo, i)
 		if bodies[j.id] == nil {

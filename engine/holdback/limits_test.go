@@ -251,7 +251,7 @@ func TestHeldFirst(t *testing.T) {
 }
 
 func TestConfigLimitsValidate(t *testing.T) {
-	for _, c := range []Config{{MaxHeldDocuments: -1}, {MaxHeldPerOwner: -1}} {
+	for _, c := range []Config{{MaxHeldDocuments: -1}, {MaxHeldPerOwner: -1}, {MaxHeldRevisions: -1}} {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "negative") {
 			t.Errorf("%+v: Validate() = %v", c, err)
 		}
@@ -259,4 +259,41 @@ func TestConfigLimitsValidate(t *testing.T) {
 	if _, err := New(Config{MaxHeldDocuments: -1}, Deps{}); err == nil {
 		t.Error("New accepted a negative limit")
 	}
+}
+
+// "A new revision of a held document whose chunks are missing, past it,
+// is refused (TooManyHeld), so that one document cannot grow without
+// bound either; a revision that is complete (which releases the
+// document) is never refused."
+func TestMaxHeldRevisions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{MaxHeldRevisions: 3}, Deps{})
+		rev := func(k int, chunks ...string) json.RawMessage {
+			var older []string
+			for i := k - 1; i >= 1; i-- {
+				older = append(older, fmt.Sprintf("r%d", i))
+			}
+			return metaHist("x.md", fmt.Sprintf("%d-r%d", k, k), older, chunks...)
+		}
+		for k := 1; k <= 3; k++ {
+			if got := refusedIDs(t, r.pushAs("alice", rev(k, fmt.Sprintf("h:%d", k)))); got != nil {
+				t.Fatalf("revision %d refused", k)
+			}
+		}
+		res := r.pushAs("alice", rev(4, "h:4"))
+		if got := refusedIDs(t, res); fmt.Sprint(got) != "[x.md]" || !strings.Contains(res[0].Reason, "already has 3 revisions waiting for their chunks") {
+			t.Fatalf("a 4th held revision: %+v", res)
+		}
+		if st := r.s.Stats(); st.Held != 3 || st.Refused != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		// Complete, it is taken and released at once, with the older ones.
+		if got := refusedIDs(t, r.pushAs("alice", chunk("h:5"), rev(5, "h:5"))); got != nil {
+			t.Fatalf("a complete revision was refused: %v", got)
+		}
+		synctest.Wait()
+		if r.rev("x.md") != "5-r5" || r.s.Stats().Documents != 0 {
+			t.Fatalf("x.md = %q, %+v", r.rev("x.md"), r.s.Stats())
+		}
+	})
 }

@@ -3,8 +3,8 @@ package holdback
 import "context"
 
 // TooManyHeld is the engine.BulkDocResult.Error of a metadata revision
-// refused because holding it would exceed Config.MaxHeldDocuments or
-// Config.MaxHeldPerOwner. Nothing of the revision is kept, and it is not
+// refused because holding it would exceed Config.MaxHeldDocuments,
+// Config.MaxHeldPerOwner or Config.MaxHeldRevisions. Nothing of the revision is kept, and it is not
 // counted as present by RevsDiff, so its pusher sends it again at its
 // next replication: it is then written through if its chunks arrived
 // meanwhile, or held if a slot is free. Replicators (PouchDB, the
