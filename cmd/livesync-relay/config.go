@@ -23,6 +23,9 @@ const (
 	defaultDataDir         = "livesync-data"
 	defaultDatabase        = "vault"
 	defaultShutdownTimeout = 30 * time.Second
+	// defaultHeaderTimeout bounds the time a client takes to send a
+	// request's headers (http.Server.ReadHeaderTimeout).
+	defaultHeaderTimeout = 20 * time.Second
 	// defaultMaxRequestBytes and defaultWWWAuthenticate are the values
 	// LiveSync's setup check asks a CouchDB for (chttpd
 	// max_http_request_size, httpd WWW-Authenticate; FORMAT.md §5.1), so
@@ -54,6 +57,9 @@ type fileConfig struct {
 	Compression      bool             `toml:"compression"`
 	MetricsPublic    bool             `toml:"metrics_public"`
 	ShutdownTimeout  time.Duration    `toml:"shutdown_timeout"`
+	HeaderTimeout    time.Duration    `toml:"header_timeout"`
+	BodyTimeout      time.Duration    `toml:"body_timeout"`
+	Login            loginConfig      `toml:"login"`
 	TLS              tlsConfig        `toml:"tls"`
 	Log              logConfig        `toml:"log"`
 	Users            []userConfig     `toml:"users"`
@@ -73,6 +79,19 @@ type fileConfig struct {
 type tlsConfig struct {
 	CertFile string `toml:"cert_file"`
 	KeyFile  string `toml:"key_file"`
+}
+
+// loginConfig is the [login] table: the failed-login budgets
+// (couchapi.LoginLimits). Zero or absent means the default; a negative
+// count turns that budget off.
+type loginConfig struct {
+	FailuresPerAddress int           `toml:"failures_per_address"`
+	FailuresPerUser    int           `toml:"failures_per_user"`
+	FailureInterval    time.Duration `toml:"failure_interval"`
+}
+
+func (l loginConfig) limits() couchapi.LoginLimits {
+	return couchapi.LoginLimits{FailuresPerAddress: l.FailuresPerAddress, FailuresPerUser: l.FailuresPerUser, FailureInterval: l.FailureInterval}
 }
 
 // logConfig is the [log] table.
@@ -220,6 +239,12 @@ func (c *fileConfig) validate() error {
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout is negative")
 	}
+	if c.HeaderTimeout < 0 || c.BodyTimeout < 0 {
+		bad("header_timeout and body_timeout must not be negative (0 or absent means the default)")
+	}
+	if c.Login.FailureInterval < 0 {
+		bad("login.failure_interval is negative (0 or absent means the default, %s)", couchapi.DefaultFailureInterval)
+	}
 	if c.Compaction.KeepRevisionBodies < 0 {
 		bad("compaction.keep_revision_bodies is negative: give 0 to keep every earlier body until POST /{db}/_compact, or N > 0 to keep the newest N per document")
 	}
@@ -265,6 +290,7 @@ func (c *fileConfig) validate() error {
 	cc := couchapi.Config{
 		Databases: couchapi.NewMemoryDatabases(), Users: users, CORSOrigins: c.CORSOrigins,
 		MaxRequestBytes: c.MaxRequestBytes, MaxDocumentBytes: c.MaxDocumentBytes,
+		BodyTimeout: c.BodyTimeout, Login: c.Login.limits(),
 	}
 	if err := cc.Validate(); err != nil {
 		errs = append(errs, err)

@@ -38,6 +38,7 @@ type relay struct {
 	srv     *http.Server
 	started time.Time
 	uuid    string
+	unlock  func() // releases the data folder's lock
 
 	stopping atomic.Bool
 }
@@ -56,32 +57,50 @@ func splitListen(addr string) (host, port string, err error) {
 
 // startRelay listens, opens the data folder (the built-in admin, the
 // databases and their hold-back state) and builds the HTTP server. It
-// listens first, so that a taken port fails before anything is written.
-// Nothing is served until serve is called.
-func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *relay, err error) {
-	r = &relay{s: s, log: log, started: time.Now()}
+// listens first, so that a taken port fails before anything is written,
+// then locks the data folder, so that a second relay on it stops before
+// it writes anything. Nothing is served until serve is called. On error
+// everything opened so far is closed again and the error says why.
+func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (*relay, error) {
+	r := &relay{s: s, log: log, started: time.Now()}
 	var cleanup []func()
-	defer func() {
-		if err != nil {
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
+	err := func() (err error) {
+		defer func() {
+			// bbolt panics on some damaged files while reading them: say
+			// so plainly rather than with a goroutine dump.
+			if p := recover(); p != nil {
+				err = fmt.Errorf("opening the data folder %s failed: %v (a damaged database file? restore it from a backup, or move it away)", s.dataDir, p)
 			}
-		}
+		}()
+		return r.start(getenv, &cleanup)
 	}()
+	if err != nil {
+		// Each cleanup captures what it closes (never a field of r that
+		// may not be set yet).
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		return nil, err
+	}
+	return r, nil
+}
 
+// start does startRelay's work, adding a cleanup for everything it opens.
+func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
+	s, log := r.s, r.log
 	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("cannot listen on %s: %w (another livesync-relay or a CouchDB?); choose another address with --listen or \"listen\" in the configuration file", s.listen, errAddrInUse)
+			return fmt.Errorf("cannot listen on %s: %w (another livesync-relay or a CouchDB?); choose another address with --listen or \"listen\" in the configuration file", s.listen, errAddrInUse)
 		}
-		return nil, fmt.Errorf("cannot listen on %s: %w", s.listen, err)
+		return fmt.Errorf("cannot listen on %s: %w", s.listen, err)
 	}
-	cleanup = append(cleanup, func() { ln.Close() })
+	*cleanup = append(*cleanup, func() { ln.Close() })
 	scheme := "http"
 	if s.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
 		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
+			return fmt.Errorf("tls: %w", err)
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
 		scheme = "https"
@@ -90,8 +109,12 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 	r.url = scheme + "://" + displayAddr(ln.Addr())
 
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data folder: %w", err)
+		return fmt.Errorf("data folder: %w", err)
 	}
+	if r.unlock, err = lockDataDir(s.dataDir); err != nil {
+		return err
+	}
+	*cleanup = append(*cleanup, r.unlock)
 	if s.configAdmins {
 		r.admin = adminAccount{source: adminConfigDefined}
 		for _, v := range []string{envAdminUser, envAdminPassword, envAdminPasswordFile} {
@@ -100,38 +123,39 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 			}
 		}
 	} else if r.admin, err = builtinAdmin(s.dataDir, getenv, s.resetAdmin); err != nil {
-		return nil, err
+		return err
 	}
 	if r.uuid, err = serverUUID(s.dataDir); err != nil {
-		return nil, err
+		return err
 	}
 
 	dir, err := couchapi.OpenDir(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r.dbs = newHeldDatabases(dir, s.holdback, s.passphrases, log)
-	r.dbs.setUpstreams(r.uuid, s.upstreams, s.huntConfig)
-	cleanup = append(cleanup, func() { r.dbs.Close() })
+	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log)
+	dbs.setUpstreams(r.uuid, s.upstreams, s.huntConfig)
+	*cleanup = append(*cleanup, func() { dbs.Close() })
+	r.dbs = dbs
 	ctx := context.Background()
 	for _, name := range s.databases {
 		switch err := r.dbs.Create(ctx, name); {
 		case err == nil:
 			log.Info("database created", "db", name)
 		case !errors.Is(err, couchapi.ErrExists):
-			return nil, lockedHint(fmt.Errorf("creating database %q: %w", name, err))
+			return lockedHint(fmt.Errorf("creating database %q: %w", name, err))
 		}
 	}
 	// Open every database now: held documents resume their timers (with
 	// the downtime subtracted) and are listed by /status at once.
 	names, err := r.dbs.List(ctx)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("listing the databases in %s: %w", s.dataDir, err)
 	}
 	for _, name := range names {
 		v, err := r.dbs.openVault(ctx, name)
 		if err != nil {
-			return nil, lockedHint(err)
+			return lockedHint(fmt.Errorf("opening database %q (%s): %w", name, dir.Path(name), err))
 		}
 		if st := v.Stats(); st.Held > 0 {
 			log.Info("held documents resumed", "db", name, "revisions", st.Held, "mode", string(st.Mode))
@@ -146,6 +170,7 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 	cc := couchapi.Config{
 		Databases: r.dbs, Users: users, CORSOrigins: s.cors,
 		MaxRequestBytes: s.maxRequestBytes, MaxDocumentBytes: s.maxDocumentBytes,
+		BodyTimeout: s.bodyTimeout, Login: s.login,
 		WWWAuthenticate: s.wwwAuthenticate,
 		Compression:     compressionOf(s.compression),
 		CookieSecret:    randomBytes(32), UUID: r.uuid, Log: log.With("component", "couchapi"),
@@ -153,21 +178,24 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (r *r
 	}
 	cc.Hooks.OnRequest = r.metrics.onRequest
 	if r.api, err = couchapi.New(cc); err != nil {
-		return nil, err
+		return err
 	}
 	r.srv = &http.Server{
 		Handler:           r.handler(),
-		ReadHeaderTimeout: 20 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: s.headerTimeout,
+		// No ReadTimeout or WriteTimeout: they would end longpoll and
+		// continuous feeds. The API gives each body its own deadline
+		// (BodyTimeout) and lifts it once the body is read.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 	}
-	return r, nil
+	return nil
 }
 
 // lockedHint explains a database file held by another process.
 func lockedHint(err error) error {
 	if errors.Is(err, berrors.ErrTimeout) {
-		return fmt.Errorf("%w: the database file is locked by another process (another livesync-relay with the same data folder?)", err)
+		return fmt.Errorf("%w: the database file is in use by another process (another livesync-relay with the same data folder?)", err)
 	}
 	return err
 }
@@ -314,6 +342,7 @@ func (r *relay) shutdown() error {
 	if err := r.dbs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the databases: %w", err))
 	}
+	r.unlock()
 	if len(errs) == 0 {
 		r.log.Info("stopped; held documents saved")
 	}

@@ -40,6 +40,9 @@ type settings struct {
 	compression      bool
 	metricsPublic    bool
 	shutdownTimeout  time.Duration
+	headerTimeout    time.Duration // 0: defaultHeaderTimeout
+	bodyTimeout      time.Duration // 0: couchapi.DefaultBodyTimeout
+	login            couchapi.LoginLimits
 	logFormat        string
 	logLevel         slog.Level
 	// users are the configuration's accounts, passwords hashed.
@@ -116,6 +119,10 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 	s.dataDir = filepath.Clean(s.dataDir)
 	if s.shutdownTimeout == 0 {
 		s.shutdownTimeout = defaultShutdownTimeout
+	}
+	s.headerTimeout, s.bodyTimeout, s.login = fc.HeaderTimeout, fc.BodyTimeout, fc.Login.limits()
+	if s.headerTimeout == 0 {
+		s.headerTimeout = defaultHeaderTimeout
 	}
 	if fl.logFormat != "" {
 		s.logFormat = fl.logFormat

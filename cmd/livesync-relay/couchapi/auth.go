@@ -24,13 +24,12 @@ import (
 // sessionCookie is CouchDB's session cookie name.
 const sessionCookie = "AuthSession"
 
-// verifiedTTL is how long a successful password check is remembered, so
-// Basic auth costs one key derivation per client every few minutes rather
-// than one per request (CouchDB keeps a similar cache).
+// verifiedTTL is how long a successful password check is remembered
+// after its last use, so Basic auth (which the plugin and PouchDB send
+// with every request) costs one key derivation per user and not one per
+// request (CouchDB keeps a similar cache). One password per user is
+// remembered: the last one verified.
 const verifiedTTL = 5 * time.Minute
-
-// maxVerified caps the remembered checks.
-const maxVerified = 4096
 
 // passwordHash is a PBKDF2 password hash in CouchDB's form.
 type passwordHash struct {
@@ -129,14 +128,23 @@ type authenticator struct {
 	timeout time.Duration
 	now     func() time.Time
 	slots   chan struct{} // bounds concurrent key derivations
+	limits  *limiter
+	// crossSite reports whether a request comes from a browser origin
+	// allowed by CORS other than the server's own (its session cookie
+	// then needs SameSite=None); nil: never.
+	crossSite func(*http.Request) bool
 
 	mu       sync.Mutex
 	cacheKey []byte
-	verified map[[32]byte]verifiedEntry
+	verified map[string]verifiedEntry // by user name
+	flights  map[[32]byte]*flight     // checks in progress by cacheID
+	gates    map[string]*gate         // by client address
 }
 
+// verifiedEntry is a user's last verified password: an HMAC of name and
+// password under a key of this process, never the password.
 type verifiedEntry struct {
-	user    string
+	mac     [32]byte
 	expires time.Time
 }
 
@@ -147,8 +155,11 @@ func newAuthenticator(cfg Config) (*authenticator, error) {
 		timeout:  cfg.cookieTimeout(),
 		now:      time.Now,
 		slots:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0))),
+		limits:   newLimiter(cfg.Login),
 		cacheKey: randomBytes(32),
-		verified: map[[32]byte]verifiedEntry{},
+		verified: map[string]verifiedEntry{},
+		flights:  map[[32]byte]*flight{},
+		gates:    map[string]*gate{},
 	}
 	if a.secret == nil {
 		a.secret = randomBytes(32)
@@ -195,44 +206,6 @@ func (a *authenticator) cacheID(name, password string) [32]byte {
 	return id
 }
 
-// check returns the account if name and password match.
-func (a *authenticator) check(name, password string) (*account, bool) {
-	acc := a.users[name]
-	id := a.cacheID(name, password)
-	now := a.now()
-	a.mu.Lock()
-	e, hit := a.verified[id]
-	a.mu.Unlock()
-	if hit && acc != nil && e.user == name && now.Before(e.expires) {
-		return acc, true
-	}
-	a.slots <- struct{}{}
-	var ok bool
-	if acc != nil {
-		ok = acc.hash.verify(password)
-	} else {
-		a.dummy.verify(password)
-	}
-	<-a.slots
-	if !ok {
-		return nil, false
-	}
-	a.mu.Lock()
-	if len(a.verified) >= maxVerified {
-		for k, v := range a.verified {
-			if !now.Before(v.expires) {
-				delete(a.verified, k)
-			}
-		}
-		if len(a.verified) >= maxVerified {
-			clear(a.verified)
-		}
-	}
-	a.verified[id] = verifiedEntry{user: name, expires: now.Add(verifiedTTL)}
-	a.mu.Unlock()
-	return acc, true
-}
-
 func (a *authenticator) cookieMAC(acc *account, payload string) []byte {
 	m := hmac.New(sha256.New, a.secret)
 	m.Write([]byte(payload))
@@ -249,9 +222,10 @@ func (a *authenticator) newCookie(acc *account, now time.Time) string {
 }
 
 // parseCookie returns the account of a valid, unexpired session cookie
-// and when it was issued.
+// and when it was issued. The value must be exactly as issued: unpadded
+// base64url with no stray bits, so one session has one spelling.
 func (a *authenticator) parseCookie(v string, now time.Time) (*account, time.Time, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(v, "="))
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(v)
 	if err != nil {
 		return nil, time.Time{}, false
 	}
@@ -284,14 +258,34 @@ func (a *authenticator) parseCookie(v string, now time.Time) (*account, time.Tim
 // setCookie sends a session cookie for acc.
 func (a *authenticator) setCookie(w http.ResponseWriter, r *http.Request, acc *account, now time.Time) {
 	c := &http.Cookie{Name: sessionCookie, Value: a.newCookie(acc, now), Path: "/", HttpOnly: true,
-		MaxAge: int(a.timeout / time.Second), Expires: now.Add(a.timeout), Secure: r.TLS != nil}
+		MaxAge: int(a.timeout / time.Second), Expires: now.Add(a.timeout)}
+	a.sameSite(c, r)
 	w.Header().Add("Set-Cookie", c.String())
 }
 
 // clearCookie ends the session in the browser.
-func clearCookie(w http.ResponseWriter, r *http.Request) {
-	c := &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, MaxAge: -1, Secure: r.TLS != nil}
+func (a *authenticator) clearCookie(w http.ResponseWriter, r *http.Request) {
+	c := &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, MaxAge: -1}
+	a.sameSite(c, r)
 	w.Header().Add("Set-Cookie", c.String())
+}
+
+// sameSite sets a session cookie's SameSite and Secure attributes.
+// SameSite=Lax keeps browsers from sending it with requests other sites
+// start (cross-site forms and fetches); the JSON-only writes refuse
+// those anyway. A login from a browser origin that CORSOrigins allows,
+// other than the server's own (app://obsidian.md, capacitor://localhost,
+// http://localhost, the plugin's), over the server's own TLS gets
+// SameSite=None; Secure instead, so that the cookie reaches the server
+// from that origin: browsers send a Lax cookie only to the site that
+// shows the page, and take a None cookie only with Secure, only over
+// HTTPS. Secure is set on every cookie sent over TLS.
+func (a *authenticator) sameSite(c *http.Cookie, r *http.Request) {
+	c.SameSite = http.SameSiteLaxMode
+	c.Secure = r.TLS != nil
+	if c.Secure && a.crossSite != nil && a.crossSite(r) {
+		c.SameSite = http.SameSiteNoneMode
+	}
 }
 
 // identity is who a request comes from: acc nil is anonymous.
@@ -303,7 +297,9 @@ type identity struct {
 // identify authenticates a request by Basic credentials, else by its
 // session cookie (refreshed once a tenth of its lifetime has passed, as
 // CouchDB does; never with a nil w). Wrong Basic credentials are an
-// error; an invalid or expired cookie is anonymous.
+// error (401, or 429 once the client's or the user's failure budget is
+// spent: they count as failed logins); an invalid or expired cookie is
+// anonymous.
 func (a *authenticator) identify(w http.ResponseWriter, r *http.Request) (identity, *apiError) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, cred, _ := strings.Cut(h, " ")
@@ -318,9 +314,9 @@ func (a *authenticator) identify(w http.ResponseWriter, r *http.Request) (identi
 		if !ok {
 			return identity{}, errorf(http.StatusUnauthorized, "unauthorized", "Malformed Basic authorization header.")
 		}
-		acc, ok := a.check(name, password)
-		if !ok {
-			return identity{}, errUnauthorized
+		acc, ae := a.check(r.Context(), clientAddress(r), name, password)
+		if ae != nil {
+			return identity{}, ae
 		}
 		return identity{acc: acc, via: "basic"}, nil
 	}

@@ -59,6 +59,9 @@ func (s *Server) parseChanges(q *request) (changesArgs, *apiError) {
 		return a, badRequest("descending=true is not supported by this server")
 	}
 	a.since = qv.Get("since")
+	if !validSince(a.since) {
+		return a, errBadSince
+	}
 	if v := qv.Get("limit"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		switch {
@@ -161,6 +164,26 @@ func (s *Server) parseChanges(q *request) (changesArgs, *apiError) {
 	return a, nil
 }
 
+// errBadSince is CouchDB's answer to a since it cannot read.
+var errBadSince = badRequest("Malformed sequence supplied in 'since' parameter.")
+
+// validSince reports whether since is a sequence of this server's stores
+// (a decimal integer), "now" or empty.
+func validSince(since string) bool {
+	if since == "" || since == "now" {
+		return true
+	}
+	_, err := strconv.ParseUint(since, 10, 64)
+	return err == nil
+}
+
+// seqAfter reports whether sequence a is after b (both decimal).
+func seqAfter(a, b string) bool {
+	x, e1 := strconv.ParseUint(a, 10, 64)
+	y, e2 := strconv.ParseUint(b, 10, 64)
+	return e1 == nil && e2 == nil && x > y
+}
+
 // changes answers GET|POST /{db}/_changes.
 func (s *Server) changes(q *request) *apiError {
 	a, ae := s.parseChanges(q)
@@ -168,12 +191,18 @@ func (s *Server) changes(q *request) *apiError {
 		return ae
 	}
 	ctx := q.r.Context()
-	if a.since == "now" {
+	if a.since != "" && a.since != "0" {
+		// "now" is the current sequence; a sequence beyond it (a client's
+		// mistake or a hostile one) is answered as the current one, so a
+		// client never checkpoints a last_seq that later changes would be
+		// below.
 		info, err := q.st.Info(ctx)
 		if err != nil {
 			return asAPIError(err)
 		}
-		a.since = info.UpdateSeq
+		if a.since == "now" || seqAfter(a.since, info.UpdateSeq) {
+			a.since = info.UpdateSeq
+		}
 	}
 	if a.feed != "normal" {
 		q.w.stream = true // every row and heartbeat must reach the client at once: never compressed

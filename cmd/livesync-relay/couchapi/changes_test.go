@@ -288,6 +288,7 @@ func TestLongpollTimeout(t *testing.T) {
 		req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/a/_changes?feed=longpoll&since=now&timeout=5000&filter=_selector",
 			strings.NewReader(`{"selector":{"type":"plain"}}`))
 		req.SetBasicAuth("admin", adminPass)
+		req.Header.Set("Content-Type", "application/json")
 		w, done := serve(s, req)
 		time.Sleep(2 * time.Second)
 		c.must(http.StatusCreated, http.MethodPost, "/a/_bulk_docs", `{"new_edits":false,"docs":[{"_id":"h:new","_rev":"1-x","type":"leaf"}]}`)

@@ -31,6 +31,10 @@ const (
 	// without heartbeat waits for changes when Config.ChangesTimeout is
 	// zero: CouchDB's chttpd/changes_timeout, 60 s.
 	DefaultChangesTimeout = 60 * time.Second
+	// DefaultBodyTimeout is how long a request body may take to arrive
+	// when Config.BodyTimeout is zero: 2 minutes (a 4 MiB batch at
+	// 35 KB/s).
+	DefaultBodyTimeout = 2 * time.Minute
 )
 
 // CouchDBVersion is the CouchDB version the server announces (GET / and
@@ -89,6 +93,18 @@ type Config struct {
 	// heartbeat (a client's timeout parameter can only lower it). 0 means
 	// DefaultChangesTimeout.
 	ChangesTimeout time.Duration
+	// BodyTimeout is how long a request body may take to arrive in full,
+	// from when the server starts reading it; a late body is answered 408
+	// and its connection closed. A refused request's body (no or wrong
+	// credentials, too large, not JSON) is never read: its connection
+	// closes at once. Feeds are not limited by it once their body is
+	// read. 0 means DefaultBodyTimeout. Bound the time to send the
+	// headers with http.Server.ReadHeaderTimeout.
+	BodyTimeout time.Duration
+	// Login limits failed logins per client address and per user (429
+	// with Retry-After beyond them). The zero value is the defaults of
+	// LoginLimits.
+	Login LoginLimits
 	// UUID is the server's uuid in GET /. PouchDB builds its replication
 	// ids (and so its checkpoint documents) from it: keep it stable across
 	// restarts. Empty means a random one per Server.
@@ -187,12 +203,14 @@ func (c Config) Validate() error {
 		return errors.New("couchapi: PasswordIterations is negative")
 	case c.ChangesTimeout < 0:
 		return errors.New("couchapi: ChangesTimeout is negative")
+	case c.BodyTimeout < 0:
+		return errors.New("couchapi: BodyTimeout is negative")
 	case c.Compression != CompressionGzip && c.Compression != CompressionOff:
 		return fmt.Errorf("couchapi: unknown Compression %d", c.Compression)
 	case strings.ContainsAny(c.WWWAuthenticate, "\r\n"):
 		return errors.New("couchapi: WWWAuthenticate contains a line break")
 	}
-	return nil
+	return c.Login.validate()
 }
 
 func (c Config) maxRequestBytes() int64 {
@@ -228,4 +246,11 @@ func (c Config) changesTimeout() time.Duration {
 		return DefaultChangesTimeout
 	}
 	return c.ChangesTimeout
+}
+
+func (c Config) bodyTimeout() time.Duration {
+	if c.BodyTimeout == 0 {
+		return DefaultBodyTimeout
+	}
+	return c.BodyTimeout
 }

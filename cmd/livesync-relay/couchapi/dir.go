@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	berrors "go.etcd.io/bbolt/errors"
+
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
@@ -66,11 +68,30 @@ func (d *DirDatabases) path(name string) string {
 	return filepath.Join(d.dir, name+dbFileSuffix)
 }
 
-func (d *DirDatabases) openFile(name string) (store.Store, error) {
+// ErrDamaged means a database file is not a readable bbolt database
+// (damaged, truncated, or not a database at all). Restore it from a
+// backup or move it away: the database then starts empty.
+var ErrDamaged = errors.New("couchapi: the database file is damaged")
+
+// openFile opens a database file. bbolt panics on some damaged files
+// (a bad freelist page); that panic is an ErrDamaged error here.
+func (d *DirDatabases) openFile(name string) (st store.Store, err error) {
+	p := d.path(name)
+	damaged := func(cause any) error {
+		return fmt.Errorf("couchapi: database %q: %w (%v): restore %s from a backup, or move it away to start the database empty", name, ErrDamaged, cause, p)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = nil, damaged(r)
+		}
+	}()
 	o := d.opts
 	o.Name = name
-	st, err := boltstore.Open(d.path(name), o)
-	if err != nil {
+	st, err = boltstore.Open(p, o)
+	switch {
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, damaged(err)
+	case err != nil:
 		return nil, fmt.Errorf("couchapi: database %q: %w", name, err)
 	}
 	d.open[name] = st

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -15,6 +16,8 @@ type apiError struct {
 	name   string
 	reason string
 	cause  error // logged for 5xx, never sent
+	// retryAfter, if set, is sent as the Retry-After header (429).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.name + ": " + e.reason }

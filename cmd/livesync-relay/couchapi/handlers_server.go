@@ -113,10 +113,10 @@ func (s *Server) postSession(q *request) *apiError {
 			return badRequest("name and password must be strings")
 		}
 	}
-	acc, ok := s.auth.check(name, password)
-	if !ok {
-		s.log.Info("login failed", "user", name, "remote", q.r.RemoteAddr)
-		s.unauthorized(q.w, errUnauthorized)
+	acc, ae := s.auth.check(q.r.Context(), clientAddress(q.r), name, password)
+	if ae != nil {
+		s.loginFailed(q.r, "/_session", name, ae)
+		s.unauthorized(q.w, ae)
 		return nil
 	}
 	s.auth.setCookie(q.w, q.r, acc, s.auth.now())
@@ -125,7 +125,7 @@ func (s *Server) postSession(q *request) *apiError {
 }
 
 func (s *Server) deleteSession(q *request) *apiError {
-	clearCookie(q.w, q.r)
+	s.auth.clearCookie(q.w, q.r)
 	writeJSON(q.w, http.StatusOK, map[string]bool{"ok": true})
 	return nil
 }

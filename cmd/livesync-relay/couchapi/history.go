@@ -78,7 +78,7 @@ func (s *Server) putRevsLimit(q *request) *apiError {
 	}
 	b = bytes.TrimSpace(b)
 	if !json.Valid(b) {
-		return errInvalidJSON
+		return invalidJSON(b)
 	}
 	n, err := strconv.ParseInt(string(b), 10, 32)
 	if err != nil || n < 1 {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -23,9 +25,61 @@ func readBody(r *http.Request) ([]byte, *apiError) {
 		if errors.As(err, &mbe) {
 			return nil, errTooLarge
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errBodyTimeout
+		}
 		return nil, badRequest("The request body could not be read.")
 	}
 	return b, nil
+}
+
+// errBodyTimeout answers a body that did not arrive within the body
+// timeout (Config.BodyTimeout); the connection closes after it.
+var errBodyTimeout = errorf(http.StatusRequestTimeout, "request_timeout", "The request body did not arrive in time.")
+
+// maxJSONDepth is how deeply JSON may nest: encoding/json's own limit.
+const maxJSONDepth = 10000
+
+// errTooDeep answers JSON nested deeper than maxJSONDepth.
+var errTooDeep = badRequest("The JSON is nested more than 10000 levels deep.")
+
+// invalidJSON is the answer to b, which does not decode: CouchDB's
+// "invalid UTF-8 JSON", or errTooDeep when that is why.
+func invalidJSON(b []byte) *apiError {
+	if jsonDeeper(b, maxJSONDepth) {
+		return errTooDeep
+	}
+	return errInvalidJSON
+}
+
+// jsonDeeper reports whether the arrays and objects of b (JSON, perhaps
+// invalid) nest more than limit levels deep. Brackets inside strings do
+// not count.
+func jsonDeeper(b []byte, limit int) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
 }
 
 // parseObject decodes a JSON object whose values stay raw.
@@ -36,13 +90,13 @@ func parseObject(b []byte) (map[string]json.RawMessage, *apiError) {
 	}
 	if len(b) == 0 || b[0] != '{' {
 		if len(b) > 0 && !json.Valid(b) {
-			return nil, errInvalidJSON
+			return nil, invalidJSON(b)
 		}
 		return nil, errNotObject
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, errInvalidJSON
+		return nil, invalidJSON(b)
 	}
 	return m, nil
 }
@@ -95,6 +149,9 @@ func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(e.retryAfter/time.Second), 10))
+	}
 	writeJSON(w, e.status, map[string]string{"error": e.name, "reason": e.reason})
 }
 

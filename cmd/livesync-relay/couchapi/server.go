@@ -40,6 +40,7 @@ type Server struct {
 	maxReq         int64
 	maxDoc         int64
 	changesTimeout time.Duration
+	bodyTimeout    time.Duration
 	corsAll        bool
 	corsOrigins    map[string]bool
 
@@ -67,8 +68,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, dbs: cfg.Databases, log: cfg.Log, auth: auth, uuid: cfg.UUID,
 		maxReq: cfg.maxRequestBytes(), maxDoc: cfg.maxDocumentBytes(), changesTimeout: cfg.changesTimeout(),
-		corsOrigins: map[string]bool{}, localSeed: maphash.MakeSeed(),
+		bodyTimeout: cfg.bodyTimeout(), corsOrigins: map[string]bool{}, localSeed: maphash.MakeSeed(),
 	}
+	auth.crossSite = s.crossSite
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -189,6 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tmpl = ep.tmpl
 	}
 	if ae != nil {
+		refuseBody(rw, r)
 		writeError(rw, ae)
 		return
 	}
@@ -205,19 +208,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		rw.Header().Set("Allow", strings.Join(allowed, ", "))
+		refuseBody(rw, r)
 		writeError(rw, methodNotAllowed(strings.Join(allowed, ",")))
 		return
 	}
 	q := &request{w: rw, r: r, db: ep.db, rest: ep.rest}
 	if o.acc != accPublic {
+		// Credentials are checked before a byte of the body is read: a
+		// refused request's body is never waited for.
 		id, ae := s.auth.identify(rw, r)
 		if ae != nil {
-			s.log.Info("authentication failed", "route", tmpl, "remote", r.RemoteAddr, "reason", ae.reason)
+			s.loginFailed(r, tmpl, "", ae)
+			refuseBody(rw, r)
 			s.unauthorized(rw, ae)
 			return
 		}
 		q.id = id
 		if ae := s.authorize(q, o.acc); ae != nil {
+			refuseBody(rw, r)
 			if ae.status == http.StatusUnauthorized {
 				s.unauthorized(rw, ae)
 			} else {
@@ -230,15 +238,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			q.r = r
 		}
 	}
-	if r.ContentLength > s.maxReq {
-		rw.Header().Set("Connection", "close")
+	maxBody := s.maxReq
+	if o.acc == accPublic {
+		maxBody = min(maxBody, maxPublicBody) // a login form, from anyone
+	}
+	if r.ContentLength > maxBody {
+		refuseBody(rw, r)
 		writeError(rw, errTooLarge)
 		return
 	}
-	if r.Body != nil {
-		r.Body = http.MaxBytesReader(rw, r.Body, s.maxReq)
+	if ae := checkContentType(r, tmpl == "/_session"); ae != nil {
+		refuseBody(rw, r)
+		writeError(rw, ae)
+		return
+	}
+	if hasBody(r) {
+		s.bodyDeadline(rw, r)
+		r.Body = http.MaxBytesReader(rw, r.Body, maxBody)
 	}
 	if ae := s.decodeBody(r); ae != nil {
+		refuseBody(rw, r)
 		writeError(rw, ae)
 		return
 	}
@@ -280,8 +299,10 @@ func (s *Server) fail(w *respWriter, q *request, ae *apiError) {
 	writeError(w, ae)
 }
 
+// unauthorized answers a refused login: 401 (with WWW-Authenticate if
+// configured) or 429 with Retry-After.
 func (s *Server) unauthorized(w http.ResponseWriter, ae *apiError) {
-	if s.cfg.WWWAuthenticate != "" {
+	if s.cfg.WWWAuthenticate != "" && ae.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", s.cfg.WWWAuthenticate)
 	}
 	writeError(w, ae)
@@ -320,6 +341,34 @@ func (s *Server) authorize(q *request, acc access) *apiError {
 		return errNotAdmin
 	}
 	return errNotAdmin
+}
+
+// loginFailed logs a refused login. A 429 is logged at debug level: a
+// guessing client would fill the log.
+func (s *Server) loginFailed(r *http.Request, route, user string, ae *apiError) {
+	lvl := slog.LevelInfo
+	if ae.status == http.StatusTooManyRequests {
+		lvl = slog.LevelDebug
+	}
+	args := []any{"route", route, "remote", r.RemoteAddr, "status", ae.status, "reason", ae.reason}
+	if user != "" {
+		args = append(args, "user", user)
+	}
+	s.log.Log(r.Context(), lvl, "authentication failed", args...)
+}
+
+// crossSite reports whether r comes from a browser origin that CORS
+// allows and that is not the server's own (see authenticator.sameSite).
+func (s *Server) crossSite(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if !s.originAllowed(origin) {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return !strings.EqualFold(origin, scheme+"://"+r.Host)
 }
 
 // originAllowed reports whether a browser origin may call the server.
