@@ -19,8 +19,8 @@ const DefaultSaveInterval = 30 * time.Second
 // Config.MaxHeldPerOwner). A plugin pushes a note's chunks before its
 // metadata, so a held document is rare: a push interrupted between the
 // two, or metadata pulled from an upstream whose chunks are hunted. Each
-// held document costs about 1.5 KiB of memory besides its body in the
-// inner store.
+// held document costs about 2.5 KiB of memory besides its body in the
+// inner store (the relay with 10,000 held: 23 MB more live heap).
 const (
 	DefaultMaxHeldDocuments = 10000
 	DefaultMaxHeldPerOwner  = 2000

@@ -55,7 +55,7 @@
 //
 // # Limits
 //
-// Held documents cost memory (about 1.5 KiB each) and a place in
+// Held documents cost memory (about 2.5 KiB each) and a place in
 // /status, and a client with a vault's credentials could push metadata
 // without chunks at will. Config.MaxHeldDocuments bounds the documents
 // held at once (default 10,000), and Config.MaxHeldPerOwner the
