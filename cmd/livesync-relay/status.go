@@ -114,6 +114,9 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		ReplicationClients: r.metrics.openFeeds(), Databases: []dbStatus{},
 	}
 	for _, v := range r.dbs.vaults() {
+		// The list first: a document gone from it was released (or
+		// dropped) before the counters are read, so they count it.
+		held, total := v.HeldFirst(heldListed)
 		s := v.Stats()
 		size, _ := r.dbs.fileSize(v.name)
 		d := dbStatus{
@@ -139,7 +142,6 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		if d.Holdback.HeldByUser == nil {
 			d.Holdback.HeldByUser = map[string]int{}
 		}
-		held, total := v.HeldFirst(heldListed)
 		d.HeldDocuments = total
 		if len(held) < total {
 			d.HeldNote = fmt.Sprintf("%d of %d held documents listed (the first by id); held_documents and /metrics count them all", len(held), total)
