@@ -63,7 +63,7 @@ func TestReconcile(t *testing.T) {
 		{name: "an unlock of unknown age loses to a lock", vault: settings(&e2ee, false, false, "v"), remote: locked,
 			wantVault: locked, wantRemote: locked},
 		{name: "both locked: accepted nodes are the union", vault: settings(&e2ee, true, false, "r", "a"),
-			remote: settings(&e2ee, true, true, "r", "b"),
+			remote:    settings(&e2ee, true, true, "r", "b"),
 			wantVault: settings(&e2ee, true, true, "r", "a", "b"), wantRemote: settings(&e2ee, true, true, "r", "a", "b")},
 	}
 	for _, tt := range tests {
