@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 	"github.com/livesync-go/livesync-go/engine/hunt"
@@ -74,8 +75,10 @@ const (
 	boundaryEncode    = "encode"     // a journal: plaintext packs, encoded into the remote form
 )
 
-// Reconnection delays of an upstream after a failure: transient ones
-// double from minRetry to maxRetry; permanent ones wait maxRetry.
+// Reconnection delays of an upstream after a failure: they double from
+// minRetry to maxRetry, for transient and permanent failures alike (a
+// permanent one, state "error", needs a fix: once it is made, the relay
+// notices within the current delay).
 var (
 	minRetry = time.Second
 	maxRetry = 60 * time.Second
@@ -112,6 +115,11 @@ type bridge struct {
 
 	saltMu sync.Mutex // one salt decision at a time
 
+	// settingsMu serializes the reconciliation of vault settings
+	// (bridge_settings.go); settingsWake asks reconcileLoop for a pass.
+	settingsMu   sync.Mutex
+	settingsWake chan struct{}
+
 	// gen counts the changes of the relay database's salt (lastSalt);
 	// sessions started before the latest one are ended.
 	gen         atomic.Uint64
@@ -127,7 +135,8 @@ type bridge struct {
 func newBridge(v *vaultStore, setup bridgeSetup, log *slog.Logger) (*bridge, error) {
 	hc := setup.hunt
 	hc.Logger = log.With("component", "hunt")
-	b := &bridge{db: v.name, v: v, uuid: setup.uuid, log: log, claims: fetch.NewCoordinator(), huntCfg: effectiveHunt(setup.hunt)}
+	b := &bridge{db: v.name, v: v, uuid: setup.uuid, log: log, claims: fetch.NewCoordinator(), huntCfg: effectiveHunt(setup.hunt),
+		settingsWake: make(chan struct{}, 1)}
 	h, err := hunt.New(hc, hunt.Deps{Local: huntLocal{v}, Claims: b.claims, OnDelivered: v.ChunksArrived})
 	if err != nil {
 		b.claims.Close()
@@ -172,9 +181,11 @@ func effectiveHunt(c hunt.Config) hunt.Config {
 	return c
 }
 
-// start runs the upstreams: first a look at the CouchDB upstreams' salt
-// when the relay database has none (so that it adopts theirs and
-// forwards as is), then one runner per upstream.
+// start runs the upstreams: first the vault settings of the first
+// upstream that has some when the relay database has none
+// (adoptFirstSettings), then a look at the CouchDB upstreams' salt when
+// the relay database has none (so that it adopts theirs and forwards as
+// is), then one runner per upstream and the settings' reconcileLoop.
 func (b *bridge) start() {
 	b.wg.Go(func() {
 		if _, salt, err := b.relaySalt(b.ctx); err == nil {
@@ -182,7 +193,9 @@ func (b *bridge) start() {
 			b.lastSalt = salt
 			b.saltStateMu.Unlock()
 		}
+		b.adoptFirstSettings(b.ctx)
 		b.adoptFirstSalt(b.ctx)
+		b.wg.Go(func() { b.reconcileLoop(b.ctx) })
 		for _, u := range b.ups {
 			if b.ctx.Err() != nil {
 				return
@@ -574,6 +587,10 @@ type upstream struct {
 	sessCancel context.CancelFunc // ends the current session
 	sessGen    uint64             // the bridge's gen when it started
 
+	// settingsBase is the upstream's vault settings after its last
+	// reconciliation (nil: not yet); guarded by the bridge's settingsMu.
+	settingsBase *negotiate.VaultSettings
+
 	mu          sync.Mutex
 	state       string
 	boundary    string
@@ -630,7 +647,7 @@ func newUpstream(b *bridge, spec upstreamSpec) (*upstream, error) {
 		if err != nil {
 			return nil, err
 		}
-		u.bucket, u.key = bk, bk.ID()
+		u.bucket, u.key = bk, bucketThrottleKey(spec)
 	}
 	return u, nil
 }
@@ -708,14 +725,12 @@ func (b *bridge) paramsChanged(ctx context.Context) {
 	}
 }
 
-// retry waits after a failure: d (doubled for the next time, up to
-// maxRetry) for a transient one, maxRetry for a permanent one. It
-// returns false when ctx ended.
-func retry(ctx context.Context, d *time.Duration, permanent bool) bool {
+// retry waits after a failure: d, doubled for the next time up to
+// maxRetry, whether the failure is transient or permanent (the third
+// argument, permanent, sets the state, not the delay). It returns false
+// when ctx ended.
+func retry(ctx context.Context, d *time.Duration, _ bool) bool {
 	wait := *d
-	if permanent {
-		wait = maxRetry
-	}
 	*d = min(2**d, maxRetry)
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -738,7 +753,8 @@ func permanent(err error) bool {
 			return true
 		}
 	}
-	return errors.Is(err, errSaltDiffers) || errors.Is(err, engine.ErrDecrypt) || errors.Is(err, errPlainVault)
+	return errors.Is(err, errSaltDiffers) || errors.Is(err, engine.ErrDecrypt) || errors.Is(err, errPlainVault) ||
+		errors.Is(err, errSettingsDiffer)
 }
 
 func (u *upstream) setState(s string) {
@@ -805,6 +821,18 @@ func explainUpstreamErr(spec upstreamSpec, err error) string {
 			return "authentication failed: " + keys + ": " + err.Error()
 		}
 		return "authentication failed: check access_key, the secret key (secret_key_file or secret_key_env) and region: " + err.Error()
+	}
+	if spec.kind == kindCouchDB && (errors.Is(err, engine.ErrNotFound) || errors.Is(err, errNoUpstreamDatabase)) {
+		// Only a missing database fails a session with not-found: an
+		// absent document is an answer, never an error, there.
+		return fmt.Sprintf("the database %q does not exist on the server %s (or was deleted): create it there "+
+			"(the relay never creates an upstream database), or fix database = %q of upstream %q: %v",
+			spec.couch.Database, strings.TrimSuffix(spec.couch.URL, "/"), spec.couch.Database, spec.name, err)
+	}
+	if spec.kind == kindS3 && errors.Is(err, minio.ErrNoBucket) {
+		return fmt.Sprintf("the bucket %q does not exist on the server %s: create it there (the relay never creates buckets), "+
+			"or fix bucket = %q of upstream %q: %v", spec.s3.Bucket, strings.TrimSuffix(spec.location(), "/"+spec.s3.Bucket+"/"+spec.s3.Prefix),
+			spec.s3.Bucket, spec.name, err)
 	}
 	if spec.kind == kindS3 {
 		return withS3SettingKeys(err).Error()

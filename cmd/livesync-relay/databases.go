@@ -488,7 +488,8 @@ func (v *vaultStore) GetLocal(ctx context.Context, id string) (json.RawMessage, 
 
 // PutLocal writes a _local document; a write of the sync parameters may
 // rebuild the hold-back with the vault's codec (see vaultStore), and
-// reconnects the upstreams when the salt changed.
+// reconnects the upstreams when the salt changed; a write of the
+// milestone reconciles the upstreams' vault settings.
 func (v *vaultStore) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
 	_, err := write(v, func(s *holdback.Store) (struct{}, error) { return struct{}{}, s.PutLocal(ctx, id, doc) })
 	if err == nil && id == syncParamsLocalID {
@@ -498,6 +499,9 @@ func (v *vaultStore) PutLocal(ctx context.Context, id string, doc json.RawMessag
 		if v.bridge != nil {
 			v.bridge.paramsChanged(ctx)
 		}
+	}
+	if err == nil && id == milestoneLocalID && v.bridge != nil {
+		v.bridge.settingsChanged() // the upstreams take the vault's settings
 	}
 	return err
 }

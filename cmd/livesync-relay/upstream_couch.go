@@ -56,6 +56,9 @@ func (u *upstream) couchHandshake(ctx context.Context) (*recoder, error) {
 	if !ok {
 		return nil, &engine.Error{Op: "check database", DocID: u.spec.couch.Database, Stage: engine.StageProtocol, Err: errNoUpstreamDatabase}
 	}
+	if err := u.reconcileSettings(ctx); err != nil { // before the salt: a disagreeing upstream gets nothing
+		return nil, err
+	}
 	b := u.b
 	upRaw, upSalt, err := upstreamSalt(ctx, u.couch)
 	if err != nil {

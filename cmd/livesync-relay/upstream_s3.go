@@ -32,6 +32,22 @@ var openBucket = func(cfg minio.Config, log *slog.Logger) (bucketRemote, error) 
 	return minio.New(cfg)
 }
 
+// bucketThrottleKey is a bucket upstream's hunt throttle key and hold-back
+// source: "endpoint,bucket,prefix" with endpoint "http(s)://host[:port]",
+// one key per journal, its three parts kept apart. (It is not the
+// journal's checkpoint identity, minio.Bucket.ID, which must stay
+// byte-compatible with the plugin's.)
+func bucketThrottleKey(spec upstreamSpec) string {
+	ep := spec.s3.Endpoint
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+		if spec.s3.Secure {
+			ep = "https://" + spec.s3.Endpoint
+		}
+	}
+	return strings.Join([]string{strings.TrimSuffix(ep, "/"), spec.s3.Bucket, spec.s3.Prefix}, ",")
+}
+
 // errPlainVault: a bucket upstream declared e2ee = false met an encrypted
 // vault.
 var errPlainVault = errors.New("the vault uses end-to-end encryption, but this bucket upstream is configured with e2ee = false and the database has no passphrase")
@@ -62,6 +78,9 @@ func (u *upstream) bucketSession(ctx context.Context, gen uint64, delay *time.Du
 // it has none, as any client does), builds the relay database's codec
 // and the journal over codecView, and installs the chunk source.
 func (u *upstream) openJournal(ctx context.Context) (*journalsync.Journal, error) {
+	if err := u.reconcileSettings(ctx); err != nil {
+		return nil, err
+	}
 	params, err := u.bucket.EnsureSyncParameters(ctx)
 	if err != nil {
 		return nil, err
