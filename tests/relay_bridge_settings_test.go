@@ -141,6 +141,44 @@ func TestRelayBridgeSettings(t *testing.T) {
 	if ups["b"].State != "live" || ups["c"].State != "live" || ups["d"].State != "error" {
 		t.Errorf("states: b %s, c %s, d %s", ups["b"].State, ups["c"].State, ups["d"].State)
 	}
+	// "the throttle key separates endpoint, bucket and prefix" (item 4).
+	ep := "http://" + se.hostPort()
+	if se.secure {
+		ep = "https://" + se.hostPort()
+	}
+	if want := ep + "," + bk.Name() + "," + bk.Prefix(); ups["c"].Hunt.ThrottleKey != want {
+		t.Errorf("c's throttle key %q, want %q", ups["c"].Hunt.ThrottleKey, want)
+	}
+}
+
+// TestRelayBridgeMissingDatabase (issue 14 item 4): "upstream errors name
+// the upstream, the database or bucket, and the fix"; "the retry schedule
+// for an error state is the same backoff as for a transport error, not a
+// fixed 60 s" — three attempts within 15 s (1 s, then 2 s apart).
+func TestRelayBridgeMissingDatabase(t *testing.T) {
+	ce := couchServer(t)
+	missing := dbName(t)
+	r := upStartRelay(t, buildRelay(t), "", upCouch(ce, "b", ce.url, missing, "sync", "LSGO_UP_B"), "LSGO_UP_B="+ce.password)
+	u := r.waitUpstream(t, "b", func(u upUpstream) bool { return u.State == "error" })
+	for _, want := range []string{`database "` + missing + `"`, strings.TrimSuffix(ce.url, "/"), "create it there", `upstream "b"`} {
+		if !strings.Contains(u.LastError, want) {
+			t.Errorf("last_error lacks %q: %s", want, u.LastError)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for u.Errors < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d attempts in 15 s; the error state is not retried with the backoff: %+v", u.Errors, u)
+		}
+		<-tick.C
+		_, ups := r.status(t)
+		u = ups["b"]
+	}
+	if u.State != "error" {
+		t.Errorf("state %q after the retries", u.State)
+	}
 }
 
 // milestonePreferred reads the PREFERRED tweak set of the milestone
