@@ -606,6 +606,14 @@ type upstream struct {
 	pushed      uint64 // documents written to the upstream
 	lastPulled  int    // the current run's last progress counts
 	lastPushed  int
+
+	// Resets of the upstream seen (upstream_identity.go), the last one's
+	// time and reason; upSeq is its update_seq at the last identity check.
+	resets          uint64
+	lastReset       time.Time
+	lastResetReason string
+	upSeq           string
+	lagCache        lagCache
 }
 
 // upstreamSource is the engine.ChunkSource of one connected upstream,
@@ -686,6 +694,10 @@ func (u *upstream) run(ctx context.Context) {
 			return
 		case ended || errors.Is(err, errSaltChanged):
 			u.log.Info("the database's vault salt changed: connecting again")
+			continue
+		case errors.Is(err, errUpstreamReset):
+			u.log.Warn("the upstream was reset: connecting again", "err", err)
+			u.setState(stateConnecting)
 			continue
 		}
 		u.failed(err)

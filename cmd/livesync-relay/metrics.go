@@ -105,7 +105,11 @@ var (
 		"1 while the upstream replicates (or, for a source-only upstream, answers), 0 while it connects, backs off or has failed.", "upstream")
 	descUpstreamState = desc("upstream_state", "1 for the upstream's state: connecting, catching-up, live, backoff, error, stopped.", "upstream", "state")
 	descUpstreamLag   = desc("upstream_lag",
-		"Changes pending on either side after the last batch (a bucket: packs not received yet); -1 while unknown.", "upstream")
+		"Documents either side does not have yet: upstream_lag_documents of both directions added (as lag in /status); -1 while unknown.", "upstream")
+	descUpstreamLagDir = desc("upstream_lag_documents",
+		"Documents the other side does not have yet, by direction: push (the relay's changes after the push position), pull (the upstream's changes after the pull position; a bucket: packs); as lag_push and lag_pull in /status; -1 while unknown.", "upstream", "direction")
+	descUpstreamResets = desc("upstream_resets_total",
+		"Resets of the upstream the relay noticed (database recreated, restored or wiped); each restarts replication from zero in both directions.", "upstream")
 	descUpstreamErrors = desc("upstream_errors_total", "Failures of the upstream's replication, handshake or chunk requests.", "upstream")
 	descUpstreamDocs   = desc("upstream_documents_total",
 		"Documents (a bucket: records) written to the relay (pull) or to the upstream (push).", "upstream", "direction")
@@ -126,7 +130,7 @@ var (
 // Describe sends the descriptions of the per-database metrics.
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHeldDocs, descHeldRevs, descHoldback, descSaveErrors, descPurgatory, descRemembered, descMode, descStoreSize,
-		descUpstreamUp, descUpstreamState, descUpstreamLag, descUpstreamErrors, descUpstreamDocs,
+		descUpstreamUp, descUpstreamState, descUpstreamLag, descUpstreamLagDir, descUpstreamResets, descUpstreamErrors, descUpstreamDocs,
 		descHuntRequests, descHuntChunks, descHuntInFlight, descHuntInWindow, descHuntQueued, descHuntMaxInFlight, descHuntMaxInWindow,
 		descHuntLimit, descHuntDocs, descHuntDone, descHuntHedges} {
 		ch <- d
@@ -190,6 +194,9 @@ func collectBridge(b *bridge, db string, gauge func(*prometheus.Desc, float64, .
 			gauge(descUpstreamState, v, db, u.Name, st)
 		}
 		gauge(descUpstreamLag, float64(u.Lag), db, u.Name)
+		gauge(descUpstreamLagDir, float64(u.LagPush), db, u.Name, "push")
+		gauge(descUpstreamLagDir, float64(u.LagPull), db, u.Name, "pull")
+		counter(descUpstreamResets, u.Resets, db, u.Name)
 		counter(descUpstreamErrors, u.Errors, db, u.Name)
 		counter(descUpstreamDocs, u.DocsPulled, db, u.Name, "pull")
 		counter(descUpstreamDocs, u.DocsPushed, db, u.Name, "push")

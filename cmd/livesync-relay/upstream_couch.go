@@ -28,6 +28,10 @@ var errNoUpstreamDatabase = errors.New("the database does not exist on the upstr
 // handshake: its hunt requests are all it does.
 func (u *upstream) couchSession(ctx context.Context, gen uint64, delay *time.Duration) error {
 	u.setState(stateConnecting)
+	mem, id, reason, err := u.couchIdentityStep(ctx)
+	if err != nil {
+		return err
+	}
 	rec, err := u.couchHandshake(ctx)
 	if err != nil {
 		return err
@@ -35,13 +39,39 @@ func (u *upstream) couchSession(ctx context.Context, gen uint64, delay *time.Dur
 	if u.b.gen.Load() != gen {
 		return errSaltChanged
 	}
+	remoteID, err := u.settleCouchIdentity(ctx, mem, id, reason)
+	if err != nil {
+		return err
+	}
+	if mem, err = u.loadMemory(ctx); err != nil {
+		return err
+	}
+	sctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	gate := &identityGate{u: u, end: end, mem: mem}
+	done := make(chan struct{})
+	go func() { defer close(done); gate.watch(sctx) }()
+	defer func() { end(nil); <-done }()
 	u.installCouchSource(rec)
 	if u.spec.mode == modeSource {
 		u.succeeded(stateLive)
-		<-ctx.Done()
+		<-sctx.Done()
+		return sessionErr(ctx, sctx)
+	}
+	err = u.replicateCouch(sctx, rec, remoteID, gate, delay)
+	if cause := sessionErr(ctx, sctx); cause != nil {
+		return cause
+	}
+	return err
+}
+
+// sessionErr is the reason the session's context sctx ended while its
+// parent ctx did not (a reset, a re-key), nil otherwise.
+func sessionErr(ctx, sctx context.Context) error {
+	if ctx.Err() != nil || sctx.Err() == nil {
 		return ctx.Err()
 	}
-	return u.replicateCouch(ctx, rec, delay)
+	return context.Cause(sctx)
 }
 
 // couchHandshake settles how documents cross the boundary: it gives the
@@ -167,17 +197,17 @@ func (u *upstream) installCouchSource(rec *recoder) {
 // replicateCouch runs the finite first replication, then live
 // replication until it fails or ctx ends. A successful batch resets
 // delay.
-func (u *upstream) replicateCouch(ctx context.Context, rec *recoder, delay *time.Duration) error {
+func (u *upstream) replicateCouch(ctx context.Context, rec *recoder, remoteID string, gate *identityGate, delay *time.Duration) error {
 	var remote engine.Endpoint = u.couch
 	if rec != nil {
 		remote = recodedEndpoint{Endpoint: u.couch, rec: rec}
 	}
-	remote = watchedEndpoint{Endpoint: remote, u: u}
+	remote = watchedEndpoint{Endpoint: remote, u: u, gate: gate}
 	cfg := replicate.Config{
 		Local:    pulledInto{vaultStore: u.b.v, source: u.key},
 		Remote:   remote,
 		LocalID:  "livesync-relay/" + u.b.uuid + "/" + u.b.db,
-		RemoteID: u.spec.location(),
+		RemoteID: remoteID, // the marker in it: a reset starts from zero
 		Progress: func(p replicate.Progress) { u.progress(p, delay) },
 		Log:      slog.New(&captureHandler{inner: u.log.Handler(), u: u}),
 	}
@@ -221,6 +251,9 @@ func (u *upstream) progress(p replicate.Progress, delay *time.Duration) {
 	switch p.Direction {
 	case replicate.Pull:
 		u.pullSeq, u.pullPending = p.LastSeq, p.Pending
+		if p.Pending < 0 { // express-pouchdb answers no pending
+			u.pullPending = seqLag(p.LastSeq, u.upSeq)
+		}
 		u.pulled += uint64(countDelta(&u.lastPulled, p.DocsWritten))
 	case replicate.Push:
 		u.pushSeq, u.pushPending = p.LastSeq, p.Pending
@@ -387,13 +420,28 @@ func (h *captureHandler) WithGroup(name string) slog.Handler {
 // watchedEndpoint marks the upstream live again when a request to it
 // succeeds after the replicator reported a failure (its reconnection
 // starts by reading the checkpoint), so /status does not show a backoff
-// that is over while the feed waits for changes.
+// that is over while the feed waits for changes. After a failed request
+// the next one first passes the identity gate: an upstream that came
+// back reset is noticed before the replicator reads or writes anything
+// on it.
 type watchedEndpoint struct {
 	engine.Endpoint
-	u *upstream
+	u    *upstream
+	gate *identityGate
+}
+
+// before passes the gate (nil: no gate).
+func (w watchedEndpoint) before(ctx context.Context) error {
+	if w.gate == nil {
+		return nil
+	}
+	return w.gate.before(ctx)
 }
 
 func (w watchedEndpoint) ok(err error) {
+	if w.gate != nil {
+		w.gate.after(err)
+	}
 	if err != nil {
 		return
 	}
@@ -406,44 +454,67 @@ func (w watchedEndpoint) ok(err error) {
 }
 
 func (w watchedEndpoint) Info(ctx context.Context) (engine.EndpointInfo, error) {
+	if err := w.before(ctx); err != nil {
+		return engine.EndpointInfo{}, err
+	}
 	i, err := w.Endpoint.Info(ctx)
 	w.ok(err)
 	return i, err
 }
 
 func (w watchedEndpoint) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
+	if err := w.before(ctx); err != nil {
+		return engine.ChangesPage{}, err
+	}
 	p, err := w.Endpoint.Changes(ctx, req)
 	w.ok(err)
 	return p, err
 }
 
 func (w watchedEndpoint) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
+	if err := w.before(ctx); err != nil {
+		return nil, err
+	}
 	m, err := w.Endpoint.RevsDiff(ctx, revs)
 	w.ok(err)
 	return m, err
 }
 
 func (w watchedEndpoint) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	if err := w.before(ctx); err != nil {
+		return nil, err
+	}
 	d, err := w.Endpoint.BulkGet(ctx, revs)
 	w.ok(err)
 	return d, err
 }
 
 func (w watchedEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	if err := w.before(ctx); err != nil {
+		return nil, err
+	}
 	r, err := w.Endpoint.BulkDocs(ctx, docs)
 	w.ok(err)
 	return r, err
 }
 
 func (w watchedEndpoint) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
+	if err := w.before(ctx); err != nil {
+		return nil, err
+	}
 	d, err := w.Endpoint.GetLocal(ctx, id)
-	if err == nil || errors.Is(err, engine.ErrNotFound) {
-		w.ok(nil)
+	if errors.Is(err, engine.ErrNotFound) {
+		w.ok(nil) // an absent checkpoint is an answer
+	} else {
+		w.ok(err)
 	}
 	return d, err
 }
 
 func (w watchedEndpoint) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	if err := w.before(ctx); err != nil {
+		return err
+	}
 	err := w.Endpoint.PutLocal(ctx, id, doc)
 	w.ok(err)
 	return err

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
 )
 
 // upstreamStatus is one upstream in /status. Nothing in it is secret:
@@ -25,16 +28,31 @@ type upstreamStatus struct {
 	// journal: the last pack sent).
 	LastSeq string `json:"last_seq"`
 	PushSeq string `json:"push_seq"`
-	// Lag is how far behind the relay knows it is: changes pending on
-	// either side after the last batch, or packs not received yet; -1
-	// while unknown.
-	Lag         int        `json:"lag"`
-	DocsPulled  uint64     `json:"docs_pulled"`
-	DocsPushed  uint64     `json:"docs_pushed"`
-	Errors      uint64     `json:"errors"`
-	LastError   string     `json:"last_error"`
-	LastErrorAt *time.Time `json:"last_error_at"`
-	LastSuccess *time.Time `json:"last_success"`
+	// LagPush is the number of the relay database's documents the
+	// upstream does not have yet: the relay's changes after the push
+	// position, counted in the relay's feed at the time of the request
+	// (a bucket: the changes pending after its last pass). LagPull is
+	// the upstream's changes after the pull position, from its pending
+	// count or its update_seq (an upper bound), refreshed after every
+	// batch and identity check (a bucket: packs not received yet). 0 for
+	// a direction the mode does not replicate; -1 while unknown.
+	LagPush int `json:"lag_push"`
+	LagPull int `json:"lag_pull"`
+	// Lag is LagPush + LagPull (-1 while both are unknown): never 0
+	// while either side is behind.
+	Lag int `json:"lag"`
+	// Resets counts the resets of the upstream the relay noticed (its
+	// database recreated, restored or wiped: see upstream_identity.go);
+	// each restarts replication from zero in both directions.
+	Resets          uint64     `json:"resets"`
+	LastReset       *time.Time `json:"last_reset"`
+	LastResetReason string     `json:"last_reset_reason,omitempty"`
+	DocsPulled      uint64     `json:"docs_pulled"`
+	DocsPushed      uint64     `json:"docs_pushed"`
+	Errors          uint64     `json:"errors"`
+	LastError       string     `json:"last_error"`
+	LastErrorAt     *time.Time `json:"last_error_at"`
+	LastSuccess     *time.Time `json:"last_success"`
 	// Hunt is the upstream's throttle key in the database's hunt.
 	Hunt sourceStatus `json:"hunt"`
 }
@@ -97,7 +115,7 @@ func (b *bridge) snapshot() ([]upstreamStatus, huntStatus) {
 	}
 	ups := make([]upstreamStatus, 0, len(b.ups))
 	for _, u := range b.ups {
-		ups = append(ups, u.status(sources[u.key]))
+		ups = append(ups, u.status(sources[u.key], u.pushLag(b.ctx)))
 	}
 	return ups, huntStatus{
 		Documents: hs.Docs, Hunting: hs.Hunting, Waiting: hs.Waiting, InFlight: hs.InFlight,
@@ -106,18 +124,81 @@ func (b *bridge) snapshot() ([]upstreamStatus, huntStatus) {
 	}
 }
 
-func (u *upstream) status(src sourceStatus) upstreamStatus {
+func (u *upstream) status(src sourceStatus, pushLag int) upstreamStatus {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	pullLag := u.pullPending
+	switch u.spec.mode {
+	case modePull:
+		pushLag = 0
+	case modePush:
+		pullLag = 0
+	case modeSource:
+		pushLag, pullLag = 0, 0
+	}
 	s := upstreamStatus{
 		Name: u.spec.name, Kind: u.spec.kind, Mode: u.spec.mode, Location: u.spec.location(),
 		ChunksOnline: u.spec.chunksOnline, DirectFetch: u.spec.directFetch,
 		State: u.state, Boundary: u.boundary, LastSeq: u.pullSeq, PushSeq: u.pushSeq,
-		Lag: lag(u.pullPending, u.pushPending), DocsPulled: u.pulled, DocsPushed: u.pushed,
+		LagPush: pushLag, LagPull: pullLag, Lag: lag(pullLag, pushLag),
+		Resets: u.resets, LastReset: timePtr(u.lastReset), LastResetReason: u.lastResetReason,
+		DocsPulled: u.pulled, DocsPushed: u.pushed,
 		Errors: u.errs, LastError: u.lastErr, LastErrorAt: timePtr(u.lastErrAt), LastSuccess: timePtr(u.lastOK),
 		Hunt: src,
 	}
 	return s
+}
+
+// lagCache keeps the last push lag counted, for as long as neither the
+// push position nor the relay database's update_seq moved.
+type lagCache struct {
+	pushSeq, relaySeq string
+	n                 int
+	ok                bool
+}
+
+// pushLag counts the relay database's documents after the push position
+// (the changes feed lists each document once): what the upstream does
+// not have yet. A bucket upstream reports its own count (pushPending).
+func (u *upstream) pushLag(ctx context.Context) int {
+	u.mu.Lock()
+	seq, pending, c := u.pushSeq, u.pushPending, u.lagCache
+	u.mu.Unlock()
+	if u.couch == nil || u.spec.mode == modePull || u.spec.mode == modeSource {
+		return pending
+	}
+	info, err := u.b.v.Info(ctx)
+	if err != nil {
+		return -1
+	}
+	if c.ok && c.pushSeq == seq && c.relaySeq == info.UpdateSeq {
+		return c.n
+	}
+	page, err := u.b.v.Changes(ctx, engine.ChangesRequest{Since: seq})
+	if err != nil {
+		return -1
+	}
+	n := len(page.Results)
+	u.mu.Lock()
+	if u.pushSeq == seq {
+		u.lagCache = lagCache{pushSeq: seq, relaySeq: info.UpdateSeq, n: n, ok: true}
+	}
+	u.mu.Unlock()
+	return n
+}
+
+// refreshPullLag sets the pull lag from the upstream's update_seq (an
+// upper bound) unless a batch reported the exact count since.
+func (u *upstream) refreshPullLag(updateSeq string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.upSeq = updateSeq
+	if u.spec.mode == modePush || u.state != stateLive && u.state != stateCatchingUp {
+		return
+	}
+	if n := seqLag(u.pullSeq, updateSeq); n >= 0 {
+		u.pullPending = n
+	}
 }
 
 // up reports whether the upstream works now (for the up metric).
