@@ -141,6 +141,41 @@ func TestRelayBridgeSettings(t *testing.T) {
 	if ups["b"].State != "live" || ups["c"].State != "live" || ups["d"].State != "error" {
 		t.Errorf("states: b %s, c %s, d %s", ups["b"].State, ups["c"].State, ups["d"].State)
 	}
+	// A lock written through the relay (as the plugin's "lock the
+	// remote" does) reaches B and the bucket, with the locking device's
+	// chunk range; D, which disagrees, gets nothing.
+	raw, err := r.db.GetLocal(ctxT(t), "obsydian_livesync_milestone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := negotiate.ParseMilestone(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr.Lock("relay-device", negotiate.CouchDBChunkRange, false)
+	if err := r.db.PutLocal(ctxT(t), "obsydian_livesync_milestone", mustMarshal(t, mr)); err != nil {
+		t.Fatal(err)
+	}
+	lockedBy := func(raw []byte) bool {
+		m, err := negotiate.ParseMilestone(raw)
+		if err != nil {
+			return false
+		}
+		_, hasRange := m.NodeChunkInfo["relay-device"]
+		return m.Locked && strings.Join(m.AcceptedNodes, ",") == "relay-device" && hasRange
+	}
+	upPoll(t, "the lock on B", func() bool {
+		raw, err := b.GetLocal(ctxT(t), "obsydian_livesync_milestone")
+		return err == nil && lockedBy(raw)
+	}, nil)
+	upPoll(t, "the lock in the bucket", func() bool {
+		raw, err := bk.GetMilestone(ctxT(t))
+		return err == nil && lockedBy(raw)
+	}, nil)
+	if after, err := d.GetLocal(ctxT(t), "obsydian_livesync_milestone"); err != nil || string(after) != string(rawD) {
+		t.Errorf("D's milestone changed after the lock:\n%s", after)
+	}
+
 	// "the throttle key separates endpoint, bucket and prefix" (item 4).
 	ep := "http://" + se.hostPort()
 	if se.secure {
