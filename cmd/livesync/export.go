@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
@@ -352,6 +353,10 @@ const (
 func exportPath(p string, hidden bool) (rel string, v exportVerdict, why string) {
 	internal := false
 	switch {
+	case !docid.IsTargetPath(p, true):
+		// The plugin never writes these (its flag files, its logs,
+		// foreign namespaces): nor does export.
+		return "", exportSkip, ""
 	case strings.HasPrefix(p, "i:"):
 		if !hidden {
 			return "", exportSkip, ""
@@ -365,8 +370,8 @@ func exportPath(p string, hidden bool) (rel string, v exportVerdict, why string)
 	}
 	p = strings.ReplaceAll(p, "\\", "/")
 	clean := path.Clean("/" + p)[1:]
-	if clean == "" || clean != strings.Trim(p, "/") || strings.HasPrefix(clean, "../") || clean == ".." {
-		return "", exportRefuse, "not a clean path inside the vault (\"..\", \".\", \"//\" or empty)"
+	if clean == "" || clean != p || strings.HasPrefix(clean, "../") || clean == ".." {
+		return "", exportRefuse, "not a clean path inside the vault (\"..\", \".\", \"//\", a leading or trailing \"/\", or empty)"
 	}
 	for _, part := range strings.Split(clean, "/") {
 		switch {

@@ -150,6 +150,12 @@ func TestExportPath(t *testing.T) {
 		{"", false, "", exportRefuse},
 		{"bell\a.md", false, "", exportRefuse},
 		{"nul\x00.md", false, "", exportRefuse},
+		{"dir/", false, "", exportRefuse},
+		{"/abs.md", false, "", exportRefuse},
+		{"redflag.md", false, "", exportSkip},
+		{"flag_fetch.md", false, "", exportSkip},
+		{"livesync_log_2026.md", false, "", exportSkip},
+		{"sub/redflag.md", false, "sub/redflag.md", exportWrite},
 	} {
 		rel, v, why := exportPath(tc.path, tc.hidden)
 		if rel != tc.rel || v != tc.v || (v == exportRefuse) != (why != "") {

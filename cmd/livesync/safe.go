@@ -17,9 +17,10 @@ import (
 // "\a", "\u202e", "\xff"). Ids, paths, keys and error texts that come
 // from a remote, a pack or a dump go through safe before every human
 // print: a hostile writer could otherwise retitle the terminal, hide
-// lines, or forge output. Backslashes are kept, so a printed "\x1b" is
-// ambiguous with a path holding those four characters; the --json output
-// (escaped by encoding/json) is the exact form.
+// lines, or forge output. A backslash is doubled, as %q does, so a printed
+// "\x1b" is always an escape, and invisible format characters (U+200B,
+// U+2060, U+FEFF, U+00AD, U+180E) are escaped so two names cannot print
+// alike; the --json output (escaped by encoding/json) is the exact form.
 func safe(s string) string {
 	i := 0
 	for i < len(s) {
@@ -65,6 +66,15 @@ func unsafeRune(r rune, size int) bool {
 	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
 		return true
 	case r == 0x2028 || r == 0x2029:
+		return true
+	case r == '\\':
+		// Escaped too, so that a printed "\x1b" can only be an escape.
+		return true
+	case r == 0x200B || r == 0x2060 || r == 0xFEFF || r == 0x00AD || r == 0x180E:
+		// Invisible format characters (zero-width space, word joiner,
+		// byte order mark, soft hyphen, Mongolian vowel separator) would
+		// make two names print alike. The joiners of emoji and Persian
+		// (U+200C, U+200D) stay.
 		return true
 	}
 	return false

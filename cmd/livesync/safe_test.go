@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -24,7 +25,9 @@ func TestSafe(t *testing.T) {
 		{"Ünïcode Ñame.md", "Ünïcode Ñame.md"},
 		{"資料/概要.md", "資料/概要.md"},
 		{"emoji 👨‍👩‍👧 and ZWNJ می‌خواهم", "emoji 👨‍👩‍👧 and ZWNJ می‌خواهم"},
-		{`back\slash "quoted"`, `back\slash "quoted"`},
+		{`back\slash "quoted"`, `back\\slash "quoted"`},
+		{`lit\x1b.md`, `lit\\x1b.md`},
+		{"zero\u200bwidth \ufeffbom soft\u00adhyphen", `zero\u200bwidth \ufeffbom soft\u00adhyphen`},
 		{"title\x1b]0;pwned\a.md", `title\x1b]0;pwned\a.md`},
 		{"nul\x00byte", `nul\x00byte`},
 		{"csi \x1b[2J\x1b[31mred", `csi \x1b[2J\x1b[31mred`},
@@ -54,9 +57,16 @@ func FuzzSafe(f *testing.F) {
 			t.Fatalf("safe(%q) = %q: not UTF-8", s, out)
 		}
 		for _, r := range out {
-			if unsafeRune(r, utf8.RuneLen(r)) {
+			if r != '\\' && unsafeRune(r, utf8.RuneLen(r)) {
 				t.Fatalf("safe(%q) = %q holds %U", s, out, r)
 			}
+		}
+		// Every backslash in the output starts an escape, so the output
+		// reads back unambiguously.
+		if u, err := strconv.Unquote(`"` + strings.ReplaceAll(out, `"`, `\"`) + `"`); err != nil {
+			t.Fatalf("safe(%q) = %q does not read back: %v", s, out, err)
+		} else if utf8.ValidString(s) && u != s {
+			t.Fatalf("safe(%q) = %q reads back as %q", s, out, u)
 		}
 		if !strings.ContainsFunc(s, func(r rune) bool { return unsafeRune(r, utf8.RuneLen(r)) }) && utf8.ValidString(s) && out != s {
 			t.Fatalf("safe(%q) = %q changed printable text", s, out)
