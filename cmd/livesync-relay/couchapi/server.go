@@ -120,7 +120,7 @@ const (
 	accServer                   // a valid user, or anonymous when anonymous reads are allowed
 	accRead                     // read the database
 	accWrite                    // write documents of the database
-	accDBAdmin                  // create or delete the database
+	accDBAdmin                  // create or delete the database: server admins only
 	accDBMaintain               // compact or configure the database: as accDBAdmin, with the store open
 )
 
@@ -332,7 +332,11 @@ func (s *Server) authorize(q *request, acc access) *apiError {
 		}
 		return errDBForbidden
 	case accDBAdmin, accDBMaintain:
-		if u != nil && (u.admin || u.dbs[q.db]) {
+		// Creating and deleting a database take a server admin, as in
+		// CouchDB: a user listed for a database (a device's credentials)
+		// must not be able to destroy the vault and its history. Listed
+		// users may compact and configure it.
+		if u != nil && (u.admin || acc == accDBMaintain && u.dbs[q.db]) {
 			return nil
 		}
 		if u == nil {
