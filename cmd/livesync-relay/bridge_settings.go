@@ -11,6 +11,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
@@ -282,13 +283,29 @@ func (b *bridge) settingsChanged() {
 // reconcileLoop reconciles the connected upstreams whenever the relay
 // database's milestone was written, until ctx ends. An upstream that now
 // disagrees has its session ended, so that its next handshake reports
-// the difference.
+// the difference. When the milestone changed the vault codec's settings
+// (vaultStore.rekey), every session ends: they encode and re-encrypt
+// with the codec they started with.
 func (b *bridge) reconcileLoop(ctx context.Context) {
+	codecSettings := func() livesync.Settings {
+		if c, _ := b.v.currentCodec(); c != nil {
+			return c.Settings()
+		}
+		return livesync.Settings{}
+	}
+	last := codecSettings()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.settingsWake:
+		}
+		if cur := codecSettings(); cur != last {
+			last = cur
+			b.log.Info("the vault's settings changed its codec: the upstreams connect again")
+			for _, u := range b.ups {
+				u.endSession()
+			}
 		}
 		for _, u := range b.ups {
 			if u.source() == nil {
@@ -300,14 +317,20 @@ func (b *bridge) reconcileLoop(ctx context.Context) {
 			switch {
 			case errors.Is(err, errSettingsDiffer):
 				u.log.Warn("the upstream's vault settings no longer agree with the vault's: disconnecting", "err", err)
-				u.sessMu.Lock()
-				if u.sessCancel != nil {
-					u.sessCancel()
-				}
-				u.sessMu.Unlock()
+				u.endSession()
 			case err != nil && ctx.Err() == nil:
 				u.log.Warn("reconciling the vault settings failed; the next connection retries", "err", err)
 			}
 		}
 	}
+}
+
+// endSession ends the upstream's current session; its runner connects
+// again at once.
+func (u *upstream) endSession() {
+	u.sessMu.Lock()
+	if u.sessCancel != nil {
+		u.sessCancel()
+	}
+	u.sessMu.Unlock()
 }

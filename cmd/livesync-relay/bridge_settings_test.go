@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -97,6 +100,54 @@ func tweaks(t *testing.T, encrypt bool) negotiate.TweakValues {
 	tv := negotiate.NewVaultTweaks()
 	if err := tv.Set("encrypt", encrypt); err != nil {
 		t.Fatal(err)
+	}
+	return tv
+}
+
+// "The relay's own database always answers with the vault's real
+// milestone" (issue 14 item 1), and encodes with it: a client writes the
+// sync parameters before its milestone, so the codec built at the salt
+// assumed E2EE with obfuscated paths until a restart. The milestone's
+// PREFERRED now rebuilds it at once.
+func TestMilestoneRebuildsTheVaultCodec(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "vault.passphrase"), []byte("codec settings passphrase\n"), 0o600)
+	cfg := filepath.Join(dir, "relay.toml")
+	os.WriteFile(cfg, []byte("[[databases]]\nname = \"vault\"\npassphrase_file = \"vault.passphrase\"\n"), 0o600)
+	rn := startAdmin(t, filepath.Join(dir, "data"), "--config", cfg)
+	salt, err := negotiate.NewSalt(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
+	rn.admin("PUT", "/vault/_local/obsidian_livesync_sync_parameters", string(params), 201)
+	var v *vaultStore
+	for _, s := range rn.r.dbs.vaults() {
+		if s.name == "vault" {
+			v = s
+		}
+	}
+	if c, _ := v.currentCodec(); c == nil || !c.Settings().PathObfuscation {
+		t.Fatalf("before the milestone: %+v", c)
+	}
+	now := time.Now()
+	m := negotiate.NewMilestone("device", now)
+	m.Register("device", negotiate.CouchDBChunkRange, negotiate.DeviceInfo{DeviceName: "device"},
+		tweaksWith(t, "encrypt", true, "usePathObfuscation", false), now)
+	raw, _ := json.Marshal(m)
+	rn.admin("PUT", "/vault/_local/obsydian_livesync_milestone", string(raw), 201)
+	if c, _ := v.currentCodec(); c == nil || c.Settings().PathObfuscation || !c.Settings().Encrypt {
+		t.Fatal("after a milestone without path obfuscation, the codec still obfuscates paths (or does not encrypt)")
+	}
+}
+
+func tweaksWith(t *testing.T, kv ...any) negotiate.TweakValues {
+	t.Helper()
+	tv := negotiate.NewVaultTweaks()
+	for i := 0; i < len(kv); i += 2 {
+		if err := tv.Set(kv[i].(string), kv[i+1]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return tv
 }

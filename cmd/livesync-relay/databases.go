@@ -329,8 +329,10 @@ func isDeletedLocal(raw []byte) bool {
 
 // rekey rebuilds the hold-back with the vault's codec when the salt it
 // was built with changed (the first client wrote it, or a rebuilt vault
-// replaced it). The old hold-back saves its state; the new one resumes
-// it, so nothing held is lost.
+// replaced it), or the settings the milestone's PREFERRED gives it did
+// (a client writes the sync parameters before the milestone, and the
+// bridge may adopt an upstream's milestone). The old hold-back saves its
+// state; the new one resumes it, so nothing held is lost.
 func (v *vaultStore) rekey(ctx context.Context) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -342,7 +344,7 @@ func (v *vaultStore) rekey(ctx context.Context) {
 		v.log.Warn("the vault's sync parameters could not be read; the hold-back keeps its current mode", "err", err)
 		return
 	}
-	if codec == nil || bytes.Equal(salt, v.salt) {
+	if codec == nil || bytes.Equal(salt, v.salt) && v.codec != nil && v.codec.Settings() == codec.Settings() {
 		return
 	}
 	old := v.cur.Load()
@@ -500,8 +502,13 @@ func (v *vaultStore) PutLocal(ctx context.Context, id string, doc json.RawMessag
 			v.bridge.paramsChanged(ctx)
 		}
 	}
-	if err == nil && id == milestoneLocalID && v.bridge != nil {
-		v.bridge.settingsChanged() // the upstreams take the vault's settings
+	if err == nil && id == milestoneLocalID {
+		if v.passphrase != "" {
+			v.rekey(ctx) // PREFERRED may change the codec's settings
+		}
+		if v.bridge != nil {
+			v.bridge.settingsChanged() // the upstreams take the vault's settings
+		}
 	}
 	return err
 }
