@@ -30,6 +30,57 @@ func TestRelayUpstreamReset(t *testing.T) {
 	t.Run("Recreated", func(t *testing.T) { testUpstreamRecreated(t, bin) })
 	t.Run("Rekeyed", func(t *testing.T) { testUpstreamRekeyed(t, bin) })
 	t.Run("CatchUpLag", func(t *testing.T) { testUpstreamCatchUpLag(t, bin) })
+	t.Run("BucketWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin) })
+}
+
+// "The same holds for a bucket whose packs were wiped": every object of
+// bucket C is deleted (packs, salt, milestone, as a rebuild does); the
+// relay notices the new journal epoch, finds its last pack gone, and
+// sends everything again, so a device that sets up on C afterwards reads
+// every note.
+func testUpstreamBucketWiped(t *testing.T, bin string) {
+	ce, se := couchServer(t), s3Server(t)
+	name := dbName(t)
+	b, codec, _ := upCouchClient(t, name)
+	notes := rsNotes(t, b, codec, "Wiped", 100)
+	bk, _ := freshBucket(t)
+	r := upStartRelay(t, bin, "", upCouch(ce, "b", ce.url, name, "sync", "LSGO_UP_B")+upBucket(se, bk, "c", "sync", "LSGO_UP_C", ""),
+		"LSGO_UP_B="+ce.password, "LSGO_UP_C="+se.secret)
+	var first string
+	for id := range notes {
+		first = id
+		break
+	}
+	dev := newUpDevice(t, bk, "before-the-wipe")
+	upPoll(t, "the notes in the bucket", func() bool { return dev.readNote(t, first) == notes[first] }, nil)
+	// Quiet first: every held note released (a release is a write the
+	// relay sends on), C caught up.
+	want := rsDocCount(t, b)
+	var got int64
+	upPoll(t, "B's documents in the relay", func() bool { got = rsDocCount(t, r.db); return got == want },
+		func() string { return fmt.Sprintf("%d of %d", got, want) })
+	r.waitUpstream(t, "c", func(u upUpstream) bool { return upLive(u) && u.Lag == 0 })
+
+	n, err := bk.Reset(ctxT(t))
+	if err != nil || n == 0 {
+		t.Fatalf("wiping the bucket: %d objects, %v", n, err)
+	}
+	var s rsUpstream
+	upPoll(t, "the relay to refill the bucket", func() bool {
+		s = rsStatus(t, r, "c")
+		return s.Resets >= 1 && s.State == "live" && s.Lag == 0
+	}, func() string { return fmt.Sprintf("%+v\n%s", s, r.p.output()) })
+	rsAgree(t, r, "c")
+	after := newUpDevice(t, bk, "after-the-wipe")
+	i := 0
+	for id, text := range notes {
+		if got := after.readNote(t, id); got != text {
+			t.Fatalf("note %s from the wiped bucket: %q, want %q", id, got, text)
+		}
+		if i++; i == 20 {
+			break
+		}
+	}
 }
 
 // rsUpstream is the part of an upstream's /status these tests read.

@@ -614,6 +614,7 @@ type upstream struct {
 	lastResetReason string
 	upSeq           string
 	lagCache        lagCache
+	epoch           string // a bucket's journal epoch when its session opened
 }
 
 // upstreamSource is the engine.ChunkSource of one connected upstream,

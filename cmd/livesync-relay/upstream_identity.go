@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
@@ -387,4 +388,25 @@ func (g *identityGate) watch(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// checkBucketEpoch rereads a bucket's sync parameters after every pass:
+// a new journal epoch (its salt object rewritten, as after a wipe) ends
+// the session with errUpstreamReset, and the next one opens the journal
+// with the new epoch, which tells a wipe (the last pack the relay sent
+// is gone: everything is sent again, ResendAfterWipe) from a re-key that
+// kept the packs. A bucket emptied of everything gets a new salt here,
+// as any first client would give it.
+func (u *upstream) checkBucketEpoch(ctx context.Context) error {
+	params, err := u.bucket.EnsureSyncParameters(ctx)
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	old := u.epoch
+	u.mu.Unlock()
+	if e := negotiate.JournalEpoch(params); e != old {
+		return fmt.Errorf("%w: the bucket's journal epoch changed", errUpstreamReset)
+	}
+	return nil
 }

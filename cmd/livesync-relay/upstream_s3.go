@@ -100,6 +100,11 @@ func (u *upstream) openJournal(ctx context.Context) (*journalsync.Journal, error
 	view := &codecView{v: u.b.v, codec: codec, source: u.key, plain: plain}
 	j, err := journalsync.New(journalsync.Config{
 		Local: view, Remote: u.bucket, Cipher: cipher, Epoch: negotiate.JournalEpoch(params),
+		// A wiped bucket gets everything again (upstream_identity.go).
+		ResendAfterWipe: true,
+		OnWipe: func() {
+			u.noteReset("the bucket was wiped or set up again (a new journal epoch)")
+		},
 		DirectFetch: u.spec.directFetch, Progress: u.journalProgress,
 		Log: u.log.With("component", "journal"),
 	})
@@ -127,6 +132,9 @@ func (u *upstream) openJournal(ctx context.Context) (*journalsync.Journal, error
 		return res, nil
 	}})
 	u.setBoundary(boundaryEncode)
+	u.mu.Lock()
+	u.epoch = negotiate.JournalEpoch(params)
+	u.mu.Unlock()
 	return j, nil
 }
 
@@ -188,6 +196,11 @@ func (u *upstream) followJournal(ctx context.Context, j *journalsync.Journal, de
 		case <-t.C:
 		case <-wake:
 			t.Stop()
+		}
+		// Before a pass, so that nothing is sealed for a bucket wiped
+		// meanwhile (upstream_identity.go).
+		if err := u.checkBucketEpoch(ctx); err != nil {
+			return err
 		}
 	}
 }

@@ -43,6 +43,19 @@ type Config struct {
 	// received/sent bookkeeping starts over (FORMAT.md §6.5). Empty skips
 	// the check.
 	Epoch string
+	// ResendAfterWipe takes every new epoch (after one was recorded and
+	// packs were sent) as a wipe, without probing for the last sent pack
+	// (a wipe still deleting may not have reached it; packs sealed under
+	// the old salt are lost to devices on the new one anyway), and makes
+	// a wipe also forget lastLocalSeq, so that the next Send packs every
+	// local change again, as ResetCheckpoint does. For a replica that
+	// must refill the bucket (a relay bridging it). Without it
+	// lastLocalSeq is kept, as upstream keeps it: only changes made after
+	// it are sent again.
+	ResendAfterWipe bool
+	// OnWipe, if set, is called when a wipe is detected, before the
+	// operation that detected it continues.
+	OnWipe func()
 
 	// Activity, if set, is the boundary of every run (*activity.Tracker):
 	// Receive and Sync run inside RunFinite, Send inside RunBounded.

@@ -202,13 +202,20 @@ func (j *Journal) checkEpoch(ctx context.Context) error {
 	}
 	j.mu.Lock()
 	same := j.st.epoch == j.cfg.Epoch
+	known := j.st.epoch != ""
 	lastSent := j.st.maxSent
 	j.mu.Unlock()
 	if same {
 		return nil
 	}
 	wiped := false
-	if lastSent != "" {
+	switch {
+	case j.cfg.ResendAfterWipe && known && lastSent != "":
+		// No probe: a wipe in progress may not have reached the last
+		// pack yet, and packs sealed under the old salt are lost to
+		// devices on the new one anyway.
+		wiped = true
+	case lastSent != "":
 		target := j.key(lastSent)
 		keys, err := j.cfg.Remote.List(ctx, target[:len(target)-1])
 		if err != nil {
@@ -217,15 +224,21 @@ func (j *Journal) checkEpoch(ctx context.Context) error {
 		wiped = !slices.Contains(keys, target)
 	}
 	j.mu.Lock()
-	if wiped {
+	switch {
+	case wiped && j.cfg.ResendAfterWipe:
+		j.st.reset()
+	case wiped:
 		j.st.wipe()
 	}
 	j.st.epoch = j.cfg.Epoch
 	j.mu.Unlock()
 	if wiped {
 		j.cfg.Log.Warn("journalsync: journal epoch changed and the last sent pack is gone: the bucket was wiped; starting over",
-			"source", j.cfg.Remote.ID(), "last_sent", lastSent)
+			"source", j.cfg.Remote.ID(), "last_sent", lastSent, "resend", j.cfg.ResendAfterWipe)
 		j.src.reset()
+		if j.cfg.OnWipe != nil {
+			j.cfg.OnWipe()
+		}
 	} else {
 		j.cfg.Log.Info("journalsync: journal epoch changed; the bucket still holds the last sent pack, bookkeeping kept",
 			"source", j.cfg.Remote.ID())

@@ -355,3 +355,33 @@ func TestEpochFirstSeen(t *testing.T) {
 		t.Fatalf("epoch %q received %d", cp.epoch, cp.receivedFiles.len())
 	}
 }
+
+// TestEpochWipeResend: with ResendAfterWipe a wiped bucket gets every
+// local change again (lastLocalSeq forgotten too), and OnWipe is told.
+// Without it only changes made after the wipe would be sent.
+func TestEpochWipeResend(t *testing.T) {
+	ctx := t.Context()
+	bucket := newMemObjects("w/")
+	st := newStore(t)
+	putFile(t, st, "a.md", "first")
+	putFile(t, st, "b.md", "second")
+	wipes := 0
+	cfg := Config{Local: st, Remote: bucket, Epoch: "2:salt-a", Now: stepClock(t0 + 60_000), ResendAfterWipe: true, OnWipe: func() { wipes++ }}
+	if _, err := newJournal(t, cfg).Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(bucket.packKeys()); n == 0 {
+		t.Fatal("nothing sent")
+	}
+	for _, k := range bucket.packKeys() {
+		bucket.remove(k)
+	}
+	cfg.Epoch = "2:salt-b"
+	res, err := newJournal(t, cfg).Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wipes != 1 || res.RecordsSent < 2 || len(bucket.packKeys()) == 0 {
+		t.Fatalf("after the wipe: wipes %d, result %+v, packs %d", wipes, res, len(bucket.packKeys()))
+	}
+}
