@@ -143,10 +143,11 @@ type compactionConfig struct {
 	KeepRevisionBodies int `toml:"keep_revision_bodies"`
 }
 
-// holdbackConfig is the [holdback] table: how many documents the
-// hold-back of each database keeps held at once. Zero values mean the
-// engine's defaults (engine/holdback: 10,000 per database, 2,000 per
-// user); negative ones are an error.
+// holdbackConfig is the [holdback] table: how many documents, and chunk
+// ids of their held revisions, the hold-back of each database keeps held
+// at once. Zero values mean the engine's defaults (engine/holdback:
+// 10,000 documents per database, 2,000 per user; 1,000,000 chunk ids per
+// database, 200,000 per user); negative ones are an error.
 type holdbackConfig struct {
 	// MaxHeldDocuments is the most documents one database holds at once,
 	// from any user or upstream (holdback.Config.MaxHeldDocuments).
@@ -154,6 +155,13 @@ type holdbackConfig struct {
 	// MaxHeldDocumentsPerUser is the most documents one database holds
 	// at once for one user's pushes (holdback.Config.MaxHeldPerOwner).
 	MaxHeldDocumentsPerUser int `toml:"max_held_documents_per_user"`
+	// MaxHeldChunkIDs is the most chunk ids the held revisions of one
+	// database need together (holdback.Config.MaxHeldChunkIDs): memory
+	// grows with it.
+	MaxHeldChunkIDs int `toml:"max_held_chunk_ids"`
+	// MaxHeldChunkIDsPerUser is MaxHeldChunkIDs for one user's pushes
+	// (holdback.Config.MaxHeldChunkIDsPerOwner).
+	MaxHeldChunkIDsPerUser int `toml:"max_held_chunk_ids_per_user"`
 }
 
 // holdbackConfig combines [purgatory] and [holdback] into the engine's
@@ -164,6 +172,10 @@ func (c *fileConfig) holdbackConfig() holdback.Config {
 	hc.MaxHeldPerOwner = c.Holdback.MaxHeldDocumentsPerUser
 	hc.MaxHeldDocumentsName = "[holdback] max_held_documents in the relay's configuration"
 	hc.MaxHeldPerOwnerName = "[holdback] max_held_documents_per_user in the relay's configuration"
+	hc.MaxHeldChunkIDs = c.Holdback.MaxHeldChunkIDs
+	hc.MaxHeldChunkIDsPerOwner = c.Holdback.MaxHeldChunkIDsPerUser
+	hc.MaxHeldChunkIDsName = "[holdback] max_held_chunk_ids in the relay's configuration"
+	hc.MaxHeldChunkIDsPerOwnerName = "[holdback] max_held_chunk_ids_per_user in the relay's configuration"
 	return hc
 }
 
@@ -303,6 +315,12 @@ func (c *fileConfig) validate() error {
 	}
 	if c.Holdback.MaxHeldDocumentsPerUser < 0 {
 		bad("holdback.max_held_documents_per_user is negative: give 0 for the default (%d) or a positive limit", holdback.DefaultMaxHeldPerOwner)
+	}
+	if c.Holdback.MaxHeldChunkIDs < 0 {
+		bad("holdback.max_held_chunk_ids is negative: give 0 for the default (%d) or a positive limit", holdback.DefaultMaxHeldChunkIDs)
+	}
+	if c.Holdback.MaxHeldChunkIDsPerUser < 0 {
+		bad("holdback.max_held_chunk_ids_per_user is negative: give 0 for the default (%d) or a positive limit", holdback.DefaultMaxHeldChunkIDsPerOwner)
 	}
 	if err := c.Hunt.config().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("hunt: %w", err))

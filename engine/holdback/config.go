@@ -29,6 +29,21 @@ const (
 	DefaultMaxHeldRevisions = 100
 )
 
+// Defaults of the limits on the chunk ids of held revisions
+// (Config.MaxHeldChunkIDs, Config.MaxHeldChunkIDsPerOwner). Each held
+// revision keeps its distinct chunk ids in memory until it leaves: about
+// 140 bytes each in the holding area and the purgatory (measured with
+// 200,000 ids), some 50 more in the hunt's copy. The document limits
+// alone let one user hold tens of gigabytes (2,000 notes of 50,000 chunk
+// ids each). A held note is rare (see above) and a large one rarer, but
+// a 50 MB text note, the relay's document limit, has some tens of
+// thousands of chunks: one user may hold a few such revisions at once,
+// and a database about 200 MB of chunk ids at most.
+const (
+	DefaultMaxHeldChunkIDs         = 1_000_000
+	DefaultMaxHeldChunkIDsPerOwner = 200_000
+)
+
 // Config configures a Store. The zero value means every default.
 type Config struct {
 	// Purgatory configures the purgatory core: first-hunt delays (3 min
@@ -63,6 +78,21 @@ type Config struct {
 	// (which releases the document) is never refused. 0 means
 	// DefaultMaxHeldRevisions (100); negative is invalid.
 	MaxHeldRevisions int
+	// MaxHeldChunkIDs is the most chunk ids the held revisions of the
+	// Store need together (each revision's distinct chunk ids, counted
+	// once per revision): the memory of the holding area grows with it,
+	// not with the number of documents. A metadata revision that would
+	// pass it is refused (TooManyHeld), as one past MaxHeldDocuments.
+	// 0 means DefaultMaxHeldChunkIDs (1,000,000); negative is invalid.
+	MaxHeldChunkIDs int
+	// MaxHeldChunkIDsPerOwner is MaxHeldChunkIDs for the documents that
+	// count against one owner (see MaxHeldPerOwner). 0 means
+	// DefaultMaxHeldChunkIDsPerOwner (200,000); negative is invalid.
+	MaxHeldChunkIDsPerOwner int
+	// MaxHeldChunkIDsName and MaxHeldChunkIDsPerOwnerName name these two
+	// limits in a refusal's reason. Empty means "the limit of held chunk
+	// ids per database" and "the limit of held chunk ids per user".
+	MaxHeldChunkIDsName, MaxHeldChunkIDsPerOwnerName string
 	// MaxHeldDocumentsName and MaxHeldPerOwnerName name the two limits
 	// in the reason of a refusal, so that its reader knows what to
 	// raise (the relay gives its configuration keys). Empty means
@@ -92,6 +122,12 @@ func (c Config) Validate() error {
 	if c.MaxHeldRevisions < 0 {
 		errs = append(errs, fmt.Errorf("holdback: MaxHeldRevisions %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldRevisions, DefaultMaxHeldRevisions))
 	}
+	if c.MaxHeldChunkIDs < 0 {
+		errs = append(errs, fmt.Errorf("holdback: MaxHeldChunkIDs %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldChunkIDs, DefaultMaxHeldChunkIDs))
+	}
+	if c.MaxHeldChunkIDsPerOwner < 0 {
+		errs = append(errs, fmt.Errorf("holdback: MaxHeldChunkIDsPerOwner %d is negative: give 0 for the default (%d) or a positive limit", c.MaxHeldChunkIDsPerOwner, DefaultMaxHeldChunkIDsPerOwner))
+	}
 	if err := c.Purgatory.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -110,6 +146,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxHeldRevisions == 0 {
 		c.MaxHeldRevisions = DefaultMaxHeldRevisions
+	}
+	if c.MaxHeldChunkIDs == 0 {
+		c.MaxHeldChunkIDs = DefaultMaxHeldChunkIDs
+	}
+	if c.MaxHeldChunkIDsPerOwner == 0 {
+		c.MaxHeldChunkIDsPerOwner = DefaultMaxHeldChunkIDsPerOwner
+	}
+	if c.MaxHeldChunkIDsName == "" {
+		c.MaxHeldChunkIDsName = "the limit of held chunk ids per database"
+	}
+	if c.MaxHeldChunkIDsPerOwnerName == "" {
+		c.MaxHeldChunkIDsPerOwnerName = "the limit of held chunk ids per user"
 	}
 	if c.MaxHeldDocumentsName == "" {
 		c.MaxHeldDocumentsName = "the limit of held documents per database"

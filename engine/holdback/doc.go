@@ -67,7 +67,12 @@
 // documents held already count against Config.MaxHeldRevisions (100 per
 // document) instead, and one that is complete is never refused: it
 // releases its document (late binding). A slot is free again when its document is released, superseded or
-// expired. Held documents and their owners survive a restart; a limit
+// expired. A held revision also keeps its chunk ids in memory (about
+// 140 bytes each), so Config.MaxHeldChunkIDs (default 1,000,000) and
+// Config.MaxHeldChunkIDsPerOwner (200,000) bound the chunk ids the held
+// revisions need, each revision's distinct ids counted: a revision with
+// chunks missing that would pass either is refused the same way.
+// Held documents and their owners survive a restart; a limit
 // lowered below what is held refuses new ones until enough left.
 // HeldFirst lists a bounded number of held documents for /status.
 //

@@ -33,6 +33,12 @@ type Stats struct {
 	// MaxHeldDocuments and MaxHeldPerOwner are the limits in force
 	// (Config with its defaults).
 	MaxHeldDocuments, MaxHeldPerOwner int
+	// ChunkIDs is a gauge: the chunk ids the held revisions need (each
+	// revision's distinct ids), which Config.MaxHeldChunkIDs bounds.
+	ChunkIDs int
+	// MaxHeldChunkIDs and MaxHeldChunkIDsPerOwner are the limits in
+	// force (Config with its defaults).
+	MaxHeldChunkIDs, MaxHeldChunkIDsPerOwner int
 	// Refused counts metadata revisions refused because holding them
 	// would have exceeded a limit (answered TooManyHeld).
 	Refused uint64
@@ -78,6 +84,7 @@ type counters struct {
 // listed what it holds.
 type hrev struct {
 	gen uint64
+	ids int // distinct chunk ids of the revision, counted in Store.ids
 }
 
 // Store is a store.Store that holds back pushed metadata revisions whose
@@ -106,6 +113,8 @@ type Store struct {
 	held    map[string]map[string]*hrev // doc -> rev -> state; a document is in it while it has a revision
 	owners  map[string]string           // held doc -> the owner it counts against (none: not in it)
 	owned   map[string]int              // owner -> documents in owners
+	ids     int                         // chunk ids of the held revisions (hrev.ids summed)
+	ownIDs  map[string]int              // owner -> ids of the revisions of its documents
 	indexed map[string]struct{}         // documents the last index write listed; nil = unknown
 	gen     uint64
 	n       counters
@@ -143,7 +152,7 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	s := &Store{
 		cfg: cfg, log: cfg.Logger, inner: deps.Inner, codec: codec, decrypt: deps.Codec != nil,
 		area: area{inner: deps.Inner},
-		held: map[string]map[string]*hrev{}, owners: map[string]string{}, owned: map[string]int{},
+		held: map[string]map[string]*hrev{}, owners: map[string]string{}, owned: map[string]int{}, ownIDs: map[string]int{},
 	}
 	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter, Release: s.release})
 	if err != nil {
@@ -222,6 +231,7 @@ func (s *Store) Stats() Stats {
 		SaveErrors: s.n.saveErrors, Purgatory: ps,
 		Documents: len(s.held), MaxHeldDocuments: s.cfg.MaxHeldDocuments, MaxHeldPerOwner: s.cfg.MaxHeldPerOwner,
 		Refused: s.n.refused, HeldByOwner: maps.Clone(s.owned),
+		ChunkIDs: s.ids, MaxHeldChunkIDs: s.cfg.MaxHeldChunkIDs, MaxHeldChunkIDsPerOwner: s.cfg.MaxHeldChunkIDsPerOwner,
 	}
 	for _, revs := range s.held {
 		st.Held += len(revs)
@@ -433,6 +443,15 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 			results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 			continue // held already: the client sent it again
 		}
+		n := distinct(j.r.Chunks)
+		if reason := s.tooManyIDsLocked(j.id, n); j.missing && reason != "" { // a complete revision releases the note
+			results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev, Error: TooManyHeld, Reason: reason}
+			refused = append(refused, i)
+			if len(revs) == 0 {
+				s.unclaimLocked(j.id)
+			}
+			continue
+		}
 		if n := len(revs); j.missing && n >= s.cfg.MaxHeldRevisions {
 			results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev, Error: TooManyHeld, Reason: fmt.Sprintf(
 				"this note already has %d revisions waiting for their chunks (the limit), so this revision's metadata was not stored. "+
@@ -441,7 +460,7 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 			continue
 		}
 		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
-		revs[j.rev] = &hrev{}
+		s.addRevLocked(j.id, j.rev, n)
 		todo = append(todo, i)
 		if bodies[j.id] == nil {
 			bodies[j.id] = map[string]heldBody{}
@@ -542,6 +561,55 @@ func (s *Store) fullLocked(owner string) string {
 	return ""
 }
 
+// distinct returns how many distinct ids are in ids.
+func distinct(ids []engine.ChunkID) int {
+	if len(ids) < 2 {
+		return len(ids)
+	}
+	return len(slices.Compact(slices.Sorted(slices.Values(ids))))
+}
+
+// tooManyIDsLocked returns why holding a revision of doc (claimed
+// already) that needs n distinct chunk ids would exceed a limit, or "".
+func (s *Store) tooManyIDsLocked(doc string, n int) string {
+	const advice = "so this note's metadata was not stored. Push the notes' chunks before their metadata " +
+		"(a note is served only once all its chunks are stored), wait until held notes are released or expire, or raise "
+	if s.ids+n > s.cfg.MaxHeldChunkIDs {
+		return fmt.Sprintf("this database's held notes already wait for %d chunk ids and this revision needs %d more, past its limit of %d, %s%s",
+			s.ids, n, s.cfg.MaxHeldChunkIDs, advice, s.cfg.MaxHeldChunkIDsName)
+	}
+	owner, ok := s.owners[doc]
+	if !ok {
+		return ""
+	}
+	if have := s.ownIDs[owner]; have+n > s.cfg.MaxHeldChunkIDsPerOwner {
+		return fmt.Sprintf("user %q's held notes in this database already wait for %d chunk ids and this revision needs %d more, past the per-user limit of %d, %s%s",
+			owner, have, n, s.cfg.MaxHeldChunkIDsPerOwner, advice, s.cfg.MaxHeldChunkIDsPerOwnerName)
+	}
+	return ""
+}
+
+// addRevLocked puts rev, needing n distinct chunk ids, in the holding
+// area of doc (claimed already) and counts its ids.
+func (s *Store) addRevLocked(doc, rev string, n int) {
+	s.held[doc][rev] = &hrev{ids: n}
+	s.ids += n
+	if owner, ok := s.owners[doc]; ok {
+		s.ownIDs[owner] += n
+	}
+}
+
+// uncountLocked takes a revision of doc leaving the holding area out of
+// the counts of chunk ids; doc is still claimed.
+func (s *Store) uncountLocked(doc string, h *hrev) {
+	s.ids -= h.ids
+	if owner, ok := s.owners[doc]; ok {
+		if s.ownIDs[owner] -= h.ids; s.ownIDs[owner] <= 0 {
+			delete(s.ownIDs, owner)
+		}
+	}
+}
+
 // claimLocked makes doc held (no revision yet), counted against owner,
 // and returns its revisions.
 func (s *Store) claimLocked(doc, owner string) map[string]*hrev {
@@ -572,7 +640,13 @@ func (s *Store) dropLocked(doc string, drop func(rev string) bool) {
 	if revs == nil {
 		return
 	}
-	maps.DeleteFunc(revs, func(r string, _ *hrev) bool { return drop(r) })
+	maps.DeleteFunc(revs, func(r string, h *hrev) bool {
+		if drop(r) {
+			s.uncountLocked(doc, h)
+			return true
+		}
+		return false
+	})
 	if len(revs) == 0 {
 		s.unclaimLocked(doc)
 	}
@@ -712,6 +786,7 @@ func (s *Store) save(ctx context.Context) {
 				continue
 			}
 			gone[doc] = append(gone[doc], rev)
+			s.uncountLocked(doc, h)
 			delete(revs, rev)
 			s.n.dropped++
 		}
@@ -779,7 +854,11 @@ func (s *Store) resume(ctx context.Context) error {
 			if s.held[doc] == nil {
 				s.claimLocked(doc, h.Owner) // over a lowered limit, it stays held
 			}
-			s.held[doc][rev] = &hrev{}
+			n := 0
+			if j := classify(s.codec, hb.Body); j.kind == kindMeta {
+				n = distinct(j.r.Chunks)
+			}
+			s.addRevLocked(doc, rev, n)
 		}
 		s.mu.Unlock()
 	}

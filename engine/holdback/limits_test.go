@@ -251,7 +251,7 @@ func TestHeldFirst(t *testing.T) {
 }
 
 func TestConfigLimitsValidate(t *testing.T) {
-	for _, c := range []Config{{MaxHeldDocuments: -1}, {MaxHeldPerOwner: -1}, {MaxHeldRevisions: -1}} {
+	for _, c := range []Config{{MaxHeldDocuments: -1}, {MaxHeldPerOwner: -1}, {MaxHeldRevisions: -1}, {MaxHeldChunkIDs: -1}, {MaxHeldChunkIDsPerOwner: -1}} {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "negative") {
 			t.Errorf("%+v: Validate() = %v", c, err)
 		}
@@ -294,6 +294,89 @@ func TestMaxHeldRevisions(t *testing.T) {
 		synctest.Wait()
 		if r.rev("x.md") != "5-r5" || r.s.Stats().Documents != 0 {
 			t.Fatalf("x.md = %q, %+v", r.rev("x.md"), r.s.Stats())
+		}
+	})
+}
+
+// chunkIDs returns n chunk ids h:<prefix>-<i>.
+func chunkIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("h:%s-%d", prefix, i)
+	}
+	return out
+}
+
+// Issue 13 (second probe): "Hold-back memory is capped by document
+// count but not by document size. 20 held documents, each listing
+// 50,000 missing chunk ids, raised heap in use by 528 MiB." The chunk ids
+// of held revisions are bounded per database and per user: a revision
+// past either limit is refused (TooManyHeld, naming the limit), ids count
+// once per revision and distinct within it, and leave with the revision
+// (released, or across a restart).
+func TestMaxHeldChunkIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{MaxHeldChunkIDs: 250, MaxHeldChunkIDsPerOwner: 100, MaxHeldChunkIDsPerOwnerName: "[holdback] max_held_chunk_ids_per_user"}
+		r := newRig(t, cfg, Deps{Inner: openBolt(t, path)})
+		// 60 distinct ids (a repeated id counts once) then 40 more: 100.
+		if got := refusedIDs(t, r.pushAs("alice", meta("a0.md", "1-a", append(chunkIDs("a0", 60), "h:a0-1", "h:a0-2")...))); got != nil {
+			t.Fatalf("refused %v", got)
+		}
+		if got := refusedIDs(t, r.pushAs("alice", meta("a1.md", "1-a", chunkIDs("a1", 40)...))); got != nil {
+			t.Fatalf("refused %v", got)
+		}
+		// One more id, in a new note or a new revision of a held one: refused.
+		res := r.pushAs("alice", meta("a2.md", "1-a", "h:a2"), metaHist("a1.md", "2-b", []string{"a"}, chunkIDs("a1", 41)...))
+		if got := refusedIDs(t, res); fmt.Sprint(got) != "[a2.md a1.md]" {
+			t.Fatalf("alice past her ids: refused %v", got)
+		}
+		for _, want := range []string{`user "alice"'s held notes in this database already wait for 100 chunk ids`, "raise [holdback] max_held_chunk_ids_per_user"} {
+			if !strings.Contains(res[0].Reason, want) {
+				t.Errorf("reason %q does not say %q", res[0].Reason, want)
+			}
+		}
+		// The refused new note took no document slot.
+		if st := r.s.Stats(); st.Documents != 2 || st.ChunkIDs != 100 || st.MaxHeldChunkIDs != 250 || fmt.Sprint(st.HeldByOwner) != "map[alice:2]" {
+			t.Fatalf("stats %+v", st)
+		}
+		// Others have their own ids, up to the database's limit.
+		if got := refusedIDs(t, r.pushAs("bob", meta("b0.md", "1-a", chunkIDs("b0", 100)...))); got != nil {
+			t.Fatalf("bob refused %v", got)
+		}
+		res, err := r.s.BulkDocsFrom(bg, "upstream:1", []json.RawMessage{meta("u0.md", "1-a", chunkIDs("u0", 51)...), meta("u1.md", "1-a", chunkIDs("u1", 50)...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := refusedIDs(t, res); fmt.Sprint(got) != "[u0.md]" || !strings.Contains(res[0].Reason, "the limit of held chunk ids per database") {
+			t.Fatalf("pulled past the database's ids: %+v", res)
+		}
+		// A complete revision is never refused, and a release gives the
+		// ids back.
+		var chunks []json.RawMessage
+		for _, id := range chunkIDs("a1", 41) {
+			chunks = append(chunks, chunk(id))
+		}
+		if got := refusedIDs(t, r.pushAs("alice", append(chunks, metaHist("a1.md", "2-b", []string{"a"}, chunkIDs("a1", 41)...))...)); got != nil {
+			t.Fatalf("a complete revision refused: %v", got)
+		}
+		synctest.Wait()
+		if st := r.s.Stats(); st.ChunkIDs != 210 || st.Documents != 3 {
+			t.Fatalf("after a release: %+v", st)
+		}
+		if err := r.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The counts survive a restart.
+		r = newRig(t, cfg, Deps{Inner: openBolt(t, path)})
+		if st := r.s.Stats(); st.ChunkIDs != 210 {
+			t.Fatalf("after restart: %+v", st)
+		}
+		if got := refusedIDs(t, r.pushAs("alice", meta("a3.md", "1-a", chunkIDs("a3", 41)...))); fmt.Sprint(got) != "[a3.md]" {
+			t.Fatalf("alice after restart: refused %v", got)
+		}
+		if got := refusedIDs(t, r.pushAs("alice", meta("a3.md", "1-a", chunkIDs("a3", 40)...))); got != nil {
+			t.Fatalf("alice within her ids after restart: refused %v", got)
 		}
 	})
 }

@@ -42,7 +42,7 @@ func (p *Purgatory) tick() {
 	p.mu.Lock()
 	ready := map[string]struct{}{}
 	for _, id := range ids {
-		for doc := range p.byChunk[id] {
+		for _, doc := range p.byChunk[id] {
 			e := p.entries[doc]
 			if e == nil {
 				continue

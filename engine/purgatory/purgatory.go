@@ -194,7 +194,7 @@ type Purgatory struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
-	byChunk map[engine.ChunkID]map[string]struct{} // missing chunk -> docs
+	byChunk map[engine.ChunkID][]string // missing chunk -> docs (a slice: usually one, and far smaller than a map per chunk)
 	mem     map[memKey]memory
 	marks   map[string]mark // doc -> last released revision
 	n       counters
@@ -224,7 +224,7 @@ func New(cfg Config, deps Deps) (*Purgatory, error) {
 	p := &Purgatory{
 		cfg: cfg, deps: deps, log: cfg.Logger,
 		entries: map[string]*entry{},
-		byChunk: map[engine.ChunkID]map[string]struct{}{},
+		byChunk: map[engine.ChunkID][]string{},
 		mem:     map[memKey]memory{},
 		marks:   map[string]mark{},
 		kick:    make(chan struct{}, 1),
@@ -589,12 +589,9 @@ func (p *Purgatory) enqueueLocked(e *entry, delay time.Duration) {
 
 func (p *Purgatory) index(e *entry, hr *heldRev) {
 	for id := range hr.missing {
-		docs := p.byChunk[id]
-		if docs == nil {
-			docs = map[string]struct{}{}
-			p.byChunk[id] = docs
+		if docs := p.byChunk[id]; !slices.Contains(docs, e.doc) {
+			p.byChunk[id] = append(docs, e.doc)
 		}
-		docs[e.doc] = struct{}{}
 	}
 }
 
@@ -614,11 +611,10 @@ func (p *Purgatory) unindex(e *entry, hr *heldRev) {
 		if other {
 			continue
 		}
-		if docs := p.byChunk[id]; docs != nil {
-			delete(docs, e.doc)
-			if len(docs) == 0 {
-				delete(p.byChunk, id)
-			}
+		if docs := slices.DeleteFunc(p.byChunk[id], func(d string) bool { return d == e.doc }); len(docs) > 0 {
+			p.byChunk[id] = docs
+		} else {
+			delete(p.byChunk, id)
 		}
 	}
 }
