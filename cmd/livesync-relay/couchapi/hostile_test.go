@@ -45,9 +45,21 @@ func TestLimiterBudgets(t *testing.T) {
 		if _, _, ok := lm.reserve(addr, "alice", true, t0.Add(10*time.Second)); !ok {
 			t.Fatalf("alice's failure from %s refused within her budget", addr)
 		}
+		lm.failed(addr, "alice", t0.Add(10*time.Second))
 	}
-	if _, wait, ok := lm.reserve("d", "alice", true, t0.Add(10*time.Second)); ok || wait != 10*time.Second {
-		t.Fatalf("alice past her budget, from a fresh address: ok %v wait %s, want refused, 10s", ok, wait)
+	if _, wait, ok := lm.reserve("b", "alice", true, t0.Add(10*time.Second)); ok || wait != 10*time.Second {
+		t.Fatalf("alice past her budget, from an address that failed as her: ok %v wait %s, want refused, 10s", ok, wait)
+	}
+	// Past her budget, an address that did not fail as alice is still
+	// checked (issue 13: guessers must not lock her out), spending only
+	// its own budget: e has 3.
+	for i := range 3 {
+		if _, _, ok := lm.reserve("e", "alice", true, t0.Add(10*time.Second)); !ok {
+			t.Fatalf("alice past her budget, from a fresh address, check %d: refused", i+1)
+		}
+	}
+	if _, _, ok := lm.reserve("e", "alice", true, t0.Add(10*time.Second)); ok {
+		t.Fatal("e past its own budget")
 	}
 	// A refused reservation spends nothing: address d still has 3, and
 	// unknown names spend only the address's budget.
@@ -65,6 +77,59 @@ func TestLimiterBudgets(t *testing.T) {
 		if _, _, ok := off.reserve("a", "alice", true, t0); !ok {
 			t.Fatal("a limit turned off refused")
 		}
+	}
+}
+
+// Issue 13: guessers from several addresses who keep a user's budget
+// empty do not lock the user out. After 72 wrong passwords from 6
+// addresses (the user's budget of 30 spent, and one guess every 6 s
+// keeping it empty), the right password is checked and accepted from a
+// fresh address and from one that logged in before from a guessing
+// address (it shares it), while a guesser's address gets no further
+// check until the user's budget would have refilled.
+func TestLoginGuessersDoNotLockOut(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lm := newLimiter(LoginLimits{})
+	lm.succeeded("10.0.0.1", "admin", t0.Add(-24*time.Hour)) // a device that synced yesterday
+	guessers := []string{"192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.13", "192.0.2.14", "192.0.2.15"}
+	now := t0
+	refused := 0
+	for i := range 72 {
+		addr := guessers[i%len(guessers)]
+		if _, _, ok := lm.reserve(addr, "admin", true, now); ok {
+			lm.failed(addr, "admin", now)
+		} else {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("72 guesses from 6 addresses: none refused")
+	}
+	for _, g := range guessers {
+		if _, _, ok := lm.reserve(g, "admin", true, now); ok {
+			t.Fatalf("guesser %s checked again with the user's budget empty", g)
+		}
+	}
+	// One guess every 6 s keeps the user's budget empty.
+	for i := range 10 {
+		now = now.Add(DefaultFailureInterval)
+		if _, _, ok := lm.reserve(guessers[i%6], "admin", true, now); ok {
+			lm.failed(guessers[i%6], "admin", now)
+		}
+	}
+	for _, addr := range []string{"198.51.100.2", "10.0.0.1"} {
+		res, wait, ok := lm.reserve(addr, "admin", true, now)
+		if !ok {
+			t.Fatalf("the right password from %s: refused (wait %s) because of other addresses' failures", addr, wait)
+		}
+		lm.refund(res)
+		lm.succeeded(addr, "admin", now)
+	}
+	// A guesser's address is checked again once the user's budget would
+	// have refilled: one guess per refill time, not one per interval.
+	later := now.Add(DefaultFailuresPerUser * DefaultFailureInterval)
+	if _, _, ok := lm.reserve(guessers[0], "admin", true, later); !ok {
+		t.Fatal("a guesser's address refused after the refill time")
 	}
 }
 

@@ -90,21 +90,112 @@ type bucket struct {
 	last   time.Time
 }
 
+// rememberLogins is how long an address that logged in as a user
+// keeps passing that user's budget when it is empty (see limiter).
+const rememberLogins = 30 * 24 * time.Hour
+
+// maxRememberedPairs caps each of the limiter's maps of (user, address)
+// pairs: the logins remembered and the recent failures.
+const maxRememberedPairs = 1 << 14
+
+// pair is a user name and a client address (clientAddress).
+type pair struct{ user, addr string }
+
 // limiter holds the failure budgets of addresses and users.
+//
+// A user's budget bounds the guesses at one password from everywhere,
+// but guessers who keep it empty must not lock the user out. So when it
+// is empty a check is still made, spending only the address's budget,
+// for an address that logged in as that user in the last 30 days
+// (loggedIn), or that has not failed as that user since the user's
+// budget would have refilled (failedAs): a guesser's address gets one
+// guess per refill time (30 × 6 s by default), not one per interval,
+// and a user's device, old or new, is never refused for failures made
+// elsewhere. When failedAs is full every unknown address counts as
+// failed (the old lockout, under a guessing network of that size).
 type limiter struct {
 	capAddr, capUser float64 // 0: off
 	every            time.Duration
 
-	mu    sync.Mutex
-	addrs map[string]*bucket
-	users map[string]*bucket
+	mu       sync.Mutex
+	addrs    map[string]*bucket
+	users    map[string]*bucket
+	loggedIn map[pair]time.Time // last successful login
+	failedAs map[pair]time.Time // last failed login
 }
 
 func newLimiter(l LoginLimits) *limiter {
 	return &limiter{
 		capAddr: float64(max(0, l.perAddress())), capUser: float64(max(0, l.perUser())), every: l.interval(),
 		addrs: map[string]*bucket{}, users: map[string]*bucket{},
+		loggedIn: map[pair]time.Time{}, failedAs: map[pair]time.Time{},
 	}
+}
+
+// refillTime is how long an empty user budget takes to refill.
+func (lm *limiter) refillTime() time.Duration { return time.Duration(lm.capUser * float64(lm.every)) }
+
+// passesEmptyUser reports whether addr may check a password of user
+// while the user's budget is empty. The caller holds mu.
+func (lm *limiter) passesEmptyUser(addr, user string, now time.Time) bool {
+	k := pair{user, addr}
+	if t, ok := lm.loggedIn[k]; ok && now.Sub(t) < rememberLogins {
+		return true
+	}
+	if t, ok := lm.failedAs[k]; ok && now.Sub(t) < lm.refillTime() {
+		return false
+	}
+	if len(lm.failedAs) >= maxRememberedPairs {
+		prune(lm.failedAs, now, lm.refillTime())
+		return len(lm.failedAs) < maxRememberedPairs
+	}
+	return true
+}
+
+// prune deletes the entries of m older than ttl.
+func prune(m map[pair]time.Time, now time.Time, ttl time.Duration) {
+	for k, t := range m {
+		if now.Sub(t) >= ttl {
+			delete(m, k)
+		}
+	}
+}
+
+// failed records a wrong password for a configured user from addr.
+func (lm *limiter) failed(addr, user string, now time.Time) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.capUser == 0 {
+		return
+	}
+	if len(lm.failedAs) >= maxRememberedPairs {
+		prune(lm.failedAs, now, lm.refillTime())
+		if len(lm.failedAs) >= maxRememberedPairs {
+			return // full: unknown addresses count as failed anyway
+		}
+	}
+	lm.failedAs[pair{user, addr}] = now
+}
+
+// succeeded records a correct password for user from addr.
+func (lm *limiter) succeeded(addr, user string, now time.Time) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.capUser == 0 {
+		return
+	}
+	k := pair{user, addr}
+	delete(lm.failedAs, k)
+	if _, ok := lm.loggedIn[k]; !ok && len(lm.loggedIn) >= maxRememberedPairs {
+		prune(lm.loggedIn, now, rememberLogins)
+		for k := range lm.loggedIn { // still full: forget one
+			if len(lm.loggedIn) < maxRememberedPairs {
+				break
+			}
+			delete(lm.loggedIn, k)
+		}
+	}
+	lm.loggedIn[k] = now
 }
 
 // refill brings b up to now; a new bucket is full.
@@ -145,8 +236,10 @@ type reservation struct {
 }
 
 // reserve spends one failure from the address's budget and, for a
-// configured user, the user's, before a password is checked. When either
-// is empty nothing is spent and wait says when to try again.
+// configured user, the user's, before a password is checked. When the
+// address's budget is empty, or the user's and the address may not pass
+// it (passesEmptyUser), nothing is spent and wait says when to try
+// again.
 func (lm *limiter) reserve(addr, user string, known bool, now time.Time) (res reservation, wait time.Duration, ok bool) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
@@ -163,8 +256,10 @@ func (lm *limiter) reserve(addr, user string, known bool, now time.Time) (res re
 			b = &bucket{}
 			lm.users[user] = b
 		}
-		res.user = b
-		need, caps = append(need, b), append(caps, lm.capUser)
+		if lm.refill(b, lm.capUser, now); b.tokens >= 1 || !lm.passesEmptyUser(addr, user, now) {
+			res.user = b
+			need, caps = append(need, b), append(caps, lm.capUser)
+		}
 	}
 	for i, b := range need {
 		lm.refill(b, caps[i], now)
@@ -321,9 +416,13 @@ func (a *authenticator) verify(ctx context.Context, addr string, acc *account, n
 	}
 	<-a.slots
 	if !good {
+		if acc != nil {
+			a.limits.failed(addr, name, a.now())
+		}
 		return nil, errUnauthorized
 	}
 	a.limits.refund(res)
+	a.limits.succeeded(addr, name, a.now())
 	a.mu.Lock()
 	a.verified[name] = verifiedEntry{mac: mac, expires: a.now().Add(verifiedTTL)}
 	a.mu.Unlock()
