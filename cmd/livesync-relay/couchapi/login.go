@@ -31,8 +31,12 @@ const (
 // user name has a budget of failed logins (a token bucket): a failed
 // login, by POST /_session or by wrong Basic credentials on any request,
 // spends one; one comes back every FailureInterval. A login checked while
-// its budget is empty is answered 429 with Retry-After, before any key
-// derivation. Credentials verified in the last few minutes skip the
+// its address's budget is empty is answered 429 with Retry-After, before
+// any key derivation. While a user's budget is empty, only addresses that
+// failed as that user within the time it takes to refill are refused so;
+// others, and addresses that logged in as the user in the last 30 days,
+// are still checked within their own budget, so that guessers cannot
+// lock the user out. Credentials verified in the last few minutes skip the
 // budgets and the key derivation altogether (a cache compared in constant
 // time), so a user whose device is syncing is not locked out by someone
 // guessing their password. The zero value means the defaults; a negative
