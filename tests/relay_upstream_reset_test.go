@@ -282,7 +282,14 @@ func testUpstreamRecreated(t *testing.T, bin string) {
 	ctx := ctxT(t)
 
 	// Within the backoff delay: B is unreachable, recreated empty, back.
+	// While it is away the relay says so (the replicator's typed retry
+	// reports, not its log), in /status and /metrics alike.
 	px.setDown(true)
+	down := rsWait(t, r, func(s rsUpstream) bool { return s.State == "backoff" })
+	if !strings.Contains(down.LastError, "live feed failed; retrying") {
+		t.Errorf("while B is away: %+v", down)
+	}
+	rsAgree(t, r, "b")
 	if err := b.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -209,7 +207,8 @@ func (u *upstream) replicateCouch(ctx context.Context, rec *recoder, remoteID st
 		LocalID:  "livesync-relay/" + u.b.uuid + "/" + u.b.db,
 		RemoteID: remoteID, // the marker in it: a reset starts from zero
 		Progress: func(p replicate.Progress) { u.progress(p, delay) },
-		Log:      slog.New(&captureHandler{inner: u.log.Handler(), u: u}),
+		OnRetry:  u.retrying,
+		Log:      u.log,
 	}
 	if u.spec.chunksOnline {
 		cfg.Selector = replicate.ChunksOnlineSelector
@@ -373,48 +372,21 @@ func (e recodedEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) (
 	return e.Endpoint.BulkDocs(ctx, out)
 }
 
-// captureHandler passes the replicator's logs on and records its
-// warnings with an error (a live feed reconnecting, a catch-up retrying)
-// in the upstream's status: the replicator retries those itself.
-type captureHandler struct {
-	inner slog.Handler
-	u     *upstream
-}
-
-func (h *captureHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn || h.inner.Enabled(ctx, l)
-}
-
-func (h *captureHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
-		var errText string
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "err" {
-				errText = a.Value.String()
-				return false
-			}
-			return true
-		})
-		if errText != "" {
-			msg := strings.TrimPrefix(r.Message, "replicate: ")
-			h.u.mu.Lock()
-			h.u.state, h.u.lastErr, h.u.lastErrAt = stateBackoff, msg+": "+errText, time.Now()
-			h.u.errs++
-			h.u.mu.Unlock()
-		}
+// retrying records a failure the replicator retries by itself (a live
+// feed reconnecting, a catch-up retrying, smaller batches) in the
+// upstream's status: backoff until a request succeeds again
+// (watchedEndpoint). Typed, from replicate.Config.OnRetry: the status
+// never reads the log.
+func (u *upstream) retrying(rt replicate.Retry) {
+	msg := rt.What + " failed; retrying"
+	if rt.Delay > 0 {
+		msg += " in " + rt.Delay.String()
 	}
-	if h.inner.Enabled(ctx, r.Level) {
-		return h.inner.Handle(ctx, r)
-	}
-	return nil
-}
-
-func (h *captureHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &captureHandler{inner: h.inner.WithAttrs(as), u: h.u}
-}
-
-func (h *captureHandler) WithGroup(name string) slog.Handler {
-	return &captureHandler{inner: h.inner.WithGroup(name), u: h.u}
+	msg += ": " + explainUpstreamErr(u.spec, rt.Err)
+	u.mu.Lock()
+	u.state, u.lastErr, u.lastErrAt = stateBackoff, msg, time.Now()
+	u.errs++
+	u.mu.Unlock()
 }
 
 // watchedEndpoint marks the upstream live again when a request to it

@@ -88,6 +88,7 @@ func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p
 			err = ferr
 		default:
 			r.cfg.Log.Warn("replicate: final remote checkpoint not written", "direction", lg.dir.String(), "err", ferr)
+			r.retrying(Retry{Direction: lg.dir, What: "final checkpoint", Err: ferr})
 		}
 	}()
 	*p = Progress{Direction: lg.dir, LastSeq: cp.since, Pending: -1}

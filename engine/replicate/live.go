@@ -66,6 +66,7 @@ func (r *Replicator) catchUp(ctx context.Context) error {
 			return err
 		}
 		r.cfg.Log.Warn("replicate: catch-up failed; retrying", "delay", bo.d, "err", err)
+		r.retrying(Retry{Direction: Pull, What: "catch-up", Delay: bo.d, Err: err})
 		if err := bo.wait(ctx); err != nil {
 			return err
 		}
@@ -113,9 +114,11 @@ func (r *Replicator) follow(ctx context.Context, dir Direction) error {
 			}
 			r.cfg.Log.Warn("replicate: live bulk write failed; retrying with smaller batches",
 				"direction", dir.String(), "batch_size", next.batch, "batches_limit", next.limit, "err", be.err)
+			r.retrying(Retry{Direction: dir, What: "bulk write", Err: be.err})
 			sz = next
 		case IsTransport(err):
 			r.cfg.Log.Warn("replicate: live feed failed; reconnecting", "direction", dir.String(), "delay", bo.d, "err", err)
+			r.retrying(Retry{Direction: dir, What: "live feed", Delay: bo.d, Err: err})
 			if err := bo.wait(ctx); err != nil {
 				return err
 			}

@@ -97,7 +97,12 @@ func TestLiveReconnectsWithBackoff(t *testing.T) {
 			}
 			return nil
 		}
-		r, err := replicate.New(replicate.Config{Local: local, Remote: remote})
+		var retries []replicate.Retry
+		r, err := replicate.New(replicate.Config{Local: local, Remote: remote, OnRetry: func(rt replicate.Retry) {
+			mu.Lock()
+			retries = append(retries, rt)
+			mu.Unlock()
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,6 +110,11 @@ func TestLiveReconnectsWithBackoff(t *testing.T) {
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		mu.Lock()
+		// Every reconnection is reported, typed, with its delay.
+		if len(retries) != 8 || retries[0].What != "live feed" || retries[0].Direction != replicate.Pull ||
+			retries[0].Delay != time.Second || retries[7].Delay != time.Minute || !errors.Is(retries[0].Err, transportErr) {
+			t.Errorf("OnRetry saw %+v", retries)
+		}
 		want := []time.Duration{0, 1, 3, 7, 15, 31, 63, 123} // 1 s doubling, capped at 60 s
 		for i := range want {
 			want[i] *= time.Second

@@ -163,8 +163,34 @@ type Config struct {
 	// leaving a trace (a throwaway replica, a listing). Pushing with it
 	// set is an error.
 	ReadOnlyRemote bool
+	// OnRetry, if set, is told about every failure the replicator
+	// handles itself by retrying (see Retry), on the goroutine that
+	// retries; for status displays, which must not read the log.
+	OnRetry func(Retry)
 	// Log is the logger; nil discards.
 	Log *slog.Logger
+}
+
+// Retry is a failure the replicator handles itself: a live feed
+// reconnecting or the live catch-up retrying after Delay, a bulk write
+// retried at once with smaller batches, a final remote checkpoint not
+// written (the next run re-lists those changes).
+type Retry struct {
+	// Direction is Pull or Push (Pull for the live catch-up).
+	Direction Direction
+	// What failed: "live feed", "catch-up", "bulk write" or
+	// "final checkpoint".
+	What string
+	// Delay is the wait before the retry (0: at once, or none).
+	Delay time.Duration
+	Err   error
+}
+
+// retrying reports rt to OnRetry.
+func (r *Replicator) retrying(rt Retry) {
+	if r.cfg.OnRetry != nil {
+		r.cfg.OnRetry(rt)
+	}
 }
 
 // Validate reports a configuration error.
@@ -337,6 +363,7 @@ func (r *Replicator) runLeg(ctx context.Context, lg *leg, p *Progress) error {
 		}
 		r.cfg.Log.Warn("replicate: bulk write failed; retrying with smaller batches",
 			"direction", lg.dir.String(), "batch_size", next.batch, "batches_limit", next.limit, "err", be.err)
+		r.retrying(Retry{Direction: lg.dir, What: "bulk write", Err: be.err})
 		sz = next
 	}
 }
