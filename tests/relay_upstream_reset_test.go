@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,6 +33,67 @@ func TestRelayUpstreamReset(t *testing.T) {
 	t.Run("Rekeyed", func(t *testing.T) { testUpstreamRekeyed(t, bin) })
 	t.Run("CatchUpLag", func(t *testing.T) { testUpstreamCatchUpLag(t, bin) })
 	t.Run("BucketWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin) })
+	t.Run("WhileStopped", func(t *testing.T) { testUpstreamResetWhileStopped(t, bin) })
+}
+
+// rsStartRelayIn is upStartRelay in the folder wd, so that a second
+// start finds the first one's data.
+func rsStartRelayIn(t *testing.T, bin, wd, ups string, env ...string) *upRelay {
+	t.Helper()
+	conf := fmt.Sprintf("data_dir = %q\n\n[[users]]\nname = \"admin\"\npassword_env = \"LSGO_UP_ADMIN\"\nadmin = true\n\n"+
+		"[[databases]]\nname = \"vault\"\npassphrase_env = \"LSGO_UP_PASSPHRASE\"\n\n%s", filepath.Join(wd, "data"), ups)
+	if err := os.WriteFile(filepath.Join(wd, "relay.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &upRelay{password: hexToken(t)}
+	env = append(env, "LSGO_UP_ADMIN="+r.password, "LSGO_UP_PASSPHRASE="+upPassphrase)
+	r.p = startRelayOpts(t, bin, wd, relayStart{env: env, args: []string{"--config", filepath.Join(wd, "relay.toml"), "--listen", "127.0.0.1:0"}, maxLine: 1 << 20, graceful: true})
+	r.url = r.p.url
+	db, err := couchdb.New(couchdb.Config{URL: r.url, Database: "vault", User: "admin", Password: r.password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r.db = db
+	return r
+}
+
+// "… and kept reporting live, lag 0 and upstream_up 1 — even after the
+// relay itself restarted": B is recreated empty while the relay is
+// stopped; the restarted relay remembers B's marker, notices the reset
+// and refills B.
+func testUpstreamResetWhileStopped(t *testing.T, bin string) {
+	ce := couchServer(t)
+	name := dbName(t)
+	b, codec, saltB := upCouchClient(t, name)
+	notes := rsNotes(t, b, codec, "Stopped", 100)
+	wd := t.TempDir()
+	ups := upCouch(ce, "b", ce.url, name, "sync", "LSGO_UP_B")
+	r := rsStartRelayIn(t, bin, wd, ups, "LSGO_UP_B="+ce.password)
+	want := rsDocCount(t, b)
+	var got int64
+	upPoll(t, "B's documents in the relay", func() bool { got = rsDocCount(t, r.db); return got == want },
+		func() string { return fmt.Sprintf("%d of %d", got, want) })
+	r.waitUpstream(t, "b", func(u upUpstream) bool { return upLive(u) && u.Lag == 0 })
+	if code := r.p.signal(os.Interrupt); code != 0 {
+		t.Fatalf("the relay exited with %d:\n%s", code, r.p.output())
+	}
+	ctx := ctxT(t)
+	if err := b.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = rsStartRelayIn(t, bin, wd, ups, "LSGO_UP_B="+ce.password)
+	rsConverge(t, r, b, want, 1, 60*time.Second)
+	if s := rsAgree(t, r, "b"); s.Resets != 1 {
+		t.Fatalf("after the restart: %+v", s)
+	}
+	if got := rsSalt(t, b); string(got) != string(saltB) {
+		t.Fatalf("B's salt: %s, want %s", rsFingerprint(got), rsFingerprint(saltB))
+	}
+	checkNotes(t, b, codec, notes)
 }
 
 // "The same holds for a bucket whose packs were wiped": every object of
