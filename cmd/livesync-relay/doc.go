@@ -70,7 +70,7 @@
 //	GET /healthz   200 {"status":"ok"}; 503 while shutting down. Open.
 //	GET /metrics   Prometheus text format. Admin credentials unless metrics_public.
 //	GET /status    JSON: databases, hold-back mode, held documents and why, upstreams
-//	               (state, lag, last error) and the hunt's counters per source. Same access.
+//	               (state, lag_push, lag_pull, lag, resets, last error) and the hunt's counters per source. Same access.
 //
 // Metrics (all prefixed livesync_relay_): http_requests_total{route,code}
 // and http_request_duration_seconds{route} (route is the pattern, e.g.
@@ -80,7 +80,9 @@
 // purgatory_events_total{db,event}, purgatory_remembered_revisions{db},
 // holdback_mode{db,mode}, store_size_bytes{db}; for databases with
 // upstreams upstream_up{db,upstream}, upstream_state{db,upstream,state},
-// upstream_lag{db,upstream}, upstream_errors_total{db,upstream},
+// upstream_lag{db,upstream} (lag_push + lag_pull),
+// upstream_lag_documents{db,upstream,direction},
+// upstream_resets_total{db,upstream}, upstream_errors_total{db,upstream},
 // upstream_documents_total{db,upstream,direction},
 // hunt_requests_total{db,source,outcome}, hunt_chunks_total{db,source},
 // hunt_in_flight, hunt_in_window, hunt_queued_documents,
