@@ -198,6 +198,12 @@ type Store interface {
 	// document does not exist, when its winning revision is deleted and
 	// opts.Rev is empty, or when opts.Rev has no stored body.
 	Get(ctx context.Context, id string, opts GetOptions) (json.RawMessage, error)
+	// GetRevs reads several revisions of one document (open_revs) from
+	// one load of its revision tree, so reading all n leaves of a document
+	// is linear in n, not n Get calls of O(n) each. Results are in the
+	// order of opts.Revs (or the leaves' winning order with opts.All).
+	// Held or absent revisions are missing, never an error.
+	GetRevs(ctx context.Context, id string, opts RevsOptions) ([]RevDocs, error)
 	// Put writes a local edit (new_edits=true): with _rev, the revision
 	// must be a leaf (a conflict branch may be edited or deleted to resolve
 	// it); without _rev, the document must be absent or deleted. It

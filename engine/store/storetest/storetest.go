@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T, opts store.Options) store.Store) 
 		{"RevisionsAndStemming", store.Options{}, testStemming},
 		{"RevsDiff", store.Options{}, testRevsDiff},
 		{"BulkGet", store.Options{}, testBulkGet},
+		{"GetRevs", store.Options{}, testGetRevs},
 		{"ChangesOrderAndResume", store.Options{}, testChangesOrder},
 		{"ChangesAllDocsLeaves", store.Options{}, testChangesLeaves},
 		{"ChangesSelector", store.Options{}, testSelector},

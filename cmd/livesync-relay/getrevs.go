@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// GetRevs reads several revisions of one document in one store read
+// (open_revs, _bulk_get); a held revision is missing.
+func (v *vaultStore) GetRevs(ctx context.Context, id string, opts store.RevsOptions) ([]store.RevDocs, error) {
+	return v.cur.Load().GetRevs(ctx, id, opts)
+}
+
+// GetRevs reads several revisions of one document, decoded.
+func (c *codecView) GetRevs(ctx context.Context, id string, opts store.RevsOptions) ([]store.RevDocs, error) {
+	res, err := c.v.GetRevs(ctx, id, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		for k, d := range res[i].Docs {
+			if res[i].Docs[k], err = c.decode(d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
