@@ -613,6 +613,7 @@ type upstream struct {
 	lastReset       time.Time
 	lastResetReason string
 	upSeq           string
+	pullExact       bool // the upstream's feed answers pending
 	lagCache        lagCache
 	epoch           string // a bucket's journal epoch when its session opened
 }

@@ -250,6 +250,7 @@ func (u *upstream) progress(p replicate.Progress, delay *time.Duration) {
 	switch p.Direction {
 	case replicate.Pull:
 		u.pullSeq, u.pullPending = p.LastSeq, p.Pending
+		u.pullExact = p.Pending >= 0
 		if p.Pending < 0 { // express-pouchdb answers no pending
 			u.pullPending = seqLag(p.LastSeq, u.upSeq)
 		}

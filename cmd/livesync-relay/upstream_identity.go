@@ -203,11 +203,14 @@ func seqNumber(seq string) (uint64, bool) {
 }
 
 // seqBefore reports whether a is a lower sequence than b, when both are
-// numeric.
+// plain integers (PouchDB, the relay: strictly increasing). CouchDB 2+
+// sequences ("N-opaque") are left out: on a cluster N is a sum over shard
+// copies and may come out lower from another node, which would be
+// taken for a reset again and again; the marker tells those resets.
 func seqBefore(a, b string) bool {
-	x, ok1 := seqNumber(a)
-	y, ok2 := seqNumber(b)
-	return ok1 && ok2 && x < y
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 // seqLag is b-a in sequence numbers (an upper bound of the documents

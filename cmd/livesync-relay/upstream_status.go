@@ -188,13 +188,14 @@ func (u *upstream) pushLag(ctx context.Context) int {
 }
 
 // refreshPullLag sets the pull lag from the upstream's update_seq (an
-// upper bound) unless a batch reported the exact count since.
+// upper bound) for a server whose changes feed answers no pending
+// (express-pouchdb).
 func (u *upstream) refreshPullLag(updateSeq string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.upSeq = updateSeq
-	if u.spec.mode == modePush || u.state != stateLive && u.state != stateCatchingUp {
-		return
+	if u.pullExact || u.spec.mode == modePush || u.state != stateLive && u.state != stateCatchingUp {
+		return // a server that answers pending: the batches' count is exact
 	}
 	if n := seqLag(u.pullSeq, updateSeq); n >= 0 {
 		u.pullPending = n
