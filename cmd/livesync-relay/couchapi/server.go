@@ -120,8 +120,9 @@ const (
 	accServer                   // a valid user, or anonymous when anonymous reads are allowed
 	accRead                     // read the database
 	accWrite                    // write documents of the database
-	accDBAdmin                  // create or delete the database: server admins only
+	accDBAdmin                  // create the database: a server admin or a user it is listed for
 	accDBMaintain               // compact or configure the database: as accDBAdmin, with the store open
+	accDBDestroy                // delete the database: server admins only
 )
 
 // request is one request being served.
@@ -261,7 +262,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rw, ae)
 		return
 	}
-	if ep.db != "" && o.acc != accDBAdmin { // create and delete need no open store
+	if ep.db != "" && o.acc != accDBAdmin && o.acc != accDBDestroy { // create and delete need no open store
 		st, err := s.dbs.Open(r.Context(), ep.db)
 		if err != nil {
 			ae := asAPIError(err)
@@ -331,12 +332,13 @@ func (s *Server) authorize(q *request, acc access) *apiError {
 			return errorf(http.StatusUnauthorized, "unauthorized", "You are not authorized to access this db.")
 		}
 		return errDBForbidden
-	case accDBAdmin, accDBMaintain:
-		// Creating and deleting a database take a server admin, as in
-		// CouchDB: a user listed for a database (a device's credentials)
-		// must not be able to destroy the vault and its history. Listed
-		// users may compact and configure it.
-		if u != nil && (u.admin || acc == accDBMaintain && u.dbs[q.db]) {
+	case accDBAdmin, accDBMaintain, accDBDestroy:
+		// Deleting a database takes a server admin, as in CouchDB: a
+		// user listed for a database (a device's credentials) must not
+		// be able to destroy the vault and its history. Listed users may
+		// create their database (the relay's configuration already names
+		// it for them), compact and configure it.
+		if u != nil && (u.admin || acc != accDBDestroy && u.dbs[q.db]) {
 			return nil
 		}
 		if u == nil {
@@ -471,7 +473,7 @@ func (s *Server) resolve(r *http.Request) (*endpoint, *apiError) {
 		ep.ops = map[string]op{
 			http.MethodGet:    {(*Server).dbInfo, accRead},
 			http.MethodPut:    {(*Server).createDB, accDBAdmin},
-			http.MethodDelete: {(*Server).deleteDB, accDBAdmin},
+			http.MethodDelete: {(*Server).deleteDB, accDBDestroy},
 			http.MethodPost:   {(*Server).postDoc, accWrite},
 		}
 		return ep, nil
