@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	miniogo "github.com/minio/minio-go/v7"
 	"io"
 	"net"
 	"os"
@@ -32,7 +33,8 @@ func TestRelayUpstreamReset(t *testing.T) {
 	t.Run("Recreated", func(t *testing.T) { testUpstreamRecreated(t, bin) })
 	t.Run("Rekeyed", func(t *testing.T) { testUpstreamRekeyed(t, bin) })
 	t.Run("CatchUpLag", func(t *testing.T) { testUpstreamCatchUpLag(t, bin) })
-	t.Run("BucketWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin) })
+	t.Run("BucketWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin, false) })
+	t.Run("BucketPacksWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin, true) })
 	t.Run("WhileStopped", func(t *testing.T) { testUpstreamResetWhileStopped(t, bin) })
 }
 
@@ -100,8 +102,10 @@ func testUpstreamResetWhileStopped(t *testing.T, bin string) {
 // bucket C is deleted (packs, salt, milestone, as a rebuild does); the
 // relay notices the new journal epoch, finds its last pack gone, and
 // sends everything again, so a device that sets up on C afterwards reads
-// every note.
-func testUpstreamBucketWiped(t *testing.T, bin string) {
+// every note. With packsOnly, only the packs are deleted (the salt and
+// the milestone stay, so the epoch is the same): the relay finds its
+// last pack gone all the same.
+func testUpstreamBucketWiped(t *testing.T, bin string, packsOnly bool) {
 	ce, se := couchServer(t), s3Server(t)
 	name := dbName(t)
 	b, codec, _ := upCouchClient(t, name)
@@ -124,8 +128,17 @@ func testUpstreamBucketWiped(t *testing.T, bin string) {
 		func() string { return fmt.Sprintf("%d of %d", got, want) })
 	r.waitUpstream(t, "c", func(u upUpstream) bool { return upLive(u) && u.Lag == 0 })
 
-	n, err := bk.Reset(ctxT(t))
-	if err != nil || n == 0 {
+	if packsOnly {
+		keys, err := bk.List(ctxT(t), "")
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("the bucket's packs: %v %v", keys, err)
+		}
+		for _, k := range keys {
+			if err := bk.Client().RemoveObject(ctxT(t), bk.Name(), k, miniogo.RemoveObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else if n, err := bk.Reset(ctxT(t)); err != nil || n == 0 {
 		t.Fatalf("wiping the bucket: %d objects, %v", n, err)
 	}
 	var s rsUpstream

@@ -49,7 +49,10 @@ type Config struct {
 	// the old salt are lost to devices on the new one anyway), and makes
 	// a wipe also forget lastLocalSeq, so that the next Send packs every
 	// local change again, as ResetCheckpoint does. For a replica that
-	// must refill the bucket (a relay bridging it). Without it
+	// must refill the bucket (a relay bridging it). With it, every run
+	// also checks (one listing) that the newest pack this device sent is
+	// still there, so packs deleted while the sync parameters stayed are
+	// a wipe as well. Without it
 	// lastLocalSeq is kept, as upstream keeps it: only changes made after
 	// it are sent again.
 	ResendAfterWipe bool

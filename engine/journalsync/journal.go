@@ -205,11 +205,26 @@ func (j *Journal) checkEpoch(ctx context.Context) error {
 	known := j.st.epoch != ""
 	lastSent := j.st.maxSent
 	j.mu.Unlock()
-	if same {
+	if same && !(j.cfg.ResendAfterWipe && lastSent != "") {
 		return nil
 	}
 	wiped := false
 	switch {
+	case same:
+		// The same sync parameters, but a replica that must refill the
+		// bucket also checks that the newest pack it sent is still
+		// there: packs deleted while the parameters stayed (a partial
+		// wipe, a restore of an older copy) are a wipe too. One listing
+		// from that key per run.
+		target := j.key(lastSent)
+		keys, err := j.cfg.Remote.List(ctx, target[:len(target)-1])
+		if err != nil {
+			return err
+		}
+		if slices.Contains(keys, target) {
+			return nil
+		}
+		wiped = true
 	case j.cfg.ResendAfterWipe && known && lastSent != "":
 		// No probe: a wipe in progress may not have reached the last
 		// pack yet, and packs sealed under the old salt are lost to
@@ -233,7 +248,7 @@ func (j *Journal) checkEpoch(ctx context.Context) error {
 	j.st.epoch = j.cfg.Epoch
 	j.mu.Unlock()
 	if wiped {
-		j.cfg.Log.Warn("journalsync: journal epoch changed and the last sent pack is gone: the bucket was wiped; starting over",
+		j.cfg.Log.Warn("journalsync: the last sent pack is gone (the journal epoch changed, or the packs were deleted): the bucket was wiped; starting over",
 			"source", j.cfg.Remote.ID(), "last_sent", lastSent, "resend", j.cfg.ResendAfterWipe)
 		j.src.reset()
 		if j.cfg.OnWipe != nil {

@@ -385,3 +385,40 @@ func TestEpochWipeResend(t *testing.T) {
 		t.Fatalf("after the wipe: wipes %d, result %+v, packs %d", wipes, res, len(bucket.packKeys()))
 	}
 }
+
+// TestPacksWipedSameEpoch: with ResendAfterWipe, packs deleted while the
+// sync parameters stayed (the same epoch) are a wipe too: the next run
+// sends everything again. Without it (upstream's rule) nothing is
+// resent.
+func TestPacksWipedSameEpoch(t *testing.T) {
+	for _, resend := range []bool{true, false} {
+		ctx := t.Context()
+		bucket := newMemObjects("w/")
+		st := newStore(t)
+		putFile(t, st, "a.md", "first")
+		putFile(t, st, "b.md", "second")
+		wipes := 0
+		cfg := Config{Local: st, Remote: bucket, Epoch: "2:salt-a", Now: stepClock(t0 + 60_000), ResendAfterWipe: resend, OnWipe: func() { wipes++ }}
+		if _, err := newJournal(t, cfg).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing changed: no wipe, nothing sent.
+		res, err := newJournal(t, cfg).Send(ctx)
+		if err != nil || wipes != 0 || res.RecordsSent != 0 {
+			t.Fatalf("resend %v, unchanged bucket: wipes %d, %+v, %v", resend, wipes, res, err)
+		}
+		for _, k := range bucket.packKeys() {
+			bucket.remove(k)
+		}
+		res, err = newJournal(t, cfg).Send(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case resend && (wipes != 1 || res.RecordsSent < 2 || len(bucket.packKeys()) == 0):
+			t.Errorf("packs wiped, same epoch: wipes %d, result %+v, packs %d", wipes, res, len(bucket.packKeys()))
+		case !resend && (wipes != 0 || res.RecordsSent != 0):
+			t.Errorf("without ResendAfterWipe: wipes %d, result %+v", wipes, res)
+		}
+	}
+}
