@@ -35,5 +35,6 @@
 // MaxLocalIDLength, MaxRevLength) checked before anything is written, a
 // replicated revision's _revisions is read up to MaxRevisions ids, and
 // every step on a revision tree is linear (FuzzRevTreeMerge checks it
-// against a naive model). A full disk is ErrStorageFull.
+// against a naive model). Reading many revisions of one document
+// (GetRevs) loads its tree once. A full disk is ErrStorageFull.
 package store

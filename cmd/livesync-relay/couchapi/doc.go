@@ -42,6 +42,12 @@
 // per-document rows, and a storage failure leaves nothing of the request.
 // A full disk (store.ErrStorageFull) is 507 insufficient_storage.
 //
+// Reads: the revisions an open_revs GET or a _bulk_get names of one
+// document are read from one load of its revision tree
+// (store.Store.GetRevs), so a document with many conflicting leaves costs
+// time linear in them; one request names at most MaxOpenRevs revisions
+// and its answer carries at most MaxAnswerRevs documents (400 otherwise).
+//
 // Compression: answers are gzipped for clients that send Accept-Encoding:
 // gzip when they are JSON (or multipart/mixed) of at least
 // CompressMinBytes and not a longpoll or continuous _changes feed, whose

@@ -241,107 +241,31 @@ func (s *Server) postDoc(q *request) *apiError {
 	return nil
 }
 
-// revisionsOf returns a document's _revisions and _conflicts.
-func revisionsOf(doc []byte) (start int, ids, conflicts []string) {
-	var h struct {
-		Revisions struct {
-			Start int      `json:"start"`
-			IDs   []string `json:"ids"`
-		} `json:"_revisions"`
-		Conflicts []string `json:"_conflicts"`
-	}
-	_ = json.Unmarshal(doc, &h)
-	return h.Revisions.Start, h.Revisions.IDs, h.Conflicts
-}
+// Limits of one open_revs or _bulk_get request. Every revision a request
+// names is read from one load of its document's revision tree
+// (store.Store.GetRevs), so an answer costs time linear in the document's
+// tree and in the revisions named, however many conflicting leaves a
+// (possibly hostile) writer planted; these caps bound the answer itself.
+const (
+	// MaxOpenRevs caps the revisions one request names: the open_revs
+	// list of a document GET, and the entries of a _bulk_get body. A
+	// larger request is refused with 400 bad_request. CouchDB has no
+	// such limit; replicators ask for a batch at a time (PouchDB and
+	// LiveSync: 100 or fewer per _bulk_get, one revision per open_revs).
+	MaxOpenRevs = 10000
+	// MaxAnswerRevs caps the documents one open_revs or _bulk_get answer
+	// carries (open_revs=all: the document's leaves; latest=true: the
+	// leaves each revision leads to). A larger answer is refused with
+	// 400 bad_request before it is built.
+	MaxAnswerRevs = 100000
+)
 
-// readRevs reads the named revisions of one document, in order, leaving
-// out those without a body; with revs each carries _revisions.
-func readRevs(ctx context.Context, st store.Store, id string, revs []string, withRevs bool) ([][]byte, error) {
-	if withRevs {
-		refs := make([]engine.DocRev, len(revs))
-		for i, r := range revs {
-			refs[i] = engine.DocRev{ID: id, Rev: r}
-		}
-		docs, err := st.BulkGet(ctx, refs)
-		out := make([][]byte, len(docs))
-		for i, d := range docs {
-			out[i] = d
-		}
-		return out, err
-	}
-	var out [][]byte
-	for _, r := range revs {
-		d, err := st.Get(ctx, id, store.GetOptions{Rev: r})
-		if errors.Is(err, engine.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-// leafRevs returns a document's leaf revisions, winner first: the winner
-// (deleted or not) and, when it is not deleted, its non-deleted
-// conflicts. The Store port does not list deleted conflict leaves.
-func leafRevs(ctx context.Context, st store.Store, id string) ([]string, error) {
-	w, err := st.BulkGet(ctx, []engine.DocRev{{ID: id}})
-	if err != nil || len(w) == 0 {
-		return nil, err
-	}
-	_, rev, deleted, ok := docHead(w[0])
-	if !ok {
-		return nil, nil
-	}
-	out := []string{rev}
-	if deleted {
-		return out, nil
-	}
-	d, err := st.Get(ctx, id, store.GetOptions{Rev: rev, Conflicts: true})
-	if errors.Is(err, engine.ErrNotFound) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	_, _, conflicts := revisionsOf(d)
-	return append(out, conflicts...), nil
-}
-
-// latestOf returns the leaves that descend from rev (CouchDB's latest=true
-// for a revision that is no longer a leaf), with _revisions when withRevs.
-// It returns nothing when rev is not in the document's tree.
-func latestOf(ctx context.Context, st store.Store, id, rev string, withRevs bool) ([][]byte, error) {
-	diff, err := st.RevsDiff(ctx, map[string][]string{id: {rev}})
-	if err != nil || len(diff[id]) > 0 {
-		return nil, err
-	}
-	gen, hash, _ := parseRev(rev)
-	leaves, err := leafRevs(ctx, st, id)
-	if err != nil {
-		return nil, err
-	}
-	docs, err := readRevs(ctx, st, id, leaves, true)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]byte
-	for _, d := range docs {
-		start, ids, _ := revisionsOf(d)
-		if i := start - gen; i >= 0 && i < len(ids) && ids[i] == hash {
-			if !withRevs {
-				_, lrev, _, _ := docHead(d)
-				if d, err = st.Get(ctx, id, store.GetOptions{Rev: lrev}); err != nil {
-					continue
-				}
-			}
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
+var (
+	errTooManyRevs = badRequest("the request names more than " + strconv.Itoa(MaxOpenRevs) +
+		" revisions; ask for them in several requests")
+	errAnswerTooLarge = badRequest("the answer would carry more than " + strconv.Itoa(MaxAnswerRevs) +
+		" revisions; ask for fewer revisions (or without latest=true) per request")
+)
 
 // openRevResult is one entry of an open_revs answer: a document or a
 // missing revision.
@@ -352,6 +276,8 @@ type openRevResult struct {
 
 // openRevs answers GET /{db}/{docid}?open_revs=all|[…] in JSON, or in
 // multipart/mixed when the client accepts it (kivik reads only that).
+// open_revs=all answers every leaf, deleted ones included, winner first,
+// as CouchDB does.
 func (s *Server) openRevs(q *request, id, spec string, withRevs bool) *apiError {
 	qv := q.r.URL.Query()
 	latest, ae := boolParam(qv, "latest")
@@ -361,19 +287,21 @@ func (s *Server) openRevs(q *request, id, spec string, withRevs bool) *apiError 
 	ctx := q.r.Context()
 	var results []openRevResult
 	if spec == "all" {
-		leaves, err := leafRevs(ctx, q.st, id)
+		res, err := q.st.GetRevs(ctx, id, store.RevsOptions{All: true, History: withRevs})
 		if err != nil {
 			return asAPIError(err)
 		}
-		if len(leaves) == 0 {
+		if len(res) == 0 {
 			return errMissing
 		}
-		docs, err := readRevs(ctx, q.st, id, leaves, withRevs)
-		if err != nil {
-			return asAPIError(err)
+		if len(res) > MaxAnswerRevs {
+			return errAnswerTooLarge
 		}
-		for _, d := range docs {
-			results = append(results, openRevResult{doc: d})
+		results = make([]openRevResult, 0, len(res))
+		for _, r := range res {
+			for _, d := range r.Docs {
+				results = append(results, openRevResult{doc: d})
+			}
 		}
 	} else {
 		var revs []string
@@ -383,38 +311,39 @@ func (s *Server) openRevs(q *request, id, spec string, withRevs bool) *apiError 
 		if err := json.Unmarshal([]byte(spec), &revs); err != nil {
 			return errorf(http.StatusBadRequest, "bad_request", "open_revs must be \"all\" or a JSON array of revisions")
 		}
-		seen := map[string]bool{}
+		if len(revs) > MaxOpenRevs {
+			return errTooManyRevs
+		}
 		for _, rev := range revs {
 			if !validRev(rev) {
 				return errInvalidRev
 			}
 		}
-		for _, rev := range revs {
-			// latest=true asks for the leaves that descend from rev, even
-			// when rev itself is still readable (an earlier revision whose
-			// body is kept); a leaf is its own latest.
-			var docs [][]byte
-			var err error
-			if latest {
-				if docs, err = latestOf(ctx, q.st, id, rev, withRevs); err != nil {
-					return asAPIError(err)
-				}
-			}
-			if len(docs) == 0 {
-				if docs, err = readRevs(ctx, q.st, id, []string{rev}, withRevs); err != nil {
-					return asAPIError(err)
-				}
-			}
-			if len(docs) == 0 {
-				results = append(results, openRevResult{missing: rev})
+		// latest=true asks for the leaves that descend from each rev, even
+		// when rev itself is still readable (an earlier revision whose body
+		// is kept); a leaf is its own latest.
+		res, err := q.st.GetRevs(ctx, id, store.RevsOptions{Revs: revs, Latest: latest, History: withRevs})
+		if err != nil {
+			return asAPIError(err)
+		}
+		seen := make(map[string]bool, len(res))
+		for _, r := range res {
+			if len(r.Docs) == 0 {
+				results = append(results, openRevResult{missing: r.Rev})
 				continue
 			}
-			for _, d := range docs {
-				_, r, _, _ := docHead(d)
-				if !seen[r] {
-					seen[r] = true
+			for _, d := range r.Docs {
+				rev := r.Rev
+				if latest {
+					_, rev, _, _ = docHead(d)
+				}
+				if !seen[rev] {
+					seen[rev] = true
 					results = append(results, openRevResult{doc: d})
 				}
+			}
+			if len(results) > MaxAnswerRevs {
+				return errAnswerTooLarge
 			}
 		}
 	}

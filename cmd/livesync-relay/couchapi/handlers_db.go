@@ -346,6 +346,9 @@ func (s *Server) bulkGet(q *request) *apiError {
 	if err := json.Unmarshal(rawDocs, &items); err != nil {
 		return badRequest("'docs' must be a JSON list.")
 	}
+	if len(items) > MaxOpenRevs {
+		return errTooManyRevs
+	}
 	null := json.RawMessage("null")
 	refs := make([]bulkGetRef, len(items))
 	for i, it := range items {
@@ -382,66 +385,92 @@ func (s *Server) bulkGet(q *request) *apiError {
 		}
 	}
 	ctx := q.r.Context()
-	// Named revisions in one store call (one consistent read), matched back
-	// in order: the store returns them in request order and leaves out the
-	// missing ones.
-	var named []engine.DocRev
-	var namedIdx []int
+	// The references to one document are answered from one store read of
+	// its revision tree (two more at most: every leaf, and latest=true for
+	// revisions no longer readable), so n revisions of one document cost
+	// time linear in n and in its tree, not n reads of it.
+	byID := map[string][]int{}
+	var order []string
 	for i, r := range refs {
-		if r.err == nil && r.rev != "" {
-			named = append(named, engine.DocRev{ID: r.docID, Rev: r.rev})
-			namedIdx = append(namedIdx, i)
+		if r.err != nil {
+			continue
 		}
+		if _, ok := byID[r.docID]; !ok {
+			order = append(order, r.docID)
+		}
+		byID[r.docID] = append(byID[r.docID], i)
 	}
-	if len(named) > 0 {
-		if withRevs {
-			docs, err := q.st.BulkGet(ctx, named)
+	answered := 0
+	for _, id := range order {
+		idx := byID[id]
+		var named []string
+		seen := map[string]bool{}
+		all := false
+		for _, i := range idx {
+			if rev := refs[i].rev; rev == "" {
+				all = true
+			} else if !seen[rev] {
+				seen[rev] = true
+				named = append(named, rev)
+			}
+		}
+		docs := map[string][]json.RawMessage{}
+		var lost []string // named revisions not readable, for latest=true
+		if len(named) > 0 {
+			res, err := q.st.GetRevs(ctx, id, store.RevsOptions{Revs: named, History: withRevs})
 			if err != nil {
 				return asAPIError(err)
 			}
-			j := 0
-			for k, ref := range named {
-				if j >= len(docs) {
-					break
-				}
-				if id, rev, _, ok := docHead(docs[j]); ok && id == ref.ID && rev == ref.Rev {
-					refs[namedIdx[k]].docs = [][]byte{docs[j]}
-					j++
+			for _, r := range res {
+				if len(r.Docs) > 0 {
+					docs[r.Rev] = r.Docs
+				} else {
+					lost = append(lost, r.Rev)
 				}
 			}
-		} else {
-			for k, ref := range named {
-				docs, err := readRevs(ctx, q.st, ref.ID, []string{ref.Rev}, false)
-				if err != nil {
-					return asAPIError(err)
+		}
+		if latest && len(lost) > 0 {
+			res, err := q.st.GetRevs(ctx, id, store.RevsOptions{Revs: lost, Latest: true, History: withRevs})
+			if err != nil {
+				return asAPIError(err)
+			}
+			for _, r := range res {
+				if len(r.Docs) > 0 {
+					docs[r.Rev] = r.Docs
 				}
-				refs[namedIdx[k]].docs = docs
 			}
 		}
-	}
-	for i := range refs {
-		r := &refs[i]
-		if r.err != nil || len(r.docs) > 0 {
-			continue
-		}
-		var err error
-		if r.rev == "" {
-			var leaves []string
-			if leaves, err = leafRevs(ctx, q.st, r.docID); err == nil && len(leaves) > 0 {
-				r.docs, err = readRevs(ctx, q.st, r.docID, leaves, withRevs)
+		var leaves []json.RawMessage
+		if all {
+			res, err := q.st.GetRevs(ctx, id, store.RevsOptions{All: true, History: withRevs})
+			if err != nil {
+				return asAPIError(err)
 			}
-		} else if latest {
-			r.docs, err = latestOf(ctx, q.st, r.docID, r.rev, withRevs)
-		}
-		if err != nil {
-			return asAPIError(err)
-		}
-		if len(r.docs) == 0 {
-			rev := json.RawMessage(`"undefined"`)
-			if r.rev != "" {
-				rev = mustJSON(r.rev)
+			for _, r := range res {
+				leaves = append(leaves, r.Docs...)
 			}
-			r.err = &bulkGetError{ID: r.id, Rev: rev, Error: "not_found", Reason: "missing"}
+		}
+		for _, i := range idx {
+			r := &refs[i]
+			var got []json.RawMessage
+			if r.rev == "" {
+				got = leaves
+			} else {
+				got = docs[r.rev]
+			}
+			if answered += len(got); answered > MaxAnswerRevs {
+				return errAnswerTooLarge
+			}
+			for _, d := range got {
+				r.docs = append(r.docs, d)
+			}
+			if len(r.docs) == 0 {
+				rev := json.RawMessage(`"undefined"`)
+				if r.rev != "" {
+					rev = mustJSON(r.rev)
+				}
+				r.err = &bulkGetError{ID: r.id, Rev: rev, Error: "not_found", Reason: "missing"}
+			}
 		}
 	}
 	var b bytes.Buffer
