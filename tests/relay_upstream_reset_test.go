@@ -33,6 +33,7 @@ func TestRelayUpstreamReset(t *testing.T) {
 	t.Run("Recreated", func(t *testing.T) { testUpstreamRecreated(t, bin) })
 	t.Run("Rekeyed", func(t *testing.T) { testUpstreamRekeyed(t, bin) })
 	t.Run("CatchUpLag", func(t *testing.T) { testUpstreamCatchUpLag(t, bin) })
+	t.Run("BucketPushLag", func(t *testing.T) { testUpstreamBucketPushLag(t, bin) })
 	t.Run("BucketWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin, false) })
 	t.Run("BucketPacksWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin, true) })
 	t.Run("WhileStopped", func(t *testing.T) { testUpstreamResetWhileStopped(t, bin) })
@@ -582,6 +583,35 @@ func testUpstreamCatchUpLag(t *testing.T, bin string) {
 		t.Fatalf("the lag did not count down: values %v over %d samples", distinct, len(samples))
 	}
 	rsAgree(t, r, "b")
+}
+
+// testUpstreamBucketPushLag: a bucket's lag_push counts the relay's
+// documents after the journal's send position, not 0 after every pass:
+// while 6,000 documents pulled from B reach the relay, C's push lag is
+// seen above 0, then reaches 0, with /status and /metrics agreeing.
+func testUpstreamBucketPushLag(t *testing.T, bin string) {
+	ce, se := couchServer(t), s3Server(t)
+	name := dbName(t)
+	b, codec, _ := upCouchClient(t, name)
+	rsNotes(t, b, codec, "PushLag", 3000)
+	bk, _ := freshBucket(t)
+	r := upStartRelay(t, bin, "", upCouch(ce, "b", ce.url, name, "pull", "LSGO_UP_B")+upBucket(se, bk, "c", "push", "LSGO_UP_C", ""),
+		"LSGO_UP_B="+ce.password, "LSGO_UP_C="+se.secret)
+	start := time.Now()
+	most := 0
+	for {
+		s := rsStatus(t, r, "c")
+		most = max(most, s.LagPush)
+		if b := rsStatus(t, r, "b"); b.State == "live" && b.Lag == 0 && s.State == "live" && s.LagPush == 0 && most > 0 {
+			break
+		}
+		if time.Since(start) > 120*time.Second {
+			t.Fatalf("C never caught up with a push lag seen (most %d): %+v", most, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("C's push lag peaked at %d; caught up in %v", most, time.Since(start))
+	rsAgree(t, r, "c")
 }
 
 // gateProxy forwards TCP connections to target; setDown(true) cuts

@@ -18,6 +18,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 	"github.com/livesync-go/livesync-go/engine/hunt"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -582,6 +583,9 @@ type upstream struct {
 	bucket bucketRemote // kind s3
 
 	chunks atomic.Pointer[upstreamSource] // nil until the handshake
+	// journal is a bucket's open journal (nil before its handshake and
+	// for CouchDB): its send position gives the push lag.
+	journal atomic.Pointer[journalsync.Journal]
 
 	sessMu     sync.Mutex
 	sessCancel context.CancelFunc // ends the current session

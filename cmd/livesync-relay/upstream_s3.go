@@ -111,6 +111,7 @@ func (u *upstream) openJournal(ctx context.Context) (*journalsync.Journal, error
 	if err != nil {
 		return nil, err
 	}
+	u.journal.Store(j)
 	src := j.ChunkSource()
 	u.chunks.Store(&upstreamSource{u: u, direct: src.CanFetchDirect(), fetch: func(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
 		res, err := src.FetchChunks(ctx, ids)

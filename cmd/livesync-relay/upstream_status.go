@@ -159,13 +159,26 @@ type lagCache struct {
 
 // pushLag counts the relay database's documents after the push position
 // (the changes feed lists each document once): what the upstream does
-// not have yet. A bucket upstream reports its own count (pushPending).
+// not have yet. For a bucket the position is the journal's send position
+// (journalsync.Journal.SentThrough), so documents pulled from elsewhere
+// count until the next pass has sent or skipped them.
 func (u *upstream) pushLag(ctx context.Context) int {
 	u.mu.Lock()
 	seq, pending, c := u.pushSeq, u.pushPending, u.lagCache
 	u.mu.Unlock()
-	if u.couch == nil || u.spec.mode == modePull || u.spec.mode == modeSource {
+	if u.spec.mode == modePull || u.spec.mode == modeSource {
 		return pending
+	}
+	if u.couch == nil {
+		// A bucket: the relay's changes after the journal's send
+		// position (its checkpoint's lastLocalSeq), not the pack key.
+		j := u.journal.Load()
+		if j == nil {
+			return pending
+		}
+		if seq = j.SentThrough(); seq == "" && pending < 0 {
+			return -1
+		}
 	}
 	info, err := u.b.v.Info(ctx)
 	if err != nil {

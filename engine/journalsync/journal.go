@@ -261,6 +261,19 @@ func (j *Journal) checkEpoch(ctx context.Context) error {
 	return j.save(ctx)
 }
 
+// SentThrough is the local sequence the last Send packed changes
+// through (the checkpoint's lastLocalSeq): the local changes after it
+// are not in the bucket yet. It is "" before the checkpoint is loaded or
+// anything was sent.
+func (j *Journal) SentThrough() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.st == nil {
+		return ""
+	}
+	return j.st.lastLocalSeq
+}
+
 // Quarantined returns the packs currently quarantined, in key order.
 func (j *Journal) Quarantined(ctx context.Context) ([]Quarantine, error) {
 	st, err := j.state(ctx)
