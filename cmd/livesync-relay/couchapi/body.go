@@ -29,6 +29,20 @@ func refuseBody(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // not supported by every ResponseWriter (tests): the header suffices there
 }
 
+// refuseAuthenticatedBody prepares an answer to an authenticated
+// request refused without reading its body (too large, not JSON): the
+// connection closes after it, but Go's server may first read what the
+// client is still sending (up to 256 KiB), within bodyTimeout, so that
+// the client reads the answer instead of a broken pipe. An anonymous or
+// refused caller gets refuseBody: nothing is waited for.
+func (s *Server) refuseAuthenticatedBody(w http.ResponseWriter, r *http.Request) {
+	if !hasBody(r) {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
+}
+
 // bodyDeadline gives r's body bodyTimeout to arrive in full. The deadline
 // is lifted once the body has been read to its end: a longpoll or
 // continuous feed then runs as long as it needs (Go's server watches the

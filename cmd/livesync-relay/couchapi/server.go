@@ -243,13 +243,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o.acc == accPublic {
 		maxBody = min(maxBody, maxPublicBody) // a login form, from anyone
 	}
+	refuse := refuseBody
+	if o.acc != accPublic {
+		refuse = s.refuseAuthenticatedBody
+	}
 	if r.ContentLength > maxBody {
-		refuseBody(rw, r)
+		refuse(rw, r)
 		writeError(rw, errTooLarge)
 		return
 	}
 	if ae := checkContentType(r, tmpl == "/_session"); ae != nil {
-		refuseBody(rw, r)
+		refuse(rw, r)
 		writeError(rw, ae)
 		return
 	}
@@ -258,7 +262,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(rw, r.Body, maxBody)
 	}
 	if ae := s.decodeBody(r); ae != nil {
-		refuseBody(rw, r)
+		refuse(rw, r)
 		writeError(rw, ae)
 		return
 	}
