@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 

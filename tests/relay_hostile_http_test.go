@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 )
 
 // Issue 13 items 2, 3, 4 and 8: the relay binary under hostile HTTP

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 )
 
 // Issue 13: reading a document with many conflicting leaves. Each

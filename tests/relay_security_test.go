@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine"
 )
 

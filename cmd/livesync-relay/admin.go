@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 )
 
 // Environment variables of the built-in admin account.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 	"github.com/livesync-go/livesync-go/engine/hunt"

@@ -59,7 +59,7 @@
 // # What is served
 //
 // Everything CouchDB-shaped is couchapi's (package
-// cmd/livesync-relay/couchapi). Each database is served through
+// adapters/couchdb/couchapi). Each database is served through
 // engine/holdback: a metadata revision whose chunks have not arrived is
 // held (not in _changes, _all_docs or GETs) and released, at a new
 // sequence, when they arrive; with the vault passphrase configured,

@@ -16,7 +16,7 @@ import (
 
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 

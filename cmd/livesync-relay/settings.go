@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 )

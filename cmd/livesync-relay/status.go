@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/adapters/minio"
-	"github.com/livesync-go/livesync-go/cmd/livesync-relay/couchapi"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 )
 
