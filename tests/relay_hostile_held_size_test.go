@@ -7,27 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
-
-// relayHeapInuse reads go_memstats_heap_inuse_bytes from the relay's
-// /metrics.
-func relayHeapInuse(t *testing.T, url, pw string) float64 {
-	t.Helper()
-	code, _, b := httpDo(t, "GET", url+"/metrics", nil, basic("admin", pw))
-	m := regexp.MustCompile(`(?m)^go_memstats_heap_inuse_bytes (\S+)$`).FindSubmatch(b)
-	if code != 200 || m == nil {
-		t.Fatalf("/metrics: %d", code)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // Issue 13 (second probe): "Hold-back memory is capped by document count
 // but not by document size. 20 held documents, each listing 50,000
@@ -51,7 +33,7 @@ func TestRelayHeldChunkIDsLimit(t *testing.T) {
 	if code, _, b := httpDo(t, "PUT", p.url+"/big9", nil, h); code != http.StatusCreated {
 		t.Fatalf("PUT /big9: %d %s", code, b)
 	}
-	heap0 := relayHeapInuse(t, p.url, pw)
+	heap0 := relayMetric(t, p.url, pw, "go_memstats_heap_inuse_bytes")
 	var held, refused int
 	for i := range 20 {
 		id := fmt.Sprintf("held/n%d.md", i)
@@ -81,7 +63,7 @@ func TestRelayHeldChunkIDsLimit(t *testing.T) {
 			t.Fatalf("push %d: %+v", i, rows[0])
 		}
 	}
-	heap1 := relayHeapInuse(t, p.url, pw)
+	heap1 := relayMetric(t, p.url, pw, "go_memstats_heap_inuse_bytes")
 	grew := (heap1 - heap0) / (1 << 20)
 	t.Logf("20 notes of 50,000 missing chunk ids: %d held, %d refused; heap in use %.0f -> %.0f MiB (+%.0f MiB)",
 		held, refused, heap0/(1<<20), heap1/(1<<20), grew)

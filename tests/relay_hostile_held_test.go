@@ -189,13 +189,13 @@ func TestRelayHeldDocumentsLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heap0 := relayHeap(t, p.url, pw)
+	heap0 := relayMetric(t, p.url, pw, "go_memstats_heap_alloc_bytes")
 	for i := 100; i < 5100; i += 500 {
 		if ids := refused(push("alice", metas("alice", i, i+500)), "[holdback] max_held_documents"); len(ids) != 500 {
 			t.Fatalf("refused %d of 500", len(ids))
 		}
 	}
-	heap1 := relayHeap(t, p.url, pw)
+	heap1 := relayMetric(t, p.url, pw, "go_memstats_heap_alloc_bytes")
 	fi1, _ := os.Stat(dbFile)
 	s, size = status()
 	if s.HeldDocuments != 30 || s.Holdback.HeldRevisions != 30 || s.Holdback.Refused != 5036 || fi1.Size() != fi0.Size() {
@@ -236,13 +236,14 @@ func TestRelayHeldDocumentsLimit(t *testing.T) {
 	}
 }
 
-// relayHeap reads the relay's heap in use from /metrics.
-func relayHeap(t *testing.T, url, pw string) float64 {
+// relayMetric reads an unlabelled gauge, such as
+// go_memstats_heap_alloc_bytes, from the relay's /metrics.
+func relayMetric(t *testing.T, url, pw, name string) float64 {
 	t.Helper()
 	code, _, b := httpDo(t, "GET", url+"/metrics", nil, basic("admin", pw))
-	m := regexp.MustCompile(`(?m)^go_memstats_heap_alloc_bytes (\S+)$`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindSubmatch(b)
 	if code != 200 || m == nil {
-		t.Fatalf("/metrics: %d", code)
+		t.Fatalf("/metrics %s: %d", name, code)
 	}
 	v, err := strconv.ParseFloat(string(m[1]), 64)
 	if err != nil {

@@ -359,10 +359,12 @@ func (d *upDevice) sendChunks(t *testing.T, chunks []engine.Chunk) {
 }
 
 // upProxy forwards TCP connections to target until closed: an upstream
-// server that can be taken down.
+// server that can be taken down for good (close), or for a while
+// (setDown: the same address comes back).
 type upProxy struct {
 	ln    net.Listener
 	mu    sync.Mutex
+	down  bool
 	conns []net.Conn
 }
 
@@ -378,6 +380,13 @@ func newUpProxy(t *testing.T, target string) *upProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
 			}
 			s, err := net.Dial("tcp", target)
 			if err != nil {
@@ -400,12 +409,22 @@ func (p *upProxy) url() string { return "http://" + p.ln.Addr().String() }
 // close stops accepting and cuts every connection: the port is closed.
 func (p *upProxy) close() {
 	p.ln.Close()
+	p.setDown(true)
+}
+
+// setDown(true) cuts every connection and refuses new ones until
+// setDown(false): a server that goes away and comes back on the same
+// address.
+func (p *upProxy) setDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
+	p.down = down
+	if down {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
 	}
-	p.conns = nil
 }
 
 // upHostPort is the host:port of a URL.

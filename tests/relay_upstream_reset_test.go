@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	miniogo "github.com/minio/minio-go/v7"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -345,7 +342,7 @@ func testUpstreamRecreated(t *testing.T, bin string) {
 	name := dbName(t)
 	b, codec, saltB := upCouchClient(t, name)
 	notes := rsNotes(t, b, codec, "Reset", 300)
-	px := newGateProxy(t, upHostPort(ce.url))
+	px := newUpProxy(t, upHostPort(ce.url))
 	r := upStartRelay(t, bin, "", upCouch(ce, "b", px.url(), name, "sync", "LSGO_UP_B"), "LSGO_UP_B="+ce.password)
 	r.waitUpstream(t, "b", func(u upUpstream) bool { return upLive(u) && u.Lag == 0 })
 	want := rsDocCount(t, b) // the notes and the client's version document
@@ -430,7 +427,7 @@ func testUpstreamRekeyed(t *testing.T, bin string) {
 	name := dbName(t)
 	b, codec, saltB := upCouchClient(t, name)
 	rsNotes(t, b, codec, "Rekey", 20)
-	px := newGateProxy(t, upHostPort(ce.url))
+	px := newUpProxy(t, upHostPort(ce.url))
 	r := upStartRelay(t, bin, "", upCouch(ce, "b", px.url(), name, "sync", "LSGO_UP_B"), "LSGO_UP_B="+ce.password)
 	r.waitUpstream(t, "b", func(u upUpstream) bool { return upLive(u) && u.Lag == 0 })
 	ctx := ctxT(t)
@@ -612,64 +609,4 @@ func testUpstreamBucketPushLag(t *testing.T, bin string) {
 	}
 	t.Logf("C's push lag peaked at %d; caught up in %v", most, time.Since(start))
 	rsAgree(t, r, "c")
-}
-
-// gateProxy forwards TCP connections to target; setDown(true) cuts
-// every connection and refuses new ones until setDown(false): an
-// upstream server that goes away and comes back on the same address.
-type gateProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func newGateProxy(t *testing.T, target string) *gateProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &gateProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			down := p.down
-			p.mu.Unlock()
-			if down {
-				c.Close()
-				continue
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			go func() { io.Copy(s, c); s.Close() }()
-			go func() { io.Copy(c, s); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); p.setDown(true) })
-	return p
-}
-
-func (p *gateProxy) url() string { return "http://" + p.ln.Addr().String() }
-
-func (p *gateProxy) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-	if down {
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.conns = nil
-	}
 }

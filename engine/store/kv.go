@@ -273,22 +273,20 @@ func (b *batch) flush() error {
 	return nil
 }
 
-// BulkDocs writes replicated revisions (new_edits=false) in one
-// transaction. A document that cannot be parsed gets an error result
-// ("bad_request") and is not written; the others are.
-func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	results := make([]engine.BulkDocResult, len(docs))
-	parsed := make([]inDoc, len(docs))
-	ok := make([]bool, len(docs))
+// parseBatch parses the documents of a batch before anything is written:
+// a document that cannot be parsed, or has a reserved or too long id
+// (or, with replicated, no _rev), gets a bad_request result and ok false.
+// A replicated document's result carries its _rev already.
+func parseBatch(docs []json.RawMessage, replicated bool) (results []engine.BulkDocResult, parsed []inDoc, ok []bool) {
+	results = make([]engine.BulkDocResult, len(docs))
+	parsed = make([]inDoc, len(docs))
+	ok = make([]bool, len(docs))
 	for i, raw := range docs {
 		d, err := parseDoc(raw)
 		if err == nil {
 			err = checkID(d.ID)
 		}
-		if err == nil && d.Rev == "" {
+		if err == nil && replicated && d.Rev == "" {
 			err = invalid("new_edits=false needs _rev")
 		}
 		results[i].ID = d.ID
@@ -296,9 +294,22 @@ func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engin
 			results[i].Error, results[i].Reason = "bad_request", err.Error()
 			continue
 		}
-		results[i].Rev = d.Rev
+		if replicated {
+			results[i].Rev = d.Rev
+		}
 		parsed[i], ok[i] = d, true
 	}
+	return results, parsed, ok
+}
+
+// BulkDocs writes replicated revisions (new_edits=false) in one
+// transaction. A document that cannot be parsed gets an error result
+// ("bad_request") and is not written; the others are.
+func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	results, parsed, ok := parseBatch(docs, true)
 	err := s.update("bulk docs", func(w *writer) error {
 		b := w.batch()
 		for i := range parsed {
@@ -406,21 +417,7 @@ func (s *kvStore) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engin
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	results := make([]engine.BulkDocResult, len(docs))
-	parsed := make([]inDoc, len(docs))
-	ok := make([]bool, len(docs))
-	for i, raw := range docs {
-		d, err := parseDoc(raw)
-		if err == nil {
-			err = checkID(d.ID)
-		}
-		results[i].ID = d.ID
-		if err != nil {
-			results[i].Error, results[i].Reason = "bad_request", err.Error()
-			continue
-		}
-		parsed[i], ok[i] = d, true
-	}
+	results, parsed, ok := parseBatch(docs, false)
 	err := s.update("put batch", func(w *writer) error {
 		b := w.batch()
 		for i := range parsed {

@@ -213,44 +213,32 @@ func (c Config) Validate() error {
 	return c.Login.validate()
 }
 
-func (c Config) maxRequestBytes() int64 {
-	if c.MaxRequestBytes == 0 {
-		return DefaultMaxRequestBytes
-	}
-	return c.MaxRequestBytes
-}
+func (c Config) maxRequestBytes() int64 { return orDefault(c.MaxRequestBytes, DefaultMaxRequestBytes) }
 
 func (c Config) maxDocumentBytes() int64 {
-	if c.MaxDocumentBytes == 0 {
-		return DefaultMaxDocumentBytes
-	}
-	return c.MaxDocumentBytes
+	return orDefault(c.MaxDocumentBytes, DefaultMaxDocumentBytes)
 }
 
 func (c Config) cookieTimeout() time.Duration {
-	if c.CookieTimeout == 0 {
-		return DefaultCookieTimeout
-	}
-	return c.CookieTimeout
+	return orDefault(c.CookieTimeout, DefaultCookieTimeout)
 }
 
 func (c Config) passwordIterations() int {
-	if c.PasswordIterations == 0 {
-		return DefaultPasswordIterations
-	}
-	return c.PasswordIterations
+	return orDefault(c.PasswordIterations, DefaultPasswordIterations)
 }
 
 func (c Config) changesTimeout() time.Duration {
-	if c.ChangesTimeout == 0 {
-		return DefaultChangesTimeout
-	}
-	return c.ChangesTimeout
+	return orDefault(c.ChangesTimeout, DefaultChangesTimeout)
 }
 
-func (c Config) bodyTimeout() time.Duration {
-	if c.BodyTimeout == 0 {
-		return DefaultBodyTimeout
+func (c Config) bodyTimeout() time.Duration { return orDefault(c.BodyTimeout, DefaultBodyTimeout) }
+
+// orDefault is v, or def when v is the zero value (configuration fields
+// whose zero value means the documented default).
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
 	}
-	return c.BodyTimeout
+	return v
 }

@@ -64,24 +64,13 @@ func (l LoginLimits) validate() error {
 }
 
 func (l LoginLimits) perAddress() int {
-	if l.FailuresPerAddress == 0 {
-		return DefaultFailuresPerAddress
-	}
-	return l.FailuresPerAddress
+	return orDefault(l.FailuresPerAddress, DefaultFailuresPerAddress)
 }
 
-func (l LoginLimits) perUser() int {
-	if l.FailuresPerUser == 0 {
-		return DefaultFailuresPerUser
-	}
-	return l.FailuresPerUser
-}
+func (l LoginLimits) perUser() int { return orDefault(l.FailuresPerUser, DefaultFailuresPerUser) }
 
 func (l LoginLimits) interval() time.Duration {
-	if l.FailureInterval == 0 {
-		return DefaultFailureInterval
-	}
-	return l.FailureInterval
+	return orDefault(l.FailureInterval, DefaultFailureInterval)
 }
 
 // maxLimitedAddresses caps the address budgets kept; beyond it, new
