@@ -159,7 +159,10 @@ func (r *receiver) pack(ctx context.Context, name string) error {
 
 // keyMatters reports whether err is a failure a wrong key (or a missing
 // cipher for an encrypted journal) explains: failed decryption, or
-// without a cipher a stream that does not inflate.
+// without a cipher a stream that does not open. Ciphertext read as a
+// plain pack sometimes inflates for a few bytes and then fails to parse
+// (a few percent of packs), so without a cipher a parse error counts
+// too; only a stream that inflates past the limit does not.
 func (r *receiver) keyMatters(err error) bool {
 	if stageOf(err) == engine.StageDecrypt {
 		return true
@@ -167,8 +170,7 @@ func (r *receiver) keyMatters(err error) bool {
 	if r.j.cfg.Cipher != nil {
 		return false // decrypted: the key is right
 	}
-	var pe *journal.ParseError
-	return !errors.As(err, &pe) && !errors.Is(err, journal.ErrTooLarge)
+	return !errors.Is(err, journal.ErrTooLarge)
 }
 
 // failed handles a pack that downloaded but does not open.
