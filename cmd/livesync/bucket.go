@@ -14,6 +14,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/e2ee"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -405,12 +406,12 @@ func (b *bucketRemote) Chunks() engine.ChunkSource {
 
 // Hold passes a received metadata revision to the holder of the run in
 // progress (the journal's Config.Holder).
-func (b *bucketRemote) Hold(ctx context.Context, r purgatory.Revision, source string) (purgatory.Outcome, error) {
+func (b *bucketRemote) Hold(ctx context.Context, r hold.Revision, source string) (hold.Outcome, error) {
 	b.mu.Lock()
 	h := b.run.holder
 	b.mu.Unlock()
 	if h == nil {
-		return purgatory.Held, nil
+		return hold.Held, nil
 	}
 	return h.Hold(ctx, r, b.id)
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/fetch"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -104,11 +104,11 @@ func newHeldTracker(rep *replica, source string, now func() time.Time) *heldTrac
 }
 
 // Hold notes a pulled metadata revision (replicate.Holder).
-func (h *heldTracker) Hold(_ context.Context, r purgatory.Revision, _ string) (purgatory.Outcome, error) {
+func (h *heldTracker) Hold(_ context.Context, r hold.Revision, _ string) (hold.Outcome, error) {
 	h.mu.Lock()
 	h.seen[r.Doc] = true
 	h.mu.Unlock()
-	return purgatory.Held, nil
+	return hold.Held, nil
 }
 
 // commit records the noted files that are held (since now, unless they
@@ -170,7 +170,7 @@ func heldState(ctx context.Context, st store.Store, doc string) (livesync.Meta, 
 // missingChunks returns the chunks of m that are not local, in order of
 // first use.
 func missingChunks(ctx context.Context, st engine.LocalChunks, m livesync.Meta) ([]engine.ChunkID, error) {
-	ids := distinct(purgatory.FromMeta(m).Chunks)
+	ids := distinct(hold.FromMeta(m).Chunks)
 	have, err := st.GetChunks(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -210,34 +210,26 @@ func heldFiles(ctx context.Context, st store.Store, rec *heldRecord) ([]heldFile
 		if len(missing) == 0 {
 			continue
 		}
-		out = append(out, heldFile{meta: m, chunks: len(distinct(purgatory.FromMeta(m).Chunks)), missing: missing, entry: rec.Docs[m.ID]})
+		out = append(out, heldFile{meta: m, chunks: len(distinct(hold.FromMeta(m).Chunks)), missing: missing, entry: rec.Docs[m.ID]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].meta.Path < out[j].meta.Path })
 	return out, nil
 }
 
 func runHunt(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "hunt", "hunt [--retry [REMOTE...]] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	retry := fs.Bool("retry", false, "hunt the missing chunks now, on the named remotes (default: every remote of the configuration) that can fetch by id")
-	perMinute := fs.Int("per-minute", hunt.DefaultMaxPerWindow, "with --retry: requests per minute to each remote at most (one request asks for up to 100 chunks of one file)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("hunt", "hunt [--retry [REMOTE...]] [flags]")
+	retry := c.fs.Bool("retry", false, "hunt the missing chunks now, on the named remotes (default: every remote of the configuration) that can fetch by id")
+	perMinute := c.fs.Int("per-minute", hunt.DefaultMaxPerWindow, "with --retry: requests per minute to each remote at most (one request asks for up to 100 chunks of one file)")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
 	if *perMinute < 1 {
 		return usageError{"--per-minute must be at least 1"}
 	}
-	if len(pos) > 0 && !*retry {
+	if len(c.pos) > 0 && !*retry {
 		return usageError{"hunt lists the held files of the local replica; name remotes only with --retry (hunt --retry REMOTE...)"}
 	}
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), false)
+	rep, err := c.replica(false)
 	if err != nil {
 		return err
 	}
@@ -253,7 +245,7 @@ func runHunt(env *cliEnv, args []string) error {
 	if !*retry {
 		return printHeld(env, files)
 	}
-	return retryHunt(env, cf, cfg, rep, rec, files, pos, hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
+	return retryHunt(c, rep, rec, files, c.pos, hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
 }
 
 // printHeld lists the held files.
@@ -335,8 +327,8 @@ type huntSource struct {
 
 // retryHunt connects the remotes, hunts the held files' chunks, and
 // reports what was released and what is still missing and why.
-func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *heldRecord, files []heldFile, names []string, hc hunt.Config) error {
-	ctx := env.ctx
+func retryHunt(c *command, rep *replica, rec *heldRecord, files []heldFile, names []string, hc hunt.Config) error {
+	env, ctx, cf, cfg := c.cliEnv, c.ctx, c.cf, c.cfg
 	if len(files) == 0 {
 		if env.json {
 			writeJSON(env.stdout, map[string]any{"ok": true, "command": "hunt", "retry": true, "released": []any{}, "held": []any{}})
@@ -354,7 +346,7 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 			return usageError{"no remote to hunt on: name them (hunt --retry REMOTE...), or add remotes to the configuration file"}
 		}
 	}
-	if _, err := env.localVault(rep, cf, cfg); err != nil {
+	if _, err := c.localVault(rep); err != nil {
 		return err
 	}
 	var sources []huntSource
@@ -366,7 +358,7 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 		if err != nil {
 			return err
 		}
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true})
+		rem, err := c.connect(spec, rep, connectOptions{readOnly: true})
 		if err != nil {
 			var ue usageError
 			if errors.As(err, &ue) || errors.Is(err, context.Canceled) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/enginetest"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -172,7 +172,7 @@ func TestHuntListing(t *testing.T) {
 	ctx := context.Background()
 	tr := &heldTracker{st: st, source: "http://couch.example:5984/vault", now: func() time.Time { return s.now }, seen: map[string]bool{}}
 	for _, doc := range []string{meta.ID, "a.md", "gone.md"} {
-		tr.Hold(ctx, purgatory.Revision{Doc: doc}, "")
+		tr.Hold(ctx, hold.Revision{Doc: doc}, "")
 	}
 	if err := tr.commit(ctx); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestHuntListing(t *testing.T) {
 	}
 	// A later pull keeps the first date.
 	tr.now = func() time.Time { return s.now.Add(time.Hour) }
-	tr.Hold(ctx, purgatory.Revision{Doc: meta.ID}, "")
+	tr.Hold(ctx, hold.Revision{Doc: meta.ID}, "")
 	tr.commit(ctx)
 	st.Close()
 

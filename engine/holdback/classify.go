@@ -8,8 +8,8 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 )
 
 // kind is what the Store makes of one pushed document.
@@ -51,7 +51,7 @@ type judged struct {
 	// system document. While its document is held, such a revision goes
 	// through the purgatory whatever its kind (late binding).
 	note bool
-	r    purgatory.Revision // kindMeta only
+	r    hold.Revision // kindMeta only
 	// missing: kindMeta with chunks neither stored nor in its batch
 	// (set by BulkDocsFrom).
 	missing bool
@@ -105,7 +105,7 @@ func classify(codec *livesync.Codec, raw json.RawMessage) judged {
 		return j
 	}
 	j.kind = kindMeta
-	j.r = purgatory.FromMeta(m)
+	j.r = hold.FromMeta(m)
 	j.r.Doc, j.r.Rev = id, rev
 	return j
 }

@@ -96,7 +96,7 @@
 //     judge) goes through the purgatory, which releases the newest
 //     complete revision and never an older one after a newer one. A
 //     revision older than one released after waiting is dropped unserved
-//     (purgatory.Superseded), where CouchDB would keep it as a losing
+//     (hold.Superseded), where CouchDB would keep it as a losing
 //     conflict; its pusher still has it and resolves the conflict itself. A document's decision and write
 //     are one step under a per-document lock, so a concurrent push cannot
 //     slip a revision past the purgatory.

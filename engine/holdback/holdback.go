@@ -15,6 +15,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -332,7 +333,7 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 			// A revision of a held document that cannot be judged
 			// (foreign, unreadable): it needs no chunk, but only the
 			// purgatory may order it against the held ones.
-			js[i].r = purgatory.Revision{Doc: j.id, Rev: j.rev}
+			js[i].r = hold.Revision{Doc: j.id, Rev: j.rev}
 			slow = append(slow, i)
 		default:
 			through = append(through, i)
@@ -354,7 +355,7 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 }
 
 // complete reports whether every chunk of r is stored or in the batch.
-func complete(r purgatory.Revision, have map[engine.ChunkID]engine.Chunk, inBatch map[engine.ChunkID]struct{}) bool {
+func complete(r hold.Revision, have map[engine.ChunkID]engine.Chunk, inBatch map[engine.ChunkID]struct{}) bool {
 	for _, id := range r.Chunks {
 		if _, ok := have[id]; ok {
 			continue
@@ -510,13 +511,13 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 // arrival is false for revisions held again after a restart (not
 // counted). It returns an error only when the purgatory did not take the
 // revision at all (closed, the store failed); the caller forgets it then.
-func (s *Store) settled(ctx context.Context, r purgatory.Revision, source string, out purgatory.Outcome, err error, arrival bool) error {
+func (s *Store) settled(ctx context.Context, r hold.Revision, source string, out hold.Outcome, err error, arrival bool) error {
 	var rerr *purgatory.ReleaseError
 	if err != nil && !errors.As(err, &rerr) {
 		return err
 	}
 	switch out {
-	case purgatory.Held:
+	case hold.Held:
 		s.mu.Lock()
 		if h := s.held[r.Doc][r.Rev]; h != nil { // not released meanwhile
 			s.gen++
@@ -529,7 +530,7 @@ func (s *Store) settled(ctx context.Context, r purgatory.Revision, source string
 		if rerr != nil {
 			s.log.Warn("holdback: release failed, will retry", "doc", r.Doc, "rev", r.Rev, "err", rerr)
 		}
-	case purgatory.Released:
+	case hold.Released:
 		// release wrote it and emptied the holding area of it.
 	default:
 		// Superseded, PreviouslyExpired, Rejected, Dropped: never served.
@@ -881,7 +882,7 @@ func (s *Store) resume(ctx context.Context) error {
 	})
 	for _, f := range all {
 		if _, ok := known[[2]string{f.doc, f.rev}]; ok {
-			s.settled(ctx, purgatory.Revision{Doc: f.doc, Rev: f.rev}, f.hb.Source, purgatory.Held, nil, false)
+			s.settled(ctx, hold.Revision{Doc: f.doc, Rev: f.rev}, f.hb.Source, hold.Held, nil, false)
 			continue
 		}
 		s.mu.Lock()
@@ -890,7 +891,7 @@ func (s *Store) resume(ctx context.Context) error {
 		if !still {
 			continue // released meanwhile by the restored purgatory
 		}
-		r := purgatory.Revision{Doc: f.doc, Rev: f.rev}
+		r := hold.Revision{Doc: f.doc, Rev: f.rev}
 		if j := classify(s.codec, f.hb.Body); j.kind == kindMeta {
 			r = j.r
 		} else {
@@ -974,7 +975,7 @@ func (s *Store) Put(ctx context.Context, doc json.RawMessage) (string, error) {
 	case !j.note:
 		return rev, nil
 	case j.kind != kindMeta:
-		j.r = purgatory.Revision{Doc: id, Rev: rev} // cannot be judged: needs no chunk
+		j.r = hold.Revision{Doc: id, Rev: rev} // cannot be judged: needs no chunk
 	case len(j.r.Chunks) > 0:
 		got, err := s.inner.GetChunks(ctx, j.r.Chunks)
 		if err != nil || !complete(j.r, got, nil) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -73,7 +74,7 @@ func (s *Store) bindLocalEdit(ctx context.Context, id, rev string) {
 	case !j.note:
 		return
 	case j.kind != kindMeta:
-		j.r = purgatory.Revision{Doc: id, Rev: rev} // cannot be judged: needs no chunk
+		j.r = hold.Revision{Doc: id, Rev: rev} // cannot be judged: needs no chunk
 	case len(j.r.Chunks) > 0:
 		got, err := s.inner.GetChunks(ctx, j.r.Chunks)
 		if err != nil || !complete(j.r, got, nil) {

@@ -14,9 +14,10 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/activity"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -173,11 +174,11 @@ func readFiles(t testing.TB, st store.Store) map[string][]byte {
 
 // packRecords opens every pack in the bucket (plain) and returns the
 // record keys per pack.
-func packRecords(t testing.TB, b *memObjects, c journal.Cipher) [][]string {
+func packRecords(t testing.TB, b *enginetest.MemObjects, c journal.Cipher) [][]string {
 	t.Helper()
 	var out [][]string
-	for _, k := range b.packKeys() {
-		recs, err := journal.Open(k, b.get(k), c, 0)
+	for _, k := range b.PackKeys() {
+		recs, err := journal.Open(k, b.Body(k), c, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", k, err)
 		}
@@ -277,7 +278,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || res.PacksSent != 0 || res.PacksReceived != 0 {
 		t.Fatalf("a sync: %+v %v", res, err)
 	}
-	if n := len(bucket.packKeys()); n != 1 {
+	if n := len(bucket.PackKeys()); n != 1 {
 		t.Fatalf("%d packs in the bucket", n)
 	}
 	if cp := readCheckpoint(t, jb); cp.lastLocalSeq == "" || cp.knownIDs.len() != len(want) || cp.receivedFiles.len() != 1 {
@@ -361,8 +362,8 @@ func TestPackKeysIncrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{journal.PackKey("p/", t0), journal.PackKey("p/", t0+1), journal.PackKey("p/", t0+2)}
-	if !slices.Equal(bucket.puts, want) {
-		t.Fatalf("keys %v, want %v", bucket.puts, want)
+	if !slices.Equal(bucket.Puts(), want) {
+		t.Fatalf("keys %v, want %v", bucket.Puts(), want)
 	}
 
 	// A pack from a device whose clock is an hour ahead: the next pack
@@ -380,7 +381,7 @@ func TestPackKeysIncrease(t *testing.T) {
 	if _, err := j.Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if last := bucket.puts[len(bucket.puts)-1]; last != journal.PackKey("p/", t0+3600_001) {
+	if last := bucket.Puts()[len(bucket.Puts())-1]; last != journal.PackKey("p/", t0+3600_001) {
 		t.Fatalf("last key %s", last)
 	}
 }
@@ -395,13 +396,13 @@ func TestSendResume(t *testing.T) {
 	}
 	bucket := newMemObjects("")
 	puts := 0
-	bucket.putErr = func(string) error {
+	bucket.FailPut(func(string) error {
 		puts++
 		if puts == 3 {
 			return &engine.Error{Op: "put object", Stage: engine.StageTransport, Err: errors.New("fake: timeout")}
 		}
 		return nil
-	}
+	})
 	j := newJournal(t, Config{Local: st, Remote: bucket, MaxPackRecords: 9, ChangesBatch: 7})
 	res, err := j.Send(ctx)
 	if !IsTransportErr(err) || res.PacksSent != 2 {
@@ -453,11 +454,11 @@ func TestReceiveResume(t *testing.T) {
 	if _, err := newJournal(t, Config{Local: src, Remote: bucket, MaxPackRecords: 9}).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	keys := bucket.packKeys()
+	keys := bucket.PackKeys()
 	if len(keys) != 5 {
 		t.Fatalf("%d packs", len(keys))
 	}
-	bucket.failGet(keys[2], transportErr(keys[2]))
+	bucket.FailGet(keys[2], transportErr(keys[2]))
 	dst := newStore(t)
 	j := newJournal(t, Config{Local: dst, Remote: bucket})
 	res, err := j.Receive(ctx)
@@ -467,7 +468,7 @@ func TestReceiveResume(t *testing.T) {
 	if cp := readCheckpoint(t, j); !slices.Equal(setOf(cp.receivedFiles), []string{j.name(keys[0]), j.name(keys[1])}) || len(cp.quarantine) != 0 {
 		t.Fatalf("checkpoint: %v %v", setOf(cp.receivedFiles), cp.quarantine)
 	}
-	bucket.failGet(keys[2], nil)
+	bucket.FailGet(keys[2], nil)
 	res, err = j.Receive(ctx)
 	if err != nil || res.PacksReceived != 3 {
 		t.Fatalf("second receive: %+v %v", res, err)
@@ -477,7 +478,7 @@ func TestReceiveResume(t *testing.T) {
 		if i == 2 {
 			want = 2
 		}
-		if n := bucket.getCount(k); n != want {
+		if n := bucket.Gets(k); n != want {
 			t.Errorf("%s downloaded %d times", k, n)
 		}
 	}
@@ -506,7 +507,9 @@ func TestAuthErrorStops(t *testing.T) {
 	if _, err := newJournal(t, Config{Local: src, Remote: bucket}).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bucket.listErr = &engine.Error{Op: "list", Stage: engine.StageAuth, Err: errors.New("fake: 403")}
+	bucket.FailList(func(int) error {
+		return &engine.Error{Op: "list", Stage: engine.StageAuth, Err: errors.New("fake: 403")}
+	})
 	_, err := newJournal(t, Config{Local: newStore(t), Remote: bucket}).Sync(ctx)
 	if stageOf(err) != engine.StageAuth {
 		t.Fatalf("err %v", err)
@@ -523,7 +526,7 @@ func TestManyPacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bucket.set(journal.PackKey("big/", t0+int64(i)), storedDeflate(payload))
+		bucket.Set(journal.PackKey("big/", t0+int64(i)), storedDeflate(payload))
 	}
 	st := newStore(t)
 	j := newJournal(t, Config{Local: st, Remote: bucket})
@@ -535,8 +538,8 @@ func TestManyPacks(t *testing.T) {
 	if err != nil || len(got) != 4 {
 		t.Fatalf("%d chunks, %v", len(got), err)
 	}
-	if bucket.listCount() != 1 {
-		t.Fatalf("%d listings", bucket.listCount())
+	if bucket.Lists() != 1 {
+		t.Fatalf("%d listings", bucket.Lists())
 	}
 }
 
@@ -581,7 +584,7 @@ func TestActivity(t *testing.T) {
 }
 
 type holdCall struct {
-	rev    purgatory.Revision
+	rev    hold.Revision
 	source string
 }
 
@@ -591,11 +594,11 @@ type fakeHolder struct {
 	arrived []engine.ChunkID
 }
 
-func (h *fakeHolder) Hold(_ context.Context, r purgatory.Revision, source string) (purgatory.Outcome, error) {
+func (h *fakeHolder) Hold(_ context.Context, r hold.Revision, source string) (hold.Outcome, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.holds = append(h.holds, holdCall{r, source})
-	return purgatory.Outcome(0), nil
+	return hold.Outcome(0), nil
 }
 
 func (h *fakeHolder) ChunksArrived(ids []engine.ChunkID) {
@@ -665,12 +668,12 @@ func TestSendSplitChange(t *testing.T) {
 	}
 	bucket := newMemObjects("")
 	puts := 0
-	bucket.putErr = func(string) error {
+	bucket.FailPut(func(string) error {
 		if puts++; puts == 2 {
 			return transportErr("put")
 		}
 		return nil
-	}
+	})
 	// Packs of 2 records: [first.md, c.md leaf 1] [c.md leaves 2, 3].
 	j := newJournal(t, Config{Local: st, Remote: bucket, MaxPackRecords: 1})
 	if res, err := j.Send(ctx); !IsTransportErr(err) || res.PacksSent != 1 {
@@ -757,7 +760,7 @@ func TestSameMillisecond(t *testing.T) {
 		}
 	}
 	wantKeys := []string{journal.PackKey("p/", ms), journal.PackKey("p/", ms+1), journal.PackKey("p/", ms+2), journal.PackKey("p/", ms+3)}
-	if got := bucket.packKeys(); !slices.Equal(got, wantKeys) {
+	if got := bucket.PackKeys(); !slices.Equal(got, wantKeys) {
 		t.Fatalf("bucket holds %v, want %v", got, wantKeys)
 	}
 	if sent := setOf(readCheckpoint(t, devices[1]).sentFiles); !slices.Equal(sent, []string{journal.PackKey("", ms+2), journal.PackKey("", ms+3)}) {
@@ -798,7 +801,7 @@ func TestPackKeyTaken(t *testing.T) {
 		ctx := t.Context()
 		bucket := newMemObjects("p/")
 		for _, d := range []int64{0, 1, 5} {
-			bucket.set(key(d), []byte("another device's pack"))
+			bucket.Set(key(d), []byte("another device's pack"))
 		}
 		st := newStore(t)
 		putFile(t, st, "a.md", "mine")
@@ -807,11 +810,11 @@ func TestPackKeyTaken(t *testing.T) {
 		if err != nil || res.PacksSent != 1 {
 			t.Fatalf("send: %+v, %v", res, err)
 		}
-		if !slices.Equal(bucket.taken, []string{key(0)}) || !slices.Equal(bucket.puts, []string{key(6)}) || bucket.listCount() != 1 {
-			t.Fatalf("taken %v, puts %v, %d lists; want %s refused, one listing, %s created", bucket.taken, bucket.puts, bucket.listCount(), key(0), key(6))
+		if !slices.Equal(bucket.Refused(), []string{key(0)}) || !slices.Equal(bucket.Puts(), []string{key(6)}) || bucket.Lists() != 1 {
+			t.Fatalf("taken %v, puts %v, %d lists; want %s refused, one listing, %s created", bucket.Refused(), bucket.Puts(), bucket.Lists(), key(0), key(6))
 		}
 		for _, d := range []int64{0, 1, 5} {
-			if got := string(bucket.get(key(d))); got != "another device's pack" {
+			if got := string(bucket.Body(key(d))); got != "another device's pack" {
 				t.Fatalf("%s was overwritten: %q", key(d), got)
 			}
 		}
@@ -823,10 +826,10 @@ func TestPackKeyTaken(t *testing.T) {
 		ctx := t.Context()
 		bucket := newMemObjects("p/")
 		var refused []string
-		bucket.putErr = func(k string) error { // every key is taken by the time it is tried
+		bucket.FailPut(func(k string) error { // every key is taken by the time it is tried
 			refused = append(refused, k)
 			return &engine.Error{Op: "put object", DocID: k, Stage: engine.StageStorage, Err: ErrExists}
-		}
+		})
 		st := newStore(t)
 		putFile(t, st, "a.md", "mine")
 		j := newJournal(t, Config{Local: st, Remote: bucket, Now: frozen})
@@ -840,9 +843,7 @@ func TestPackKeyTaken(t *testing.T) {
 		if cp, err := loadCheckpoint(ctx, st, j.CheckpointID()); err != nil || (cp != nil && cp.sentIDs.len()+cp.sentFiles.len() != 0) {
 			t.Fatalf("checkpoint after giving up: %v, %v; want nothing recorded as sent", cp, err)
 		}
-		bucket.mu.Lock()
-		bucket.putErr = nil
-		bucket.mu.Unlock()
+		bucket.FailPut(nil)
 		if res, err := j.Send(ctx); err != nil || res.PacksSent != 1 || res.RecordsSent != 2 {
 			t.Fatalf("send again: %+v, %v; want the note and its chunk", res, err)
 		}
@@ -850,13 +851,13 @@ func TestPackKeyTaken(t *testing.T) {
 	t.Run("listing fails", func(t *testing.T) {
 		ctx := t.Context()
 		bucket := newMemObjects("p/")
-		bucket.set(key(0), []byte("another device's pack"))
-		bucket.listErr = transportErr("p/")
+		bucket.Set(key(0), []byte("another device's pack"))
+		bucket.FailList(func(int) error { return transportErr("p/") })
 		st := newStore(t)
 		putFile(t, st, "a.md", "mine")
 		j := newJournal(t, Config{Local: st, Remote: bucket, Now: frozen})
-		if res, err := j.Send(ctx); !IsTransportErr(err) || res.PacksSent != 0 || len(bucket.puts) != 0 {
-			t.Fatalf("send: %+v, %v, puts %v; want the listing's error and nothing created", res, err, bucket.puts)
+		if res, err := j.Send(ctx); !IsTransportErr(err) || res.PacksSent != 0 || len(bucket.Puts()) != 0 {
+			t.Fatalf("send: %+v, %v, puts %v; want the listing's error and nothing created", res, err, bucket.Puts())
 		}
 	})
 }
@@ -895,7 +896,7 @@ func TestLateWindow(t *testing.T) {
 			if _, err := newJournal(t, Config{Local: late, Remote: bucket, Now: at(ms - tc.behind.Milliseconds())}).Send(ctx); err != nil {
 				t.Fatal(err)
 			}
-			before := bucket.totalGets()
+			before := bucket.TotalGets()
 			if _, err := r.Receive(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -903,7 +904,7 @@ func TestLateWindow(t *testing.T) {
 				t.Fatalf("receiver holds %d files, want %d", len(got), tc.want)
 			}
 			// The pack already received is in the window but not downloaded again.
-			if n := bucket.totalGets() - before; n != tc.want-1 {
+			if n := bucket.TotalGets() - before; n != tc.want-1 {
 				t.Fatalf("second receive downloaded %d packs, want %d", n, tc.want-1)
 			}
 		})

@@ -10,9 +10,9 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 )
 
 // bulkDocsBatch bounds the documents of one BulkDocs call (one store
@@ -411,7 +411,7 @@ func (r *receiver) hold(ctx context.Context, written []json.RawMessage) error {
 			j.cfg.Log.Warn("journalsync: received metadata is malformed", "doc", d.ID(), "err", err)
 			continue
 		}
-		out, err := j.cfg.Holder.Hold(ctx, purgatory.FromMeta(m), j.cfg.Remote.ID())
+		out, err := j.cfg.Holder.Hold(ctx, hold.FromMeta(m), j.cfg.Remote.ID())
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -9,6 +9,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/fetch"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 )
@@ -47,7 +48,7 @@ func Example() {
 	}
 	defer func() { p.Close(); h.Close() }()
 
-	out, err := p.Hold(context.Background(), purgatory.Revision{
+	out, err := p.Hold(context.Background(), hold.Revision{
 		Doc: "notes/hello.md", Rev: "1-abc", Chunks: []engine.ChunkID{"h:a", "h:b"},
 	}, "home.example:5984")
 	fmt.Println(out, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // fakeLocal is an in-memory engine.LocalChunks.
@@ -117,7 +118,7 @@ type fakeReleaser struct {
 	calls int
 }
 
-func (r *fakeReleaser) add(rv Revision) {
+func (r *fakeReleaser) add(rv hold.Revision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.revs[rv.Doc+" "+rv.Rev] = rv.Chunks
@@ -217,13 +218,13 @@ func newRig(t *testing.T, cfg Config) *rig {
 
 // rev registers a revision with the releaser (as the store would hold
 // it) and returns it.
-func (r *rig) rev(doc, rev string, chunks ...engine.ChunkID) Revision {
-	rv := Revision{Doc: doc, Rev: rev, Chunks: chunks}
+func (r *rig) rev(doc, rev string, chunks ...engine.ChunkID) hold.Revision {
+	rv := hold.Revision{Doc: doc, Rev: rev, Chunks: chunks}
 	r.rel.add(rv)
 	return rv
 }
 
-func (r *rig) hold(rv Revision, source string) Outcome {
+func (r *rig) hold(rv hold.Revision, source string) hold.Outcome {
 	r.t.Helper()
 	out, err := r.p.Hold(context.Background(), rv, source)
 	if err != nil {

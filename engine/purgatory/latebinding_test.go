@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // Seed 001, late binding: "An older state event's git data might arrive
@@ -35,7 +35,7 @@ func TestLateBindingNewerCompletesFirst(t *testing.T) {
 			hunterCall{At: time.Second, Op: "enqueue", Doc: "n.md", Needed: []engine.ChunkID{"h:a", "h:b"}, Origin: couch, Delay: 500 * time.Millisecond},
 			hunterCall{At: 10 * time.Second, Op: "remove", Doc: "n.md"},
 		)
-		if got := r.hold(r.rev("n.md", "2-a", "h:a"), couch); got != Superseded {
+		if got := r.hold(r.rev("n.md", "2-a", "h:a"), couch); got != hold.Superseded {
 			t.Fatalf("older revision delivered again: %v", got)
 		}
 		r.wantReleased(release{10 * time.Second, "n.md", "3-b"})
@@ -96,7 +96,7 @@ func TestVerificationFailureRejects(t *testing.T) {
 		if s := r.p.Stats(); s.VerifyFailures != 1 || s.Releases != 1 || s.Remembered != 1 {
 			t.Fatalf("stats %+v", s)
 		}
-		if got := r.hold(r.rev("n.md", "3-b", "h:b"), couch); got != Rejected {
+		if got := r.hold(r.rev("n.md", "3-b", "h:b"), couch); got != hold.Rejected {
 			t.Fatalf("rejected revision delivered again: %v", got)
 		}
 		if !strings.Contains(r.logs.String(), `"reason":"verification failed"`) {
@@ -108,7 +108,7 @@ func TestVerificationFailureRejects(t *testing.T) {
 		r.rel.failWith("s.md", "1-s", &engine.Error{Op: "read file", DocID: "s.md", Stage: engine.StageSize, Err: engine.ErrSizeMismatch})
 		out, err := r.p.Hold(t.Context(), r.rev("s.md", "1-s", "h:s"), ClientPush)
 		var re *ReleaseError
-		if out != Rejected || !errors.As(err, &re) || !re.Permanent || !errors.Is(err, engine.ErrSizeMismatch) {
+		if out != hold.Rejected || !errors.As(err, &re) || !re.Permanent || !errors.Is(err, engine.ErrSizeMismatch) {
 			t.Fatalf("Hold = %v, %v", out, err)
 		}
 		if len(r.p.Held()) != 0 {
@@ -126,7 +126,7 @@ func TestTransientReleaseFailureRetries(t *testing.T) {
 		r.rel.failWith("n.md", "1-a", errors.New("disk full"), errors.New("disk full"))
 		out, err := r.p.Hold(t.Context(), r.rev("n.md", "1-a", "h:1"), couch)
 		var re *ReleaseError
-		if out != Held || !errors.As(err, &re) || re.Permanent {
+		if out != hold.Held || !errors.As(err, &re) || re.Permanent {
 			t.Fatalf("Hold = %v, %v", out, err)
 		}
 		if h, _ := r.held("n.md"); h.Reason != ReasonReleaseFailed || h.Missing != 0 {
@@ -181,7 +181,7 @@ func TestHoldErrors(t *testing.T) {
 		if len(r.p.Held()) != 0 || len(r.hunter.Calls()) != 0 {
 			t.Fatal("held after a store error")
 		}
-		if _, err := r.p.Hold(t.Context(), Revision{Doc: "n.md"}, couch); !errors.Is(err, engine.ErrMalformed) {
+		if _, err := r.p.Hold(t.Context(), hold.Revision{Doc: "n.md"}, couch); !errors.Is(err, engine.ErrMalformed) {
 			t.Fatalf("no rev: %v", err)
 		}
 		r.p.Close()
@@ -230,21 +230,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestFromMeta(t *testing.T) {
-	m := livesync.Meta{ID: "n.md", Rev: "2-x", Children: []string{"h:1", "h:e", "h:2", "h:1"},
-		Eden: map[string]livesync.EdenEntry{"h:e": {Data: "embedded"}}}
-	r := FromMeta(m)
-	if r.Doc != "n.md" || r.Rev != "2-x" || strings.Join(r.Chunks, ",") != "h:1,h:2,h:1" {
-		t.Fatalf("FromMeta = %+v", r)
-	}
-	if got := strings.Join(r.uniqueChunks(), ","); got != "h:1,h:2" {
+func TestUniqueChunks(t *testing.T) {
+	r := hold.Revision{Doc: "n.md", Rev: "2-x", Chunks: []string{"h:2", "h:1", "h:2", "h:1"}}
+	if got := strings.Join(uniqueChunks(r), ","); got != "h:1,h:2" {
 		t.Fatalf("uniqueChunks = %s", got)
-	}
-	m.Deleted = true
-	if r := FromMeta(m); len(r.Chunks) != 0 {
-		t.Fatalf("tombstone needs chunks: %+v", r)
-	}
-	if r := FromMeta(livesync.Meta{ID: "old", Rev: "1-a", Type: livesync.TypeNotes, Data: []string{"x"}}); len(r.Chunks) != 0 {
-		t.Fatalf("inline note needs chunks: %+v", r)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // Holds and arrivals race from many goroutines; whatever the
@@ -24,7 +25,7 @@ func TestReleaseOrderUnderConcurrency(t *testing.T) {
 				const docs, revs = 3, 6
 				var all []engine.ChunkID
 				type job struct {
-					rv  Revision
+					rv  hold.Revision
 					src string
 				}
 				var jobs []job

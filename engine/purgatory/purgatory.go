@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // Hunter finds missing chunks across sources; *hunt.Hunt implements it.
@@ -44,48 +45,6 @@ type Deps struct {
 	// store no longer has it); any other error keeps it held and the
 	// release is retried after Config.ReleaseRetry.
 	Release func(ctx context.Context, doc, rev string) error
-}
-
-// Outcome is what Hold and Retry did with a revision.
-type Outcome uint8
-
-// Outcomes of Hold and Retry.
-const (
-	// Released: the revision's chunks were local; it was verified,
-	// materialised and its event emitted.
-	Released Outcome = iota + 1
-	// Held: the revision waits in the purgatory and is not served.
-	Held
-	// Superseded: a newer revision of the document was released already
-	// (now or before); this one is never served.
-	Superseded
-	// PreviouslyExpired: the revision expired from the purgatory within
-	// Config.RememberExpired; it is not held again (only Retry does).
-	PreviouslyExpired
-	// Rejected: the revision failed verification, now or within
-	// Config.RememberExpired; it is never served.
-	Rejected
-	// Dropped: Deps.Release reported that the store no longer has the
-	// revision.
-	Dropped
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Released:
-		return "released"
-	case Held:
-		return "held"
-	case Superseded:
-		return "superseded"
-	case PreviouslyExpired:
-		return "previously expired"
-	case Rejected:
-		return "rejected"
-	case Dropped:
-		return "dropped"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
 // State is the state of a held document.
@@ -255,7 +214,7 @@ func (p *Purgatory) Close() {
 // revision remembered as expired returns PreviouslyExpired without any
 // hunting. The error is a *ReleaseError when a release failed, or the
 // local store's error (then nothing changed).
-func (p *Purgatory) Hold(ctx context.Context, r Revision, source string) (Outcome, error) {
+func (p *Purgatory) Hold(ctx context.Context, r hold.Revision, source string) (hold.Outcome, error) {
 	return p.hold(ctx, r, source, false)
 }
 
@@ -264,7 +223,7 @@ func (p *Purgatory) Hold(ctx context.Context, r Revision, source string) (Outcom
 // revives the document even if the revision is already held: active
 // again for Config.ActiveFor and enqueued with no delay. A revision not
 // newer than a released one stays Superseded.
-func (p *Purgatory) Retry(ctx context.Context, r Revision, source string) (Outcome, error) {
+func (p *Purgatory) Retry(ctx context.Context, r hold.Revision, source string) (hold.Outcome, error) {
 	return p.hold(ctx, r, source, true)
 }
 
@@ -289,7 +248,7 @@ func (p *Purgatory) wake() {
 	}
 }
 
-func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry bool) (Outcome, error) {
+func (p *Purgatory) hold(ctx context.Context, r hold.Revision, source string, retry bool) (hold.Outcome, error) {
 	if r.Doc == "" || r.Rev == "" {
 		return 0, fmt.Errorf("purgatory: revision without document id or rev: %w", engine.ErrMalformed)
 	}
@@ -304,16 +263,16 @@ func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry b
 		if !retry {
 			p.mu.Unlock()
 			if m.rejected {
-				return Rejected, nil
+				return hold.Rejected, nil
 			}
-			return PreviouslyExpired, nil
+			return hold.PreviouslyExpired, nil
 		}
 		delete(p.mem, key)
 	}
 	if p.supersededLocked(r.Doc, r.Rev, now) {
 		p.n.superseded++
 		p.mu.Unlock()
-		return Superseded, nil
+		return hold.Superseded, nil
 	}
 	var known *heldRev
 	if e := p.entries[r.Doc]; e != nil {
@@ -321,11 +280,11 @@ func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry b
 	}
 	if known != nil && !retry {
 		p.mu.Unlock()
-		return Held, nil
+		return hold.Held, nil
 	}
 	p.mu.Unlock()
 
-	chunks := r.uniqueChunks()
+	chunks := uniqueChunks(r)
 	if known != nil {
 		chunks = known.chunks
 	}
@@ -343,7 +302,7 @@ func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry b
 	if p.supersededLocked(r.Doc, r.Rev, now) { // a release happened meanwhile
 		p.n.superseded++
 		p.mu.Unlock()
-		return Superseded, nil
+		return hold.Superseded, nil
 	}
 	e := p.entries[r.Doc]
 	if e == nil {
@@ -422,15 +381,15 @@ func (p *Purgatory) hold(ctx context.Context, r Revision, source string, retry b
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e := p.entries[r.Doc]; e != nil && e.find(r.Rev) != nil {
-		return Held, nil
+		return hold.Held, nil
 	}
 	if m, ok := p.marks[r.Doc]; ok && m.rev == r.Rev {
-		return Released, nil
+		return hold.Released, nil
 	}
 	if m, ok := p.mem[key]; ok && m.rejected {
-		return Rejected, nil
+		return hold.Rejected, nil
 	}
-	return Superseded, nil
+	return hold.Superseded, nil
 }
 
 // missing returns the ids among ids (sorted, unique) that are not local.
@@ -458,7 +417,7 @@ func (p *Purgatory) supersededLocked(doc, rev string, now time.Time) bool {
 
 type relResult struct {
 	rev     string
-	outcome Outcome
+	outcome hold.Outcome
 	err     error
 }
 
@@ -497,7 +456,7 @@ func (p *Purgatory) settle(ctx context.Context, doc string) []relResult {
 		switch class {
 		case releaseOK:
 			p.n.releases++
-			res = append(res, relResult{hr.rev, Released, nil})
+			res = append(res, relResult{hr.rev, hold.Released, nil})
 			p.log.Info("purgatory: revision released", "doc", doc, "rev", hr.rev, "source", src)
 			if e.waited || len(e.revs) > 1 {
 				p.marks[doc] = mark{rev: hr.rev, until: now.Add(p.cfg.RememberExpired)}
@@ -506,7 +465,7 @@ func (p *Purgatory) settle(ctx context.Context, doc string) []relResult {
 				if CompareRevs(old.rev, hr.rev) <= 0 {
 					if old != hr {
 						p.n.superseded++
-						res = append(res, relResult{old.rev, Superseded, nil})
+						res = append(res, relResult{old.rev, hold.Superseded, nil})
 					}
 					p.dropRev(e, old)
 				}
@@ -515,13 +474,13 @@ func (p *Purgatory) settle(ctx context.Context, doc string) []relResult {
 		case releaseRejected:
 			p.n.verifyFailures++
 			rerr := &ReleaseError{Doc: doc, Rev: hr.rev, Permanent: true, Err: err}
-			res = append(res, relResult{hr.rev, Rejected, rerr})
+			res = append(res, relResult{hr.rev, hold.Rejected, rerr})
 			p.log.Warn("purgatory: revision rejected", "doc", doc, "rev", hr.rev, "source", src, "reason", "verification failed", "err", err)
 			p.mem[memKey{doc, hr.rev}] = memory{until: now.Add(p.cfg.RememberExpired), rejected: true}
 			p.dropRev(e, hr)
 			p.afterDropLocked(e)
 		case releaseGone:
-			res = append(res, relResult{hr.rev, Dropped, nil})
+			res = append(res, relResult{hr.rev, hold.Dropped, nil})
 			p.log.Info("purgatory: revision dropped", "doc", doc, "rev", hr.rev, "source", src, "reason", "not in store")
 			p.dropRev(e, hr)
 			p.afterDropLocked(e)
@@ -539,7 +498,7 @@ func (p *Purgatory) settle(ctx context.Context, doc string) []relResult {
 			}
 		default:
 			p.n.releaseErrors++
-			res = append(res, relResult{hr.rev, Held, &ReleaseError{Doc: doc, Rev: hr.rev, Err: err}})
+			res = append(res, relResult{hr.rev, hold.Held, &ReleaseError{Doc: doc, Rev: hr.rev, Err: err}})
 			p.log.Warn("purgatory: release failed", "doc", doc, "rev", hr.rev, "source", src, "reason", ReasonReleaseFailed, "err", err)
 			e.waited = true
 			e.reason = ReasonReleaseFailed

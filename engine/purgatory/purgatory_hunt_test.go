@@ -10,6 +10,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/fetch"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 )
 
@@ -106,7 +107,7 @@ func TestHuntTwoSourcesEachHalf(t *testing.T) {
 		a := newFakeSource("a.example:5984", start, 100*time.Millisecond, "h:1", "h:2")
 		b := newFakeSource("b.example:5984", start, 100*time.Millisecond, "h:3", "h:4")
 		r := newHuntRig(t, a, b)
-		if got := r.hold(r.rev("split.md", "1-s", "h:1", "h:2", "h:3", "h:4"), a.key); got != Held {
+		if got := r.hold(r.rev("split.md", "1-s", "h:1", "h:2", "h:3", "h:4"), a.key); got != hold.Held {
 			t.Fatalf("Hold = %v", got)
 		}
 		r.sleepUntil(5 * time.Second)
@@ -192,7 +193,7 @@ func TestHuntTimelineD(t *testing.T) {
 		if _, ok := r.held("lost.md"); ok {
 			t.Fatal("still held")
 		}
-		if got := r.hold(rv, a.key); got != PreviouslyExpired {
+		if got := r.hold(rv, a.key); got != hold.PreviouslyExpired {
 			t.Fatalf("re-delivered: %v", got)
 		}
 		r.sleepUntil(25 * time.Hour)

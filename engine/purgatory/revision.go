@@ -6,44 +6,15 @@ import (
 	"strings"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // ClientPush is the source of a revision a client pushed to us (the
 // Hunter's origin "").
 const ClientPush = ""
 
-// Revision is one metadata document revision as the purgatory sees it:
-// the document id, its CouchDB revision and the chunk ids it needs. It
-// never carries note contents.
-type Revision struct {
-	Doc string
-	Rev string
-	// Chunks are the chunk ids the revision needs from the store, in any
-	// order, duplicates allowed. Empty for a tombstone or an inline note:
-	// such a revision is complete at once.
-	Chunks []engine.ChunkID
-}
-
-// FromMeta returns the Revision of a metadata document: its children
-// without the ones embedded in eden (FORMAT.md §1.9). Deleted documents
-// and legacy inline notes need no chunks.
-func FromMeta(m livesync.Meta) Revision {
-	r := Revision{Doc: m.ID, Rev: m.Rev}
-	if m.Deleted || m.Type == livesync.TypeNotes {
-		return r
-	}
-	for _, id := range m.Children {
-		if _, ok := m.Eden[id]; ok {
-			continue
-		}
-		r.Chunks = append(r.Chunks, id)
-	}
-	return r
-}
-
 // uniqueChunks returns the sorted, deduplicated chunk ids of r.
-func (r Revision) uniqueChunks() []engine.ChunkID {
+func uniqueChunks(r hold.Revision) []engine.ChunkID {
 	ids := slices.Clone(r.Chunks)
 	slices.Sort(ids)
 	return slices.Compact(ids)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // restart snapshots r's purgatory, closes it, waits downtime and
@@ -85,10 +86,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		r.wantCalls(hunterCall{At: 24*time.Hour + 105*time.Minute, Op: "enqueue", Doc: "act.md",
 			Needed: []engine.ChunkID{"h:x", "h:y"}, Origin: couch, Delay: 500 * time.Millisecond})
 		// The memories still work.
-		if got := r.hold(r.rev("gone.md", "1-g", "h:g"), couch); got != PreviouslyExpired {
+		if got := r.hold(r.rev("gone.md", "1-g", "h:g"), couch); got != hold.PreviouslyExpired {
 			t.Fatalf("expired memory lost: %v", got)
 		}
-		if got := r.hold(r.rev("two.md", "2-a", "h:a"), couch); got != Superseded {
+		if got := r.hold(r.rev("two.md", "2-a", "h:a"), couch); got != hold.Superseded {
 			t.Fatalf("released-revision memory lost: %v", got)
 		}
 		// The active document continues its timer from where it was:
@@ -135,7 +136,7 @@ func TestRestoreAfterDowntime(t *testing.T) {
 		if !strings.Contains(r.logs.String(), `"msg":"purgatory: document expired","doc":"old.md","source":"couch.example:5984","reason":"chunks not found"`) {
 			t.Fatalf("no expiry line for old.md:\n%s", r.logs.String())
 		}
-		if got := r.hold(r.rev("old.md", "1-o", "h:o"), couch); got != PreviouslyExpired {
+		if got := r.hold(r.rev("old.md", "1-o", "h:o"), couch); got != hold.PreviouslyExpired {
 			t.Fatalf("old.md after restore: %v", got)
 		}
 		h, ok := r.held("act.md")
@@ -145,12 +146,12 @@ func TestRestoreAfterDowntime(t *testing.T) {
 		r.wantCalls() // nothing active after the restore: nothing hunted
 		want := []release{{24 * time.Hour, "arr.md", "1-q"}, {24*time.Hour + 35*time.Minute, "arr.md", "2-r"}}
 		r.wantReleased(want...)
-		if got := r.hold(r.rev("arr.md", "1-q", "h:q"), couch); got != Superseded {
+		if got := r.hold(r.rev("arr.md", "1-q", "h:q"), couch); got != hold.Superseded {
 			t.Fatalf("arr.md 1-q: %v", got)
 		}
 		// Expired at 24 h 30 min: remembered until 7 days after that.
 		r.sleepUntil(24*time.Hour + 30*time.Minute + 7*24*time.Hour)
-		if got := r.hold(r.rev("old.md", "1-o", "h:o"), couch); got != Held {
+		if got := r.hold(r.rev("old.md", "1-o", "h:o"), couch); got != hold.Held {
 			t.Fatalf("old.md after 7 days: %v", got)
 		}
 	})

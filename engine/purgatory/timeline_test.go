@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 const couch = "couch.example:5984" // the ThrottleKey of a pulled revision's source
@@ -18,7 +19,7 @@ func TestTimelineA_PushedMetadataChunksFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, Config{})
 		rv := r.rev("note.md", "1-a", "h:1", "h:2")
-		if got := r.hold(rv, ClientPush); got != Held {
+		if got := r.hold(rv, ClientPush); got != hold.Held {
 			t.Fatalf("Hold = %v, want held", got)
 		}
 		h, ok := r.held("note.md")
@@ -46,7 +47,7 @@ func TestTimelineB_ChunksFirstServedAtOnce(t *testing.T) {
 		r := newRig(t, Config{})
 		r.local.add("h:1", "h:2")
 		rv := r.rev("note.md", "1-a", "h:1", "h:2", "h:1")
-		if got := r.hold(rv, couch); got != Released {
+		if got := r.hold(rv, couch); got != hold.Released {
 			t.Fatalf("Hold = %v, want released", got)
 		}
 		r.wantReleased(release{0, "note.md", "1-a"})
@@ -55,7 +56,7 @@ func TestTimelineB_ChunksFirstServedAtOnce(t *testing.T) {
 			t.Fatalf("stats %+v", s)
 		}
 		// A tombstone or inline note needs no chunks.
-		if got := r.hold(r.rev("gone.md", "2-b"), couch); got != Released {
+		if got := r.hold(r.rev("gone.md", "2-b"), couch); got != hold.Released {
 			t.Fatalf("tombstone: %v", got)
 		}
 	})
@@ -68,7 +69,7 @@ func TestTimelineC_PulledMetadataHuntFindsChunks(t *testing.T) {
 		r := newRig(t, Config{})
 		rv := r.rev("note.md", "3-c", "h:1", "h:2")
 		r.local.add("h:1")
-		if got := r.hold(rv, couch); got != Held {
+		if got := r.hold(rv, couch); got != hold.Held {
 			t.Fatalf("Hold = %v", got)
 		}
 		r.sleepUntil(45 * time.Second)
@@ -104,7 +105,7 @@ func TestTimelineD_NeverArrives(t *testing.T) {
 			t.Fatalf("stats %+v", s)
 		}
 		// Re-delivery of the same revision does not revive it (no loop).
-		if got := r.hold(rv, couch); got != Held {
+		if got := r.hold(rv, couch); got != hold.Held {
 			t.Fatalf("re-delivered: %v", got)
 		}
 		r.sleepUntil(24*time.Hour + 30*time.Minute)
@@ -137,7 +138,7 @@ func TestTimelineD_NeverArrives(t *testing.T) {
 		// Remembered for 7 days: replication delivering it again does
 		// not restart the hunt.
 		r.sleepUntil(24*time.Hour + 30*time.Minute + 7*24*time.Hour - time.Second)
-		if got := r.hold(rv, couch); got != PreviouslyExpired {
+		if got := r.hold(rv, couch); got != hold.PreviouslyExpired {
 			t.Fatalf("within 7 days: %v", got)
 		}
 		if n := len(r.hunter.Calls()); n != 2 {
@@ -147,7 +148,7 @@ func TestTimelineD_NeverArrives(t *testing.T) {
 		if s := r.p.Stats(); s.Remembered != 0 {
 			t.Fatalf("memory not pruned: %+v", s)
 		}
-		if got := r.hold(rv, couch); got != Held {
+		if got := r.hold(rv, couch); got != hold.Held {
 			t.Fatalf("after 7 days: %v", got)
 		}
 	})
@@ -160,11 +161,11 @@ func TestRetryBypassesExpiredMemory(t *testing.T) {
 		rv := r.rev("lost.md", "1-d", "h:x")
 		r.hold(rv, couch)
 		r.sleepUntil(25 * time.Hour)
-		if got := r.hold(rv, couch); got != PreviouslyExpired {
+		if got := r.hold(rv, couch); got != hold.PreviouslyExpired {
 			t.Fatalf("Hold = %v", got)
 		}
 		out, err := r.p.Retry(t.Context(), rv, couch)
-		if err != nil || out != Held {
+		if err != nil || out != hold.Held {
 			t.Fatalf("Retry = %v, %v", out, err)
 		}
 		calls := r.hunter.Calls()
@@ -192,7 +193,7 @@ func TestTimelineE_SoftExpiredRevivedByNewRevision(t *testing.T) {
 		if h, _ := r.held("doc.md"); h.State != SoftExpired {
 			t.Fatalf("at 1 h: %+v", h)
 		}
-		if got := r.hold(r.rev("doc.md", "2-b", "h:new"), couch); got != Held {
+		if got := r.hold(r.rev("doc.md", "2-b", "h:new"), couch); got != hold.Held {
 			t.Fatalf("new revision: %v", got)
 		}
 		h, _ := r.held("doc.md")
@@ -211,7 +212,7 @@ func TestTimelineE_SoftExpiredRevivedByNewRevision(t *testing.T) {
 		)
 		// The old revision's chunks arrive late: never served.
 		r.arrive("h:old")
-		if got := r.hold(r.rev("doc.md", "1-a", "h:old"), couch); got != Superseded {
+		if got := r.hold(r.rev("doc.md", "1-a", "h:old"), couch); got != hold.Superseded {
 			t.Fatalf("old revision: %v", got)
 		}
 		r.wantReleased(release{80 * time.Minute, "doc.md", "2-b"})

@@ -31,7 +31,7 @@
 //     revisions from the source (with _revisions), BulkDocs with
 //     new_edits=false to the target, then for pulls the hooks: chunk ids
 //     to Arrivals, every metadata revision (livesync.ParseMeta,
-//     purgatory.FromMeta) to Holder.Hold with HoldSource, so metadata
+//     hold.FromMeta) to Holder.Hold with HoldSource, so metadata
 //     whose chunks are not local waits in the purgatory with the
 //     pulled-metadata delay.
 //  4. Checkpoint: the page's LastSeq is written to the target, then to

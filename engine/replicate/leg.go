@@ -11,8 +11,8 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 )
 
 // remoteFlushTimeout bounds the remote checkpoint write at the end of a
@@ -265,7 +265,7 @@ func (r *Replicator) pulled(ctx context.Context, docs []json.RawMessage, failed 
 			r.cfg.Log.Warn("replicate: pulled metadata is malformed", "doc", d.ID(), "err", err)
 			continue
 		}
-		out, err := r.cfg.Holder.Hold(ctx, purgatory.FromMeta(m), r.cfg.HoldSource)
+		out, err := r.cfg.Holder.Hold(ctx, hold.FromMeta(m), r.cfg.HoldSource)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
+	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
 // Defaults of Config. DefaultBatchesLimit is LiveSync's batches_limit.
@@ -78,7 +78,7 @@ type Activity interface {
 // satisfies it): it releases revisions whose chunks are local and holds
 // the others.
 type Holder interface {
-	Hold(ctx context.Context, r purgatory.Revision, source string) (purgatory.Outcome, error)
+	Hold(ctx context.Context, r hold.Revision, source string) (hold.Outcome, error)
 }
 
 // Arrivals is told about chunks a pull wrote to the local endpoint

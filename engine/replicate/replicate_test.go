@@ -12,7 +12,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/activity"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
+	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
@@ -250,7 +250,7 @@ func TestSelectorPullLeavesChunksOut(t *testing.T) {
 }
 
 type holdCall struct {
-	rev    purgatory.Revision
+	rev    hold.Revision
 	source string
 }
 
@@ -260,11 +260,11 @@ type fakeHolder struct {
 	arrived []engine.ChunkID
 }
 
-func (h *fakeHolder) Hold(ctx context.Context, r purgatory.Revision, source string) (purgatory.Outcome, error) {
+func (h *fakeHolder) Hold(ctx context.Context, r hold.Revision, source string) (hold.Outcome, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.holds = append(h.holds, holdCall{r, source})
-	return purgatory.Held, nil
+	return hold.Held, nil
 }
 
 func (h *fakeHolder) ChunksArrived(ids []engine.ChunkID) {
