@@ -30,6 +30,9 @@ var (
 	// ErrTooLarge means a request or document exceeds what the other side
 	// accepts (HTTP 413); the caller should send less at once.
 	ErrTooLarge = errors.New("engine: too large")
+	// ErrExists means a create-only write found something under the name
+	// already and left it as it was (journalsync.ErrExists is this value).
+	ErrExists = errors.New("engine: already exists")
 )
 
 // Stage names the step of processing at which an Error happened.

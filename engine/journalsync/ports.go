@@ -2,12 +2,15 @@ package journalsync
 
 import (
 	"context"
-	"errors"
+
+	"github.com/livesync-go/livesync-go/engine"
 )
 
 // ErrExists means Objects.Put found an object under the key already and
-// left it as it was. Send then names the pack with a later key.
-var ErrExists = errors.New("journalsync: an object already exists under the key")
+// left it as it was. Send then names the pack with a later key. It is
+// engine.ErrExists, so that fakes of Objects (engine/enginetest) need not
+// import this package.
+var ErrExists = engine.ErrExists
 
 // Objects is the object store a journal lives in: one bucket under one
 // prefix (adapters/minio.Bucket implements it). Keys are full object keys,
