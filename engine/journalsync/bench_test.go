@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
@@ -35,7 +36,7 @@ func benchNote(i int) string {
 }
 
 type benchJournal struct {
-	bucket *memObjects
+	bucket *enginetest.MemObjects
 	chunks []string // every chunk id
 }
 
@@ -52,7 +53,7 @@ var benchBucket = sync.OnceValue(func() benchJournal {
 		if err != nil {
 			panic(err)
 		}
-		bucket.set(journal.PackKey("bench/", t0+int64(n)), obj)
+		bucket.Set(journal.PackKey("bench/", t0+int64(n)), obj)
 		n++
 		recs = recs[:0]
 	}

@@ -254,7 +254,7 @@ func TestUnreadableCheckpoint(t *testing.T) {
 	if !errors.Is(err, engine.ErrMalformed) || !errors.As(err, &ee) || ee.DocID != j.CheckpointID() || !strings.Contains(err.Error(), "ResetCheckpoint") {
 		t.Fatalf("err %v", err)
 	}
-	if len(bucket.gets) != 0 || bucket.lists != 0 {
+	if bucket.TotalGets() != 0 || bucket.Lists() != 0 {
 		t.Fatal("the bucket was used")
 	}
 	if _, err := j.ChunkSource().FetchChunks(ctx, []string{"h:chunk00"}); !errors.Is(err, engine.ErrMalformed) {

@@ -1,64 +1,17 @@
 package journalsync_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/journal"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
-
-// bucket is a journal bucket kept in memory: enough of
-// journalsync.Objects for an example (adapters/minio.Bucket is the real
-// one).
-type bucket struct {
-	mu   sync.Mutex
-	objs map[string][]byte
-}
-
-func (b *bucket) Prefix() string { return "vault/" }
-func (b *bucket) ID() string     { return "http://127.0.0.1:9000,bucketvault/,auto" }
-
-func (b *bucket) List(_ context.Context, after string) ([]string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var keys []string
-	for k := range b.objs {
-		if k > after && journal.IsPackListingCandidate(strings.TrimPrefix(k, b.Prefix())) {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, journal.ComparePackKeys)
-	return keys, nil
-}
-
-func (b *bucket) Get(_ context.Context, key string) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if o, ok := b.objs[key]; ok {
-		return bytes.Clone(o), nil
-	}
-	return nil, fmt.Errorf("%s: %w", key, engine.ErrNotFound)
-}
-
-func (b *bucket) Put(_ context.Context, key string, body []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.objs[key]; ok {
-		return fmt.Errorf("%s: %w", key, journalsync.ErrExists) // create-only
-	}
-	b.objs[key] = bytes.Clone(body)
-	return nil
-}
 
 // Two devices share notes through a journal bucket: the laptop sends
 // its changes as a pack, the phone receives it and reads the note back.
@@ -66,7 +19,8 @@ func (b *bucket) Put(_ context.Context, key string, body []byte) error {
 // receiving the journal.
 func Example() {
 	ctx := context.Background()
-	b := &bucket{objs: map[string][]byte{}}
+	// A journal bucket kept in memory (adapters/minio.Bucket is the real one).
+	b := enginetest.NewMemObjects("vault/", "http://127.0.0.1:9000,bucketvault/,auto")
 	codec, err := livesync.New(livesync.Config{})
 	if err != nil {
 		log.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/e2ee"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journal"
 )
 
@@ -26,7 +27,7 @@ func testCipher(t testing.TB, seed byte) *e2ee.Cipher {
 
 // chainBucket holds n packs of one note each (metadata and its chunk),
 // sealed with c, at keys t0, t0+1000, …; it returns the keys.
-func chainBucket(t testing.TB, bucket *memObjects, n int, c journal.Cipher) []string {
+func chainBucket(t testing.TB, bucket *enginetest.MemObjects, n int, c journal.Cipher) []string {
 	t.Helper()
 	var keys []string
 	for i := range n {
@@ -38,8 +39,8 @@ func chainBucket(t testing.TB, bucket *memObjects, n int, c journal.Cipher) []st
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := journal.PackKey(bucket.prefix, t0+int64(i)*1000)
-		bucket.set(key, obj)
+		key := journal.PackKey(bucket.Prefix(), t0+int64(i)*1000)
+		bucket.Set(key, obj)
 		keys = append(keys, key)
 	}
 	return keys
@@ -69,10 +70,10 @@ func TestQuarantine(t *testing.T) {
 	ctx := t.Context()
 	bucket := newMemObjects("q/")
 	keys := chainBucket(t, bucket, 5, nil)
-	good0 := bucket.get(keys[0])
-	bucket.set(keys[0], good0[:len(good0)/2])                                     // truncated DEFLATE, before any pack opened
-	bucket.set(keys[2], []byte{0xff, 0xff, 0xff, 0xff})                           // not DEFLATE
-	bucket.set(keys[3], deflated(t, "~h:ok\x1fsecret content x\nnot a record\n")) // a malformed record
+	good0 := bucket.Body(keys[0])
+	bucket.Set(keys[0], good0[:len(good0)/2])                                     // truncated DEFLATE, before any pack opened
+	bucket.Set(keys[2], []byte{0xff, 0xff, 0xff, 0xff})                           // not DEFLATE
+	bucket.Set(keys[3], deflated(t, "~h:ok\x1fsecret content x\nnot a record\n")) // a malformed record
 	st := newStore(t)
 	var logs bytes.Buffer
 	var progress []Progress
@@ -114,7 +115,7 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("second receive: %+v %v", res, err)
 	}
 	for _, k := range keys {
-		if n := bucket.getCount(k); n != 1 {
+		if n := bucket.Gets(k); n != 1 {
 			t.Errorf("%s downloaded %d times", k, n)
 		}
 	}
@@ -128,12 +129,12 @@ func TestQuarantineDecrypt(t *testing.T) {
 	c := testCipher(t, 1)
 	bucket := newMemObjects("")
 	keys := chainBucket(t, bucket, 3, c)
-	obj := bucket.get(keys[0])
+	obj := bucket.Body(keys[0])
 	obj[len(obj)-1] ^= 1 // the GCM tag
-	bucket.set(keys[0], obj)
-	obj = bucket.get(keys[2])
+	bucket.Set(keys[0], obj)
+	obj = bucket.Body(keys[2])
 	obj[50] ^= 1
-	bucket.set(keys[2], obj)
+	bucket.Set(keys[2], obj)
 	j := newJournal(t, Config{Local: newStore(t), Remote: bucket, Cipher: c})
 	res, err := j.Receive(ctx)
 	if err != nil {
@@ -179,14 +180,14 @@ func TestWrongPassphrase(t *testing.T) {
 	// last pack opened no longer opens either, so this is no corruption.
 	more := newMemObjects("")
 	for _, k := range chainBucket(t, more, 5, right)[3:] {
-		bucket.set(k, more.get(k))
+		bucket.Set(k, more.Body(k))
 	}
 	canary := keys[2]
-	before := bucket.getCount(canary)
+	before := bucket.Gets(canary)
 	j = newJournal(t, Config{Local: st, Remote: bucket, Cipher: wrong})
 	res, err := j.Receive(ctx)
-	if !errors.Is(err, engine.ErrDecrypt) || len(res.Quarantined) != 0 || bucket.getCount(canary) != before+1 {
-		t.Fatalf("changed key: %+v %v (canary downloaded %d times)", res, err, bucket.getCount(canary)-before)
+	if !errors.Is(err, engine.ErrDecrypt) || len(res.Quarantined) != 0 || bucket.Gets(canary) != before+1 {
+		t.Fatalf("changed key: %+v %v (canary downloaded %d times)", res, err, bucket.Gets(canary)-before)
 	}
 	if q, _ := j.Quarantined(ctx); len(q) != 0 {
 		t.Fatalf("quarantined %v", q)
@@ -203,8 +204,8 @@ func TestRetryQuarantined(t *testing.T) {
 	ctx := t.Context()
 	bucket := newMemObjects("")
 	keys := chainBucket(t, bucket, 3, nil)
-	good := bucket.get(keys[1])
-	bucket.set(keys[1], []byte("garbage"))
+	good := bucket.Body(keys[1])
+	bucket.Set(keys[1], []byte("garbage"))
 	st := newStore(t)
 	j := newJournal(t, Config{Local: st, Remote: bucket})
 	if res, err := j.Receive(ctx); err != nil || len(res.Quarantined) != 1 {
@@ -215,12 +216,12 @@ func TestRetryQuarantined(t *testing.T) {
 	jr := newJournal(t, Config{Local: st, Remote: bucket, RetryQuarantined: true})
 	for run := range 2 {
 		res, err := jr.Receive(ctx)
-		if err != nil || len(res.Quarantined) != 1 || bucket.getCount(keys[1]) != run+2 {
-			t.Fatalf("retry run %d: %+v %v, %d downloads", run, res, err, bucket.getCount(keys[1]))
+		if err != nil || len(res.Quarantined) != 1 || bucket.Gets(keys[1]) != run+2 {
+			t.Fatalf("retry run %d: %+v %v, %d downloads", run, res, err, bucket.Gets(keys[1]))
 		}
 	}
 	// Fixed: applied and out of the quarantine.
-	bucket.set(keys[1], good)
+	bucket.Set(keys[1], good)
 	if res, err := jr.Receive(ctx); err != nil || res.PacksReceived != 1 || len(res.Quarantined) != 0 {
 		t.Fatalf("after the fix: %+v %v", res, err)
 	}
@@ -234,7 +235,7 @@ func TestRetryQuarantined(t *testing.T) {
 	// ClearQuarantine: one more try, then skipped again.
 	bucket2 := newMemObjects("")
 	keys = chainBucket(t, bucket2, 2, nil)
-	bucket2.set(keys[0], []byte("garbage"))
+	bucket2.Set(keys[0], []byte("garbage"))
 	j = newJournal(t, Config{Local: newStore(t), Remote: bucket2})
 	if res, err := j.Receive(ctx); err != nil || len(res.Quarantined) != 1 {
 		t.Fatalf("%+v %v", res, err)
@@ -245,16 +246,16 @@ func TestRetryQuarantined(t *testing.T) {
 	if q, _ := j.Quarantined(ctx); len(q) != 0 {
 		t.Fatalf("cleared but listed: %v", q)
 	}
-	if res, err := j.Receive(ctx); err != nil || len(res.Quarantined) != 1 || bucket2.getCount(keys[0]) != 2 {
+	if res, err := j.Receive(ctx); err != nil || len(res.Quarantined) != 1 || bucket2.Gets(keys[0]) != 2 {
 		t.Fatalf("after clear: %+v %v", res, err)
 	}
-	if res, err := j.Receive(ctx); err != nil || len(res.Quarantined) != 0 || bucket2.getCount(keys[0]) != 2 {
+	if res, err := j.Receive(ctx); err != nil || len(res.Quarantined) != 0 || bucket2.Gets(keys[0]) != 2 {
 		t.Fatalf("third run: %+v %v", res, err)
 	}
 	if err := j.ClearQuarantine(ctx); err != nil { // all
 		t.Fatal(err)
 	}
-	bucket2.set(keys[0], chainBucketPack(t, 0))
+	bucket2.Set(keys[0], chainBucketPack(t, 0))
 	if res, err := j.Receive(ctx); err != nil || res.PacksReceived != 1 {
 		t.Fatalf("after clearing all: %+v %v", res, err)
 	}
@@ -264,7 +265,7 @@ func TestRetryQuarantined(t *testing.T) {
 func chainBucketPack(t testing.TB, i int) []byte {
 	b := newMemObjects("")
 	keys := chainBucket(t, b, i+1, nil)
-	return b.get(keys[i])
+	return b.Body(keys[i])
 }
 
 func slicesEqual(a, b []string) bool {
@@ -311,18 +312,18 @@ func TestEpochWipe(t *testing.T) {
 
 	// A new epoch and the probe fails: an error, nothing cleared.
 	cfg.Epoch = "2:salt-c"
-	bucket.listErr = transportErr("list")
+	bucket.FailList(func(int) error { return transportErr("list") })
 	if _, err := newJournal(t, cfg).Receive(ctx); !IsTransportErr(err) {
 		t.Fatalf("probe failure: %v", err)
 	}
 	if cp = readCheckpoint(t, j); cp.epoch != "2:salt-b" || cp.sentFiles.len() != 1 {
 		t.Fatalf("after a failed probe: epoch %q sent %d", cp.epoch, cp.sentFiles.len())
 	}
-	bucket.listErr = nil
+	bucket.FailList(nil)
 
 	// Wiped (the last sent pack is gone) and a new epoch: cleared.
-	for _, k := range bucket.packKeys() {
-		bucket.remove(k)
+	for _, k := range bucket.PackKeys() {
+		bucket.Remove(k)
 	}
 	if _, err := newJournal(t, cfg).Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -370,19 +371,19 @@ func TestEpochWipeResend(t *testing.T) {
 	if _, err := newJournal(t, cfg).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(bucket.packKeys()); n == 0 {
+	if n := len(bucket.PackKeys()); n == 0 {
 		t.Fatal("nothing sent")
 	}
-	for _, k := range bucket.packKeys() {
-		bucket.remove(k)
+	for _, k := range bucket.PackKeys() {
+		bucket.Remove(k)
 	}
 	cfg.Epoch = "2:salt-b"
 	res, err := newJournal(t, cfg).Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wipes != 1 || res.RecordsSent < 2 || len(bucket.packKeys()) == 0 {
-		t.Fatalf("after the wipe: wipes %d, result %+v, packs %d", wipes, res, len(bucket.packKeys()))
+	if wipes != 1 || res.RecordsSent < 2 || len(bucket.PackKeys()) == 0 {
+		t.Fatalf("after the wipe: wipes %d, result %+v, packs %d", wipes, res, len(bucket.PackKeys()))
 	}
 }
 
@@ -407,16 +408,16 @@ func TestPacksWipedSameEpoch(t *testing.T) {
 		if err != nil || wipes != 0 || res.RecordsSent != 0 {
 			t.Fatalf("resend %v, unchanged bucket: wipes %d, %+v, %v", resend, wipes, res, err)
 		}
-		for _, k := range bucket.packKeys() {
-			bucket.remove(k)
+		for _, k := range bucket.PackKeys() {
+			bucket.Remove(k)
 		}
 		res, err = newJournal(t, cfg).Send(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch {
-		case resend && (wipes != 1 || res.RecordsSent < 2 || len(bucket.packKeys()) == 0):
-			t.Errorf("packs wiped, same epoch: wipes %d, result %+v, packs %d", wipes, res, len(bucket.packKeys()))
+		case resend && (wipes != 1 || res.RecordsSent < 2 || len(bucket.PackKeys()) == 0):
+			t.Errorf("packs wiped, same epoch: wipes %d, result %+v, packs %d", wipes, res, len(bucket.PackKeys()))
 		case !resend && (wipes != 0 || res.RecordsSent != 0):
 			t.Errorf("without ResendAfterWipe: wipes %d, result %+v", wipes, res)
 		}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/activity"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 	"github.com/livesync-go/livesync-go/engine/journal"
 )
 
 // chunkBucket fills a bucket with n packs of per chunks each (chunk ids
 // "h:p<pack>c<i>") and returns the ids per pack.
-func chunkBucket(t testing.TB, bucket *memObjects, from, n, per int, c journal.Cipher) [][]string {
+func chunkBucket(t testing.TB, bucket *enginetest.MemObjects, from, n, per int, c journal.Cipher) [][]string {
 	t.Helper()
 	var out [][]string
 	for p := from; p < from+n; p++ {
@@ -32,7 +33,7 @@ func chunkBucket(t testing.TB, bucket *memObjects, from, n, per int, c journal.C
 		if err != nil {
 			t.Fatal(err)
 		}
-		bucket.set(journal.PackKey(bucket.prefix, t0+int64(p)*1000), obj)
+		bucket.Set(journal.PackKey(bucket.Prefix(), t0+int64(p)*1000), obj)
 		out = append(out, ids)
 	}
 	return out
@@ -113,7 +114,7 @@ func TestChunkSourceOnDemand(t *testing.T) {
 	ids = []string{more[0][2], packs[0][0]}
 	res, err = src.FetchChunks(ctx, ids)
 	checkPartition(t, ids, res, nil)
-	if s := j.Stats(); err != nil || s.Lists != 3 || s.PacksDownloaded != 5 || bucket.getCount(journal.PackKey("c/", t0+4000)) != 1 {
+	if s := j.Stats(); err != nil || s.Lists != 3 || s.PacksDownloaded != 5 || bucket.Gets(journal.PackKey("c/", t0+4000)) != 1 {
 		t.Fatalf("stats %+v %v", s, err)
 	}
 
@@ -201,7 +202,7 @@ func TestChunkSourceErrors(t *testing.T) {
 	ctx := t.Context()
 	bucket := newMemObjects("")
 	packs := chunkBucket(t, bucket, 0, 3, 2, nil)
-	keys := bucket.packKeys()
+	keys := bucket.PackKeys()
 	st := newStore(t)
 	if _, err := newJournal(t, Config{Local: st, Remote: bucket}).Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -209,13 +210,13 @@ func TestChunkSourceErrors(t *testing.T) {
 	j := newJournal(t, Config{Local: st, Remote: bucket, PackCacheBytes: -1})
 	src := j.ChunkSource()
 
-	bucket.failGet(keys[0], transportErr(keys[0]))
+	bucket.FailGet(keys[0], transportErr(keys[0]))
 	if _, err := src.FetchChunks(ctx, []string{packs[0][0]}); !IsTransportErr(err) {
 		t.Fatalf("transport: %v", err)
 	}
-	bucket.failGet(keys[0], nil)
-	bucket.set(keys[1], []byte("garbage"))
-	bucket.remove(keys[2])
+	bucket.FailGet(keys[0], nil)
+	bucket.Set(keys[1], []byte("garbage"))
+	bucket.Remove(keys[2])
 	ids := []string{packs[0][0], packs[1][0], packs[2][1]}
 	res, err := src.FetchChunks(ctx, ids)
 	if err != nil {
@@ -223,10 +224,12 @@ func TestChunkSourceErrors(t *testing.T) {
 	}
 	checkPartition(t, ids, res, []string{packs[1][0], packs[2][1]})
 	// Unreadable packs are not downloaded again.
-	if _, err := src.FetchChunks(ctx, ids); err != nil || bucket.getCount(keys[1]) != 2 || bucket.getCount(keys[2]) != 2 { // one each by Receive
-		t.Fatalf("%v: downloads %d %d", err, bucket.getCount(keys[1]), bucket.getCount(keys[2]))
+	if _, err := src.FetchChunks(ctx, ids); err != nil || bucket.Gets(keys[1]) != 2 || bucket.Gets(keys[2]) != 2 { // one each by Receive
+		t.Fatalf("%v: downloads %d %d", err, bucket.Gets(keys[1]), bucket.Gets(keys[2]))
 	}
-	bucket.listErr = &engine.Error{Op: "list", Stage: engine.StageAuth, Err: errors.New("fake: 403")}
+	bucket.FailList(func(int) error {
+		return &engine.Error{Op: "list", Stage: engine.StageAuth, Err: errors.New("fake: 403")}
+	})
 	if _, err := src.FetchChunks(ctx, []string{"h:unknown"}); stageOf(err) != engine.StageAuth {
 		t.Fatalf("auth: %v", err)
 	}
@@ -248,9 +251,7 @@ func TestChunkSourceConcurrent(t *testing.T) {
 		st := newStore(t)
 		fetchAll := func(j *Journal) {
 			release := make(chan struct{})
-			bucket.mu.Lock()
-			bucket.onGet = func(string) { <-release }
-			bucket.mu.Unlock()
+			bucket.OnGet(func(string) { <-release })
 			var wg sync.WaitGroup
 			errs := make(chan error, 40)
 			for i := range 40 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine/e2ee"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/internal/testvectors"
 	"github.com/livesync-go/livesync-go/engine/journal"
 )
@@ -84,7 +85,7 @@ func vectorInputs(t testing.TB) map[string][]byte {
 
 // vectorBucket puts every object of journal/<dir> into a bucket under
 // prefix, as the library uploaded them.
-func vectorBucket(t testing.TB, dir, prefix string) *memObjects {
+func vectorBucket(t testing.TB, dir, prefix string) *enginetest.MemObjects {
 	t.Helper()
 	bucket := newMemObjects(prefix)
 	entries, err := os.ReadDir(testvectors.Path(path.Join("journal", dir)))
@@ -95,7 +96,7 @@ func vectorBucket(t testing.TB, dir, prefix string) *memObjects {
 		if e.IsDir() || e.Name() == "manifest.json" {
 			continue
 		}
-		bucket.set(prefix+e.Name(), readVector(t, path.Join("journal", dir, e.Name())))
+		bucket.Set(prefix+e.Name(), readVector(t, path.Join("journal", dir, e.Name())))
 	}
 	return bucket
 }
