@@ -20,18 +20,15 @@ import (
 )
 
 func runExport(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "export", "export [REMOTE] --out DIR [flags]  |  export --dump FILE --out DIR [flags]")
-	dumpPath := fs.String("dump", "", "LiveSync database dump to read (CouchDB _all_docs?include_docs=true JSON; - for stdin)")
-	out := fs.String("out", "", "folder to write the vault's files into (created if missing)")
-	hidden := fs.Bool("hidden", false, "also write hidden files (Hidden File Sync documents, i:…; never a .git folder); dot-paths in normal documents are refused either way")
-	deleted := fs.Bool("keep-deleted", false, "also write files that are marked deleted")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("export", "export [REMOTE] --out DIR [flags]  |  export --dump FILE --out DIR [flags]")
+	dumpPath := c.fs.String("dump", "", "LiveSync database dump to read (CouchDB _all_docs?include_docs=true JSON; - for stdin)")
+	out := c.fs.String("out", "", "folder to write the vault's files into (created if missing)")
+	hidden := c.fs.Bool("hidden", false, "also write hidden files (Hidden File Sync documents, i:…; never a .git folder); dot-paths in normal documents are refused either way")
+	deleted := c.fs.Bool("keep-deleted", false, "also write files that are marked deleted")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
+	pos := c.pos
 	switch {
 	case *dumpPath != "" && len(pos) > 0:
 		return usageError{"give either a remote or --dump, not both"}
@@ -44,15 +41,16 @@ func runExport(env *cliEnv, args []string) error {
 	}
 	opts := exportOptions{out: *out, hidden: *hidden, deleted: *deleted}
 	if *dumpPath != "" {
-		pass := cf.passphraseArg
+		pass := c.cf.passphraseArg
 		if pass == "" {
-			if pass, err = env.passphrase(cf.passphraseFile); err != nil {
+			var err error
+			if pass, err = env.passphrase(c.cf.passphraseFile); err != nil {
 				return err
 			}
 		}
 		return exportDump(env, *dumpPath, pass, opts)
 	}
-	return exportReplica(env, first(pos), cf, opts)
+	return exportReplica(c, first(pos), opts)
 }
 
 // exportOptions are export's choices.
@@ -249,36 +247,29 @@ func linkOut(root *os.Root, rel string) string {
 // exportReplica writes the files of the local replica, after pulling the
 // remote into it when one is given (into a temporary replica unless
 // --store names one).
-func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOptions) error {
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
+func exportReplica(c *command, remoteArg string, o exportOptions) error {
+	env := c.cliEnv
 	var rep *replica
+	var err error
 	var pullErr error // a partial pull (quarantined packs): reported after the export
 	extra := map[string]any{}
 	if remoteArg == "" {
-		if rep, err = env.openReplica(storePath(cf.store, cfg), false); err != nil {
+		if rep, err = c.replica(false); err != nil {
 			return err
 		}
 		defer rep.Close()
 	} else {
-		spec, err := resolveRemote(cfg, remoteArg)
+		spec, err := c.remote(remoteArg)
 		if err != nil {
 			return err
 		}
-		if cf.store != "" {
-			rep, err = env.openReplica(cf.store, true)
-		} else {
-			rep, err = env.openTempReplica()
-		}
-		if err != nil {
+		if rep, err = c.scratchReplica(); err != nil {
 			return err
 		}
 		defer rep.Close()
 		// A throwaway replica only reads the remote (no trace, no
 		// joining a locked one); a --store replica is a device.
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: cf.store == ""})
+		rem, err := c.connect(spec, rep, connectOptions{readOnly: c.cf.store == ""})
 		if err != nil {
 			return err
 		}
@@ -287,7 +278,7 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 		if err != nil {
 			return err
 		}
-		pr := newProgress(env, cf.quiet, false)
+		pr := newProgress(env, c.cf.quiet, false)
 		res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{progress: pr.update, packs: pr.pack})
 		pr.finish()
 		if err != nil {
@@ -317,11 +308,11 @@ func exportReplica(env *cliEnv, remoteArg string, cf commonFlags, o exportOption
 		}
 		return err
 	}
-	c, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) { return readFile(env.ctx, rep.st, m, nil) }, o)
+	n, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) { return readFile(env.ctx, rep.st, m, nil) }, o)
 	if err != nil {
 		return err
 	}
-	if err := c.report(env, o.out, extra); err != nil {
+	if err := n.report(env, o.out, extra); err != nil {
 		return err
 	}
 	return pullErr

@@ -81,64 +81,25 @@ func distinct(ids []string) []string {
 }
 
 func runLs(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "ls", "ls [PREFIX] [--remote REMOTE] [--deleted] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	remoteArg := fs.String("remote", "", "list the remote directly instead of the local replica")
-	deleted := fs.Bool("deleted", false, "also list deleted files")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("ls", "ls [PREFIX] [--remote REMOTE] [--deleted] [flags]")
+	remoteArg := c.fs.String("remote", "", "list the remote directly instead of the local replica")
+	deleted := c.fs.Bool("deleted", false, "also list deleted files")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) > 1 {
+	if len(c.pos) > 1 {
 		return usageError{"ls takes at most one path prefix"}
 	}
-	prefix := first(pos)
-	cfg, err := env.loadConfig(cf.config)
+	prefix := first(c.pos)
+	var files []fileInfo
+	var err error
+	if *remoteArg != "" {
+		files, err = remoteFiles(c, *remoteArg)
+	} else {
+		files, err = replicaFiles(c)
+	}
 	if err != nil {
 		return err
-	}
-	var files []fileInfo
-	if *remoteArg != "" {
-		spec, err := resolveRemote(cfg, *remoteArg)
-		if err != nil {
-			return err
-		}
-		// The handshake needs this device's node id: the replica's if
-		// there is one, else a temporary replica's.
-		var rep *replica
-		if _, serr := os.Stat(storePath(cf.store, cfg)); serr == nil {
-			rep, err = env.openReplica(storePath(cf.store, cfg), false)
-		} else {
-			rep, err = env.openTempReplica()
-		}
-		if err != nil {
-			return err
-		}
-		defer rep.Close()
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true})
-		if err != nil {
-			return err
-		}
-		defer rem.Close()
-		metas, err := rem.Files(env.ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range metas {
-			files = append(files, fileInfo{meta: m, localChunks: -1, chunks: len(distinct(m.Children))})
-		}
-		sort.Slice(files, func(i, j int) bool { return files[i].meta.Path < files[j].meta.Path })
-	} else {
-		rep, err := env.openReplica(storePath(cf.store, cfg), false)
-		if err != nil {
-			return err
-		}
-		defer rep.Close()
-		if files, err = localFiles(env.ctx, rep.st); err != nil {
-			return err
-		}
 	}
 	var shown []fileInfo
 	for _, f := range files {
@@ -147,7 +108,7 @@ func runLs(env *cliEnv, args []string) error {
 		}
 		shown = append(shown, f)
 	}
-	if cf.json {
+	if c.cf.json {
 		rows := make([]map[string]any, 0, len(shown))
 		for _, f := range shown {
 			row := map[string]any{"path": f.meta.Path, "id": f.meta.ID, "rev": f.meta.Rev, "size": f.meta.Size,
@@ -177,6 +138,52 @@ func runLs(env *cliEnv, args []string) error {
 	return tw.Flush()
 }
 
+// replicaFiles lists the files of the local replica.
+func replicaFiles(c *command) ([]fileInfo, error) {
+	rep, err := c.replica(false)
+	if err != nil {
+		return nil, err
+	}
+	defer rep.Close()
+	return localFiles(c.ctx, rep.st)
+}
+
+// remoteFiles lists the files of a remote, read without writing to it.
+func remoteFiles(c *command, arg string) ([]fileInfo, error) {
+	spec, err := c.remote(arg)
+	if err != nil {
+		return nil, err
+	}
+	// The handshake needs this device's node id: the replica's if there
+	// is one, else a temporary replica's.
+	path, _ := c.storePath()
+	var rep *replica
+	if _, serr := os.Stat(path); serr == nil {
+		rep, err = c.openReplica(path, false)
+	} else {
+		rep, err = c.openTempReplica()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rep.Close()
+	rem, err := c.connect(spec, rep, connectOptions{readOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer rem.Close()
+	metas, err := rem.Files(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var files []fileInfo
+	for _, m := range metas {
+		files = append(files, fileInfo{meta: m, localChunks: -1, chunks: len(distinct(m.Children))})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].meta.Path < files[j].meta.Path })
+	return files, nil
+}
+
 // vaultPathOf turns a path given by the user into a vault path: slashes,
 // no leading "/", and the "i:" prefix of Hidden File Sync for a path
 // with a dot-file or dot-folder. It refuses paths that leave the vault.
@@ -194,7 +201,7 @@ func vaultPathOf(p string) (string, error) {
 
 // localVault returns the settings of the replica's vault with the
 // passphrase when the vault needs one.
-func (e *cliEnv) localVault(rep *replica, cf commonFlags, cfg *config) (livesync.Settings, error) {
+func (c *command) localVault(rep *replica) (livesync.Settings, error) {
 	if rep.vault == nil {
 		return livesync.Settings{}, fmt.Errorf("the local replica %s holds no vault yet: pull from a remote first", rep.path)
 	}
@@ -203,10 +210,14 @@ func (e *cliEnv) localVault(rep *replica, cf commonFlags, cfg *config) (livesync
 		return s, err
 	}
 	if needsPassphrase(s) {
-		if s.Passphrase, err = e.passphraseFor(defaultSpec(cfg), cf); err != nil {
+		cfg, err := c.config()
+		if err != nil {
 			return s, err
 		}
-		if err := checkLocalPassphrase(e.ctx, rep, s); err != nil {
+		if s.Passphrase, err = c.passphraseFor(defaultSpec(cfg), c.cf); err != nil {
+			return s, err
+		}
+		if err := checkLocalPassphrase(c.ctx, rep, s); err != nil {
 			return s, err
 		}
 	}
@@ -331,42 +342,36 @@ func idMapper(s livesync.Settings) *docid.Mapper {
 }
 
 func runCat(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "cat", "cat PATH [--remote REMOTE] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	remoteArg := fs.String("remote", "", "fetch chunks missing from the local replica from this remote (they are kept)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("cat", "cat PATH [--remote REMOTE] [flags]")
+	remoteArg := c.fs.String("remote", "", "fetch chunks missing from the local replica from this remote (they are kept)")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	if len(pos) != 1 {
+	env.json = false // cat answers with the file's bytes, never JSON
+	if len(c.pos) != 1 {
 		return usageError{"cat takes one vault path"}
 	}
-	p, err := vaultPathOf(pos[0])
+	p, err := vaultPathOf(c.pos[0])
 	if err != nil {
 		return err
 	}
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), *remoteArg != "")
+	rep, err := c.replica(*remoteArg != "")
 	if err != nil {
 		return err
 	}
 	defer rep.Close()
 	var rem remote
 	if *remoteArg != "" {
-		spec, err := resolveRemote(cfg, *remoteArg)
+		spec, err := c.remote(*remoteArg)
 		if err != nil {
 			return err
 		}
-		if rem, err = env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true}); err != nil {
+		if rem, err = c.connect(spec, rep, connectOptions{readOnly: true}); err != nil {
 			return err
 		}
 		defer rem.Close()
 	}
-	s, err := env.localVault(rep, cf, cfg)
+	s, err := c.localVault(rep)
 	if err != nil {
 		return err
 	}
@@ -461,30 +466,26 @@ func fetchChunks(ctx context.Context, st store.Store, src engine.ChunkSource, id
 }
 
 func runPut(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "put", "put PATH [FILE|-] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
+	c := env.newCommand("put", "put PATH [FILE|-] [flags]")
 	var vf vaultFlags
-	addVaultFlags(fs, &vf)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	addVaultFlags(c.fs, &vf)
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) < 1 || len(pos) > 2 {
+	if len(c.pos) < 1 || len(c.pos) > 2 {
 		return usageError{"put takes a vault path and a file (or - for stdin)"}
 	}
-	p, err := vaultPathOf(pos[0])
+	p, err := vaultPathOf(c.pos[0])
 	if err != nil {
 		return err
 	}
-	cfg, err := env.loadConfig(cf.config)
+	cfg, err := c.config()
 	if err != nil {
 		return err
 	}
 	var data []byte
 	mtime := env.now().UnixMilli()
-	if src := first(pos[1:]); src == "" || src == "-" {
+	if src := first(c.pos[1:]); src == "" || src == "-" {
 		if data, err = io.ReadAll(env.stdin); err != nil {
 			return fmt.Errorf("reading stdin: %w", err)
 		}
@@ -498,7 +499,7 @@ func runPut(env *cliEnv, args []string) error {
 		}
 		mtime = info.ModTime().UnixMilli()
 	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), true)
+	rep, err := c.replica(true)
 	if err != nil {
 		return err
 	}
@@ -506,7 +507,7 @@ func runPut(env *cliEnv, args []string) error {
 	if rep.vault == nil {
 		// A new vault: the command line's settings, else the default
 		// remote's from the configuration.
-		vc := vf.config(fs)
+		vc := vf.config(c.fs)
 		if spec := defaultSpec(cfg); spec != nil {
 			vc = spec.cfg.vaultConfig.merge(vc)
 			if spec.kind == "s3" && vc.CustomChunkSize == nil {
@@ -518,7 +519,7 @@ func runPut(env *cliEnv, args []string) error {
 			return err
 		}
 	}
-	s, err := env.localVault(rep, cf, cfg)
+	s, err := c.localVault(rep)
 	if err != nil {
 		return err
 	}
@@ -530,7 +531,7 @@ func runPut(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cf.json {
+	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "put", "path": p, "id": res.meta.ID, "rev": res.meta.Rev,
 			"size": len(data), "chunks": len(distinct(res.meta.Children)), "new_chunks": res.newChunks, "unchanged": res.unchanged})
 		return nil
@@ -618,31 +619,23 @@ func slicesEqual(a, b []string) bool {
 }
 
 func runRm(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "rm", "rm PATH [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("rm", "rm PATH [flags]")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) != 1 {
+	if len(c.pos) != 1 {
 		return usageError{"rm takes one vault path"}
 	}
-	p, err := vaultPathOf(pos[0])
+	p, err := vaultPathOf(c.pos[0])
 	if err != nil {
 		return err
 	}
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), false)
+	rep, err := c.replica(false)
 	if err != nil {
 		return err
 	}
 	defer rep.Close()
-	s, err := env.localVault(rep, cf, cfg)
+	s, err := c.localVault(rep)
 	if err != nil {
 		return err
 	}
@@ -654,7 +647,7 @@ func runRm(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cf.json {
+	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "rm", "path": m.Path, "id": m.ID, "rev": rev})
 		return nil
 	}

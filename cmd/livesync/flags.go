@@ -19,6 +19,101 @@ func newFlagSet(env *cliEnv, name, synopsis string) *flag.FlagSet {
 	return fs
 }
 
+// command is one run of a command: its flag set holding the common flags,
+// and once parsed its positional arguments, the configuration and the
+// paths to the local replica. Every command starts through it: newCommand,
+// its own flags, parse, then replica, scratchReplica or connect.
+type command struct {
+	*cliEnv
+	fs  *flag.FlagSet
+	cf  commonFlags
+	pos []string
+	cfg *config // loaded by config
+}
+
+// newCommand returns the command name with the common flags.
+func (e *cliEnv) newCommand(name, synopsis string) *command {
+	c := &command{cliEnv: e, fs: newFlagSet(e, name, synopsis)}
+	addCommonFlags(c.fs, &c.cf)
+	return c
+}
+
+// parse parses the command line (flags anywhere) and, with --json, has
+// the command answer in JSON, failures included.
+func (c *command) parse(args []string) error {
+	pos, err := parseArgs(c.fs, args)
+	if err != nil {
+		return err
+	}
+	c.pos = pos
+	c.json = c.cf.json
+	return nil
+}
+
+// config reads the configuration file once (--config, else the
+// default).
+func (c *command) config() (*config, error) {
+	if c.cfg != nil {
+		return c.cfg, nil
+	}
+	cfg, err := c.loadConfig(c.cf.config)
+	if err != nil {
+		return nil, err
+	}
+	c.cfg = cfg
+	return cfg, nil
+}
+
+// storePath is the local replica's path: --store, else the
+// configuration's, else the default.
+func (c *command) storePath() (string, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return "", err
+	}
+	return storePath(c.cf.store, cfg), nil
+}
+
+// replica opens the local replica; unless create is set, a missing one
+// is an error that says to pull first.
+func (c *command) replica(create bool) (*replica, error) {
+	path, err := c.storePath()
+	if err != nil {
+		return nil, err
+	}
+	return c.openReplica(path, create)
+}
+
+// scratchReplica opens the replica --store names, created if missing,
+// else a throwaway one (export and import against a remote).
+func (c *command) scratchReplica() (*replica, error) {
+	if c.cf.store != "" {
+		return c.openReplica(c.cf.store, true)
+	}
+	return c.openTempReplica()
+}
+
+// remote resolves a REMOTE argument ("" for the configuration's
+// default).
+func (c *command) remote(arg string) (remoteSpec, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return remoteSpec{}, err
+	}
+	return resolveRemote(cfg, arg)
+}
+
+// connect connects rep to the remote of spec with the command's flags
+// and this device's name; o says what else the command asks.
+func (c *command) connect(spec remoteSpec, rep *replica, o connectOptions) (remote, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	o.flags, o.deviceName = c.cf, cfg.DeviceName
+	return c.cliEnv.connect(spec, rep, o)
+}
+
 // parseArgs parses flags anywhere on the command line ("pull home --json"
 // as well as "pull --json home") and returns the positional arguments.
 // After "--" everything is positional.

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,19 +16,16 @@ import (
 )
 
 func runImport(env *cliEnv, args []string) error {
-	fset := newFlagSet(env, "import", "import DIR REMOTE [flags]  |  import --dir DIR --out FILE [flags]")
-	dir := fset.String("dir", "", "vault folder to read")
-	out := fset.String("out", "", "dump file to write (- for stdout) instead of importing into a remote")
-	hidden := fset.Bool("hidden", false, "also import dot-files and dot-folders as Hidden File Sync documents")
-	var cf commonFlags
-	addCommonFlags(fset, &cf)
+	c := env.newCommand("import", "import DIR REMOTE [flags]  |  import --dir DIR --out FILE [flags]")
+	dir := c.fs.String("dir", "", "vault folder to read")
+	out := c.fs.String("out", "", "dump file to write (- for stdout) instead of importing into a remote")
+	hidden := c.fs.Bool("hidden", false, "also import dot-files and dot-folders as Hidden File Sync documents")
 	var vf vaultFlags
-	addVaultFlags(fset, &vf)
-	pos, err := parseArgs(fset, args)
-	if err != nil {
+	addVaultFlags(c.fs, &vf)
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
+	pos := c.pos
 	if *dir == "" && len(pos) > 0 {
 		*dir, pos = pos[0], pos[1:]
 	}
@@ -37,14 +33,15 @@ func runImport(env *cliEnv, args []string) error {
 		if *dir == "" || len(pos) > 1 {
 			return usageError{"import takes a folder and a remote (or --dir and --out to write a dump)"}
 		}
-		return importRemote(env, *dir, first(pos), *hidden, cf, fset, &vf)
+		return importRemote(c, *dir, first(pos), *hidden, vf.config(c.fs))
 	}
 	if *dir == "" || len(pos) > 0 {
 		return usageError{"both --dir and --out are required"}
 	}
-	pass := cf.passphraseArg
+	pass := c.cf.passphraseArg
 	if pass == "" {
-		if pass, err = env.passphrase(cf.passphraseFile); err != nil {
+		var err error
+		if pass, err = env.passphrase(c.cf.passphraseFile); err != nil {
 			return err
 		}
 	}
@@ -225,12 +222,9 @@ func importPath(rel string) string {
 // metadata whose chunks were not sent first. An unreadable file is
 // skipped with a warning; the others are imported and the exit is
 // non-zero.
-func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlags, fset *flag.FlagSet, vf *vaultFlags) error {
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	spec, err := resolveRemote(cfg, remoteArg)
+func importRemote(c *command, dir, remoteArg string, hidden bool, newVault vaultConfig) error {
+	env := c.cliEnv
+	spec, err := c.remote(remoteArg)
 	if err != nil {
 		return err
 	}
@@ -238,17 +232,12 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 	if err != nil {
 		return err
 	}
-	var rep *replica
-	if cf.store != "" {
-		rep, err = env.openReplica(cf.store, true)
-	} else {
-		rep, err = env.openTempReplica()
-	}
+	rep, err := c.scratchReplica()
 	if err != nil {
 		return err
 	}
 	defer rep.Close()
-	rem, err := env.connect(spec, rep, connectOptions{flags: cf, create: true, newVault: vf.config(fset), deviceName: cfg.DeviceName})
+	rem, err := c.connect(spec, rep, connectOptions{create: true, newVault: newVault})
 	if err != nil {
 		return err
 	}
@@ -257,7 +246,7 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 	if err != nil {
 		return err
 	}
-	pr := newProgress(env, cf.quiet, false)
+	pr := newProgress(env, c.cf.quiet, false)
 	// A journal bucket cannot leave chunks out: it receives whole packs.
 	if _, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{metadataOnly: true, progress: pr.update, packs: pr.pack}); err != nil {
 		return err
@@ -301,13 +290,13 @@ func importRemote(env *cliEnv, dir, remoteArg string, hidden bool, cf commonFlag
 		}
 		total += int64(len(data))
 	}
-	pr = newProgress(env, cf.quiet, false)
+	pr = newProgress(env, c.cf.quiet, false)
 	res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update, packs: pr.pack})
 	pr.finish()
 	if err != nil {
 		return err
 	}
-	if cf.json {
+	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": failed == 0 && res.Push.WriteFailures == 0, "command": "import", "remote": rem.ID(),
 			"files": imported, "unchanged": unchanged, "failed": failed, "bytes": total, "pushed": progressJSON(res.Push)})
 	} else {

@@ -218,34 +218,26 @@ func (e *cliEnv) discardReplica(path string) (int64, error) {
 }
 
 func runUnlock(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "unlock", "unlock [REMOTE] [--yes] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	yes := fs.Bool("yes", false, "do not ask for confirmation (for scripts)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("unlock", "unlock [REMOTE] [--yes] [flags]")
+	yes := c.fs.Bool("yes", false, "do not ask for confirmation (for scripts)")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) > 1 {
+	if len(c.pos) > 1 {
 		return usageError{"unlock takes at most one remote"}
 	}
-	cfg, err := env.loadConfig(cf.config)
+	spec, err := c.remote(first(c.pos))
 	if err != nil {
 		return err
 	}
-	spec, err := resolveRemote(cfg, first(pos))
-	if err != nil {
-		return err
-	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), true)
+	rep, err := c.replica(true)
 	if err != nil {
 		return err
 	}
 	defer rep.Close()
 	// Reading proves the credentials and the passphrase; nothing is
 	// written before the confirmation.
-	rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true})
+	rem, err := c.connect(spec, rep, connectOptions{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -259,7 +251,7 @@ func runUnlock(env *cliEnv, args []string) error {
 		return rem.wrapErr(err)
 	}
 	if m == nil || !m.Locked {
-		if cf.json {
+		if c.cf.json {
 			writeJSON(env.stdout, map[string]any{"ok": true, "command": "unlock", "remote": rem.ID(), "was_locked": false})
 			return nil
 		}
@@ -268,7 +260,7 @@ func runUnlock(env *cliEnv, args []string) error {
 	}
 	accepted := acceptedDevices(m)
 	sort.Strings(accepted)
-	if !cf.json {
+	if !c.cf.json {
 		fmt.Fprintf(env.stdout, "%s is locked; its accepted devices are:\n", rem.ID())
 		for _, a := range accepted {
 			fmt.Fprintf(env.stdout, "  %s\n", safe(a))
@@ -287,7 +279,7 @@ func runUnlock(env *cliEnv, args []string) error {
 	if err != nil {
 		return rem.wrapErr(err)
 	}
-	if cf.json {
+	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "unlock", "remote": rem.ID(), "was_locked": true, "accepted": accepted})
 		return nil
 	}

@@ -31,9 +31,9 @@ var errNotAVault = errors.New("the database holds documents but no LiveSync sync
 // is read with its own settings through a throwaway replica: a remote
 // this device cannot read (wrong passphrase, wrong credentials) is never
 // reset, and the user confirms (--yes in scripts).
-func runRebuild(env *cliEnv, spec remoteSpec, cf commonFlags, cfg *config, newVault vaultConfig, yes bool) error {
-	ctx := env.ctx
-	rep, err := env.openReplica(storePath(cf.store, cfg), false)
+func runRebuild(c *command, spec remoteSpec, newVault vaultConfig, yes bool) error {
+	env, ctx := c.cliEnv, c.ctx
+	rep, err := c.replica(false)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func runRebuild(env *cliEnv, spec remoteSpec, cf commonFlags, cfg *config, newVa
 		return err
 	}
 	defer probeRep.Close()
-	probe, err := env.connect(spec, probeRep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true, create: true})
+	probe, err := c.connect(spec, probeRep, connectOptions{readOnly: true, create: true})
 	existing := true
 	switch {
 	case errors.Is(err, errNoVaultYet):
@@ -64,7 +64,7 @@ func runRebuild(env *cliEnv, spec remoteSpec, cf commonFlags, cfg *config, newVa
 	if !existing && spec.kind == "couchdb" {
 		// No sync parameters: a new database, or one that is not a
 		// LiveSync vault this device can read. Only the first is rebuilt.
-		cc, err := env.openCouch(spec, cf)
+		cc, err := env.openCouch(spec, c.cf)
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func runRebuild(env *cliEnv, spec remoteSpec, cf commonFlags, cfg *config, newVa
 
 	// 3. The handshake of the empty remote: a new salt, this device's
 	// settings as the vault's preferred ones.
-	rem, err := env.connect(spec, rep, connectOptions{flags: cf, create: true, newVault: newVault, deviceName: cfg.DeviceName})
+	rem, err := c.connect(spec, rep, connectOptions{create: true, newVault: newVault})
 	if err != nil {
 		return err
 	}
@@ -125,8 +125,8 @@ func runRebuild(env *cliEnv, spec remoteSpec, cf commonFlags, cfg *config, newVa
 	// 5. Push, twice.
 	var pushed int
 	for range 2 {
-		pr := newProgress(env, cf.quiet, false)
-		res, err := rem.Replicate(ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update, packs: pr.pack, log: env.logger(cf)})
+		pr := newProgress(env, c.cf.quiet, false)
+		res, err := rem.Replicate(ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update, packs: pr.pack, log: env.logger(c.cf)})
 		pr.finish()
 		if err != nil {
 			return err
@@ -141,7 +141,7 @@ func runRebuild(env *cliEnv, spec remoteSpec, cf commonFlags, cfg *config, newVa
 	if err := rep.save(ctx); err != nil {
 		return err
 	}
-	if cf.json {
+	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "push", "rebuilt": true, "remote": rem.ID(), "pushed": pushed, "locked": true})
 		return nil
 	}

@@ -12,22 +12,14 @@ import (
 )
 
 func runStatus(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "status", "status [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("status", "status [flags]")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) > 0 {
+	if len(c.pos) > 0 {
 		return usageError{"status takes no arguments"}
 	}
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), false)
+	rep, err := c.replica(false)
 	if err != nil {
 		return err
 	}
@@ -106,7 +98,7 @@ func runStatus(env *cliEnv, args []string) error {
 		}
 		quarantined[id] = q
 	}
-	if cf.json {
+	if c.cf.json {
 		rs := map[string]any{}
 		for _, id := range remotes {
 			st := rep.vault.Remotes[id]

@@ -19,81 +19,106 @@ func runSync(env *cliEnv, args []string) error { return runReplication(env, args
 // runReplication is pull, push and sync: one-shot, or live with --watch
 // until Ctrl-C.
 func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
-	name := dir.String()
-	fs := newFlagSet(env, name, name+" [REMOTE] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	var vf vaultFlags
-	if dir&replicate.Push != 0 {
-		addVaultFlags(fs, &vf)
-	}
-	watch := fs.Bool("watch", false, "keep replicating until Ctrl-C, reconnecting after failures")
-	interval := fs.Duration("interval", defaultPollInterval, "with --watch on a journal bucket: the pause between two polls (it doubles after failures, up to 5m)")
-	var metadataOnly, retryQuarantined, rebuildLocal, rebuild, yes *bool
-	if dir&replicate.Pull != 0 {
-		rebuildLocal = fs.Bool("rebuild-local", false, "discard the local replica's documents and fetch everything again (the plugin's \"fetch\"), joining a remote that another device rebuilt")
-	}
-	if dir == replicate.Push {
-		rebuild = fs.Bool("rebuild", false, "rebuild the remote from this replica (the plugin's \"Rebuild everything\"): lock it, delete everything in it, push this replica with a new salt; every other device must then fetch it again")
-		yes = fs.Bool("yes", false, "with --rebuild: do not ask for confirmation (for scripts)")
-	}
-	if dir&replicate.Pull != 0 {
-		metadataOnly = fs.Bool("metadata-only", false, "pull metadata without chunks (LiveSync's readChunksOnline); cat --remote and hunt --retry fetch them on demand (CouchDB remotes)")
-		retryQuarantined = fs.Bool("retry-quarantined", false, "journal buckets: try the packs that could not be opened before (quarantined) again")
-	}
-	pos, err := parseArgs(fs, args)
+	r, err := parseReplication(env, args, dir)
 	if err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) > 1 {
-		return usageError{fmt.Sprintf("%s takes at most one remote, got %d arguments", name, len(pos))}
+	if r.rebuild {
+		return runRebuild(r.command, r.spec, r.vf.config(r.fs), r.yes)
 	}
-	if *interval <= 0 {
-		return usageError{"--interval must be positive"}
-	}
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	spec, err := resolveRemote(cfg, first(pos))
-	if err != nil {
-		return err
-	}
-	if spec.kind == "s3" && metadataOnly != nil && *metadataOnly {
-		return usageError{"--metadata-only needs a CouchDB remote: journal packs carry chunks and metadata together"}
-	}
-	if spec.kind != "s3" {
-		if retryQuarantined != nil && *retryQuarantined {
-			return usageError{"--retry-quarantined applies to journal buckets (s3://) only"}
-		}
-		if flagSet(fs, "interval") {
-			return usageError{"--interval applies to journal buckets (s3://) only: a CouchDB remote is followed through its changes feed"}
-		}
-	}
-	if yes != nil && *yes && !*rebuild {
-		return usageError{"--yes goes with --rebuild"}
-	}
-	if rebuild != nil && *rebuild {
-		if *watch {
-			return usageError{"--rebuild runs once: leave out --watch"}
-		}
-		return runRebuild(env, spec, cf, cfg, vf.config(fs), *yes)
-	}
-	if rebuildLocal != nil && *rebuildLocal {
-		n, err := env.discardReplica(storePath(cf.store, cfg))
+	if r.rebuildLocal {
+		path, err := r.storePath()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stderr, "discarded the local replica's %d %s; fetching everything again from %s\n", n, plural(int(n), "document", "documents"), spec)
+		n, err := env.discardReplica(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stderr, "discarded the local replica's %d %s; fetching everything again from %s\n", n, plural(int(n), "document", "documents"), r.spec)
 	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), true)
+	return r.run()
+}
+
+// replication is a parsed pull, push or sync command line.
+type replication struct {
+	*command
+	dir      replicate.Direction
+	name     string // "pull", "push" or "sync"
+	spec     remoteSpec
+	vf       vaultFlags
+	watch    bool
+	interval time.Duration
+	// metadataOnly, retryQuarantined and rebuildLocal are pull's and
+	// sync's; rebuild and yes are push's.
+	metadataOnly, retryQuarantined, rebuildLocal, rebuild, yes bool
+}
+
+// parseReplication parses and checks the command line of pull, push or
+// sync, and resolves the remote.
+func parseReplication(env *cliEnv, args []string, dir replicate.Direction) (*replication, error) {
+	name := dir.String()
+	r := &replication{command: env.newCommand(name, name+" [REMOTE] [flags]"), dir: dir, name: name}
+	fs := r.fs
+	if dir&replicate.Push != 0 {
+		addVaultFlags(fs, &r.vf)
+	}
+	fs.BoolVar(&r.watch, "watch", false, "keep replicating until Ctrl-C, reconnecting after failures")
+	fs.DurationVar(&r.interval, "interval", defaultPollInterval, "with --watch on a journal bucket: the pause between two polls (it doubles after failures, up to 5m)")
+	if dir&replicate.Pull != 0 {
+		fs.BoolVar(&r.rebuildLocal, "rebuild-local", false, "discard the local replica's documents and fetch everything again (the plugin's \"fetch\"), joining a remote that another device rebuilt")
+	}
+	if dir == replicate.Push {
+		fs.BoolVar(&r.rebuild, "rebuild", false, "rebuild the remote from this replica (the plugin's \"Rebuild everything\"): lock it, delete everything in it, push this replica with a new salt; every other device must then fetch it again")
+		fs.BoolVar(&r.yes, "yes", false, "with --rebuild: do not ask for confirmation (for scripts)")
+	}
+	if dir&replicate.Pull != 0 {
+		fs.BoolVar(&r.metadataOnly, "metadata-only", false, "pull metadata without chunks (LiveSync's readChunksOnline); cat --remote and hunt --retry fetch them on demand (CouchDB remotes)")
+		fs.BoolVar(&r.retryQuarantined, "retry-quarantined", false, "journal buckets: try the packs that could not be opened before (quarantined) again")
+	}
+	if err := r.parse(args); err != nil {
+		return nil, err
+	}
+	if len(r.pos) > 1 {
+		return nil, usageError{fmt.Sprintf("%s takes at most one remote, got %d arguments", name, len(r.pos))}
+	}
+	if r.interval <= 0 {
+		return nil, usageError{"--interval must be positive"}
+	}
+	var err error
+	if r.spec, err = r.remote(first(r.pos)); err != nil {
+		return nil, err
+	}
+	if r.spec.kind == "s3" && r.metadataOnly {
+		return nil, usageError{"--metadata-only needs a CouchDB remote: journal packs carry chunks and metadata together"}
+	}
+	if r.spec.kind != "s3" {
+		if r.retryQuarantined {
+			return nil, usageError{"--retry-quarantined applies to journal buckets (s3://) only"}
+		}
+		if flagSet(fs, "interval") {
+			return nil, usageError{"--interval applies to journal buckets (s3://) only: a CouchDB remote is followed through its changes feed"}
+		}
+	}
+	if r.yes && !r.rebuild {
+		return nil, usageError{"--yes goes with --rebuild"}
+	}
+	if r.rebuild && r.watch {
+		return nil, usageError{"--rebuild runs once: leave out --watch"}
+	}
+	return r, nil
+}
+
+// run connects and replicates, then records and reports the run.
+func (r *replication) run() error {
+	env := r.cliEnv
+	rep, err := r.replica(true)
 	if err != nil {
 		return err
 	}
 	defer rep.Close()
-	o := connectOptions{flags: cf, create: dir&replicate.Push != 0, newVault: vf.config(fs), deviceName: cfg.DeviceName}
-	rem, err := env.connectRetry(spec, rep, o, *watch)
+	o := connectOptions{create: r.dir&replicate.Push != 0, newVault: r.vf.config(r.fs)}
+	rem, err := r.connectRetry(r.spec, rep, o, r.watch)
 	if err != nil {
 		return err
 	}
@@ -102,42 +127,14 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	if err != nil {
 		return err
 	}
-	pr := newProgress(env, cf.quiet, *watch)
+	pr := newProgress(env, r.cf.quiet, r.watch)
 	held := newHeldTracker(rep, rem.ID(), env.now)
-	ro := replicateOptions{live: *watch, progress: pr.update, packs: pr.pack, log: env.logger(cf), interval: *interval}
-	if dir&replicate.Pull != 0 {
-		ro.holder = held
-	}
-	if *watch {
-		ro.progress, ro.packs, ro.written = nil, nil, pr.written
-		ro.polled = pr.polled
-		ro.warn = func(q journalsync.Quarantine) { warnQuarantined(env, rem.ID(), q, true) }
-		ro.retrying = func(err error, wait time.Duration) {
-			_, msg := classify(err)
-			fmt.Fprintf(env.stderr, "%s; retrying in %s\n", safe(msg), wait)
-			_ = held.commit(env.ctx)
-		}
-		if ro.holder != nil {
-			polled := ro.polled
-			ro.polled = func(r journalsync.Result) {
-				polled(r)
-				if err := held.commit(env.ctx); err != nil && env.ctx.Err() == nil {
-					fmt.Fprintf(env.stderr, "warning: %s\n", safeErr(err))
-				}
-			}
-		}
-	}
-	if metadataOnly != nil {
-		ro.metadataOnly = *metadataOnly
-	}
-	if retryQuarantined != nil {
-		ro.retryQuarantined = *retryQuarantined
-	}
-	if *watch {
-		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", safe(rem.ID()), name)
+	ro := r.options(rem, pr, held)
+	if r.watch {
+		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", safe(rem.ID()), r.name)
 	}
 	start := env.now()
-	res, err := rem.Replicate(env.ctx, rep.st, node, dir, ro)
+	res, err := rem.Replicate(env.ctx, rep.st, node, r.dir, ro)
 	pr.finish()
 	if ro.holder != nil {
 		// What arrived is recorded even after a failure or Ctrl-C (with
@@ -146,7 +143,7 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 			err = herr
 		}
 	}
-	if *watch {
+	if r.watch {
 		if errors.Is(err, env.ctx.Err()) && env.ctx.Err() != nil {
 			fmt.Fprintln(env.stderr, "stopped")
 			return nil
@@ -156,15 +153,54 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	if err != nil {
 		return err
 	}
-	st := rep.remote(rem.ID())
+	return r.report(rep, rem.ID(), res, start)
+}
+
+// options are the replication options of the run: progress, the record
+// of held files, and for --watch the lines a live run prints.
+func (r *replication) options(rem remote, pr *progress, held *heldTracker) replicateOptions {
+	env := r.cliEnv
+	ro := replicateOptions{live: r.watch, progress: pr.update, packs: pr.pack, log: env.logger(r.cf), interval: r.interval,
+		metadataOnly: r.metadataOnly, retryQuarantined: r.retryQuarantined}
+	if r.dir&replicate.Pull != 0 {
+		ro.holder = held
+	}
+	if !r.watch {
+		return ro
+	}
+	ro.progress, ro.packs, ro.written = nil, nil, pr.written
+	ro.polled = pr.polled
+	ro.warn = func(q journalsync.Quarantine) { warnQuarantined(env, rem.ID(), q, true) }
+	ro.retrying = func(err error, wait time.Duration) {
+		_, msg := classify(err)
+		fmt.Fprintf(env.stderr, "%s; retrying in %s\n", safe(msg), wait)
+		_ = held.commit(env.ctx)
+	}
+	if ro.holder != nil {
+		polled := ro.polled
+		ro.polled = func(res journalsync.Result) {
+			polled(res)
+			if err := held.commit(env.ctx); err != nil && env.ctx.Err() == nil {
+				fmt.Fprintf(env.stderr, "warning: %s\n", safeErr(err))
+			}
+		}
+	}
+	return ro
+}
+
+// report records when the replica last met the remote and prints the
+// run's outcome: a summary line, or the JSON answer.
+func (r *replication) report(rep *replica, id string, res syncResult, start time.Time) error {
+	env := r.cliEnv
+	st := rep.remote(id)
 	now := env.now()
-	if dir&replicate.Pull != 0 {
+	if r.dir&replicate.Pull != 0 {
 		st.LastPull = now
 		if res.Pull.LastSeq != "" {
 			st.LastPullSeq = res.Pull.LastSeq
 		}
 	}
-	if dir&replicate.Push != 0 {
+	if r.dir&replicate.Push != 0 {
 		st.LastPush = now
 		if res.Push.LastSeq != "" {
 			st.LastPushSeq = res.Push.LastSeq
@@ -175,14 +211,14 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	}
 	elapsed := now.Sub(start)
 	for _, q := range res.quarantined {
-		warnQuarantined(env, rem.ID(), q, res.newlyQuarantined(q))
+		warnQuarantined(env, id, q, res.newlyQuarantined(q))
 	}
-	if cf.json {
-		out := map[string]any{"ok": len(res.quarantined) == 0, "command": name, "remote": rem.ID(), "store": rep.path, "elapsed_ms": elapsed.Milliseconds()}
-		if dir&replicate.Pull != 0 {
+	if r.cf.json {
+		out := map[string]any{"ok": len(res.quarantined) == 0, "command": r.name, "remote": id, "store": rep.path, "elapsed_ms": elapsed.Milliseconds()}
+		if r.dir&replicate.Pull != 0 {
 			out["pulled"] = progressJSON(res.Pull)
 		}
-		if dir&replicate.Push != 0 {
+		if r.dir&replicate.Push != 0 {
 			out["pushed"] = progressJSON(res.Push)
 		}
 		if res.journal != nil {
@@ -191,7 +227,7 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		}
 		writeJSON(env.stdout, out)
 	} else {
-		fmt.Fprintln(env.stdout, safe(summary(dir, res, rem.ID(), elapsed)))
+		fmt.Fprintln(env.stdout, safe(summary(r.dir, res, id, elapsed)))
 	}
 	if f := res.Pull.WriteFailures + res.Push.WriteFailures; f > 0 {
 		return partialError{msg: fmt.Sprintf("%d %s refused by the target (forbidden or unauthorized); the others were copied", f, plural(f, "document was", "documents were"))}
@@ -251,7 +287,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 // connectRetry connects; with watch, an unreachable remote is retried
 // after 1 s doubling to 60 s until it answers or Ctrl-C.
-func (e *cliEnv) connectRetry(spec remoteSpec, rep *replica, o connectOptions, watch bool) (remote, error) {
+func (e *command) connectRetry(spec remoteSpec, rep *replica, o connectOptions, watch bool) (remote, error) {
 	delay := time.Second
 	for {
 		rem, err := e.connect(spec, rep, o)
