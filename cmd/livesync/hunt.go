@@ -217,27 +217,19 @@ func heldFiles(ctx context.Context, st store.Store, rec *heldRecord) ([]heldFile
 }
 
 func runHunt(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "hunt", "hunt [--retry [REMOTE...]] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	retry := fs.Bool("retry", false, "hunt the missing chunks now, on the named remotes (default: every remote of the configuration) that can fetch by id")
-	perMinute := fs.Int("per-minute", hunt.DefaultMaxPerWindow, "with --retry: requests per minute to each remote at most (one request asks for up to 100 chunks of one file)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("hunt", "hunt [--retry [REMOTE...]] [flags]")
+	retry := c.fs.Bool("retry", false, "hunt the missing chunks now, on the named remotes (default: every remote of the configuration) that can fetch by id")
+	perMinute := c.fs.Int("per-minute", hunt.DefaultMaxPerWindow, "with --retry: requests per minute to each remote at most (one request asks for up to 100 chunks of one file)")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
 	if *perMinute < 1 {
 		return usageError{"--per-minute must be at least 1"}
 	}
-	if len(pos) > 0 && !*retry {
+	if len(c.pos) > 0 && !*retry {
 		return usageError{"hunt lists the held files of the local replica; name remotes only with --retry (hunt --retry REMOTE...)"}
 	}
-	cfg, err := env.loadConfig(cf.config)
-	if err != nil {
-		return err
-	}
-	rep, err := env.openReplica(storePath(cf.store, cfg), false)
+	rep, err := c.replica(false)
 	if err != nil {
 		return err
 	}
@@ -253,7 +245,7 @@ func runHunt(env *cliEnv, args []string) error {
 	if !*retry {
 		return printHeld(env, files)
 	}
-	return retryHunt(env, cf, cfg, rep, rec, files, pos, hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
+	return retryHunt(c, rep, rec, files, c.pos, hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
 }
 
 // printHeld lists the held files.
@@ -335,8 +327,8 @@ type huntSource struct {
 
 // retryHunt connects the remotes, hunts the held files' chunks, and
 // reports what was released and what is still missing and why.
-func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *heldRecord, files []heldFile, names []string, hc hunt.Config) error {
-	ctx := env.ctx
+func retryHunt(c *command, rep *replica, rec *heldRecord, files []heldFile, names []string, hc hunt.Config) error {
+	env, ctx, cf, cfg := c.cliEnv, c.ctx, c.cf, c.cfg
 	if len(files) == 0 {
 		if env.json {
 			writeJSON(env.stdout, map[string]any{"ok": true, "command": "hunt", "retry": true, "released": []any{}, "held": []any{}})
@@ -354,7 +346,7 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 			return usageError{"no remote to hunt on: name them (hunt --retry REMOTE...), or add remotes to the configuration file"}
 		}
 	}
-	if _, err := env.localVault(rep, cf, cfg); err != nil {
+	if _, err := c.localVault(rep); err != nil {
 		return err
 	}
 	var sources []huntSource
@@ -366,7 +358,7 @@ func retryHunt(env *cliEnv, cf commonFlags, cfg *config, rep *replica, rec *held
 		if err != nil {
 			return err
 		}
-		rem, err := env.connect(spec, rep, connectOptions{flags: cf, deviceName: cfg.DeviceName, readOnly: true})
+		rem, err := c.connect(spec, rep, connectOptions{readOnly: true})
 		if err != nil {
 			var ue usageError
 			if errors.As(err, &ue) || errors.Is(err, context.Canceled) {
