@@ -350,7 +350,7 @@ func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error
 	var err error
 	if rev := d.localRev(id); rev != "" {
 		fields["_rev"], _ = json.Marshal(rev)
-		if err = d.putLocalRev(ctx, id, fields); err == nil || !(isConflict(err) || errors.Is(err, engine.ErrNotFound)) {
+		if _, err = d.putLocalRev(ctx, id, fields); err == nil || !(isConflict(err) || errors.Is(err, engine.ErrNotFound)) {
 			return err
 		}
 	}
@@ -369,7 +369,7 @@ func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error
 		case !errors.Is(gerr, engine.ErrNotFound):
 			return gerr
 		}
-		if err = d.putLocalRev(ctx, id, fields); err == nil || !isConflict(err) {
+		if _, err = d.putLocalRev(ctx, id, fields); err == nil || !isConflict(err) {
 			return err
 		}
 	}
@@ -377,18 +377,18 @@ func (d *DB) PutLocal(ctx context.Context, id string, doc json.RawMessage) error
 }
 
 // putLocalRev writes _local/<id> as given; a stale or missing _rev is a
-// conflict error (see isConflict).
-func (d *DB) putLocalRev(ctx context.Context, id string, fields map[string]json.RawMessage) error {
+// conflict error (see isConflict). It returns the new _rev.
+func (d *DB) putLocalRev(ctx context.Context, id string, fields map[string]json.RawMessage) (string, error) {
 	fields["_id"], _ = json.Marshal(localPrefix + id)
 	var res struct {
 		Rev string `json:"rev"`
 	}
 	if err := d.do(ctx, "put local", localPrefix+id, http.MethodPut, localURL(d, id), fields, &res); err != nil {
 		d.setLocalRev(id, "") // unknown now: read it before the next write
-		return err
+		return "", err
 	}
 	d.setLocalRev(id, res.Rev)
-	return nil
+	return res.Rev, nil
 }
 
 func isConflict(err error) bool {

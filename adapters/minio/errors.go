@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	minio "github.com/minio/minio-go/v7"
 )
 
@@ -29,8 +30,8 @@ var (
 	ErrTLS = errors.New("minio: TLS misconfiguration")
 	// ErrMilestoneRace means other clients kept rewriting the milestone
 	// object while Handshake tried to register this node; run the
-	// handshake again.
-	ErrMilestoneRace = errors.New("minio: handshake: other clients updated the milestone at the same time; run the handshake again")
+	// handshake again. It is negotiate.ErrMilestoneRace.
+	ErrMilestoneRace = negotiate.ErrMilestoneRace
 )
 
 // Setting names the Config field an error blames: the setting to change.

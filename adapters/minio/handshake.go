@@ -11,7 +11,9 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
-// HandshakeOptions configure Handshake.
+// HandshakeOptions configure Handshake: negotiate.HandshakeOptions without
+// the chunk range, which is always negotiate.JournalChunkRange, and
+// without CreateIfMissing: the adapter never creates buckets.
 type HandshakeOptions struct {
 	// NodeID is this device's node id (negotiate.NodeInfoDoc's nodeid).
 	NodeID string
@@ -26,12 +28,8 @@ type HandshakeOptions struct {
 	// the user has chosen to fetch the rebuilt remote.
 	AllowJoin bool
 	// ReadOnly writes nothing: no salt and no milestone entry. A bucket
-	// without a salt gives a nil Salt (and empty Params and Epoch). The
-	// verdict is the one this node would get if it registered now, and
-	// the lock verdicts (VerdictNodeLocked, VerdictNodeCleaned) are not
-	// errors: the lock guards against merging stale local data into the
-	// bucket, not against reading it. Use it for commands that only read,
-	// and to prove the passphrase before a writing handshake.
+	// without a salt gives a nil Salt (and empty Params and Epoch). See
+	// negotiate.HandshakeOptions.ReadOnly.
 	ReadOnly bool
 	// Check relaxes the milestone checks (upstream's ignoreVersionCheck,
 	// disableCheckingConfigMismatch).
@@ -40,36 +38,20 @@ type HandshakeOptions struct {
 	Now func() time.Time
 }
 
-// milestoneTries bounds the read-register-write rounds of Handshake when
-// other clients rewrite the milestone at the same time. Every round that
-// loses does so because another client won one, so n racing clients all
-// finish within n rounds.
-const milestoneTries = 16
+func (o HandshakeOptions) negotiate() negotiate.HandshakeOptions {
+	return negotiate.HandshakeOptions{NodeID: o.NodeID, Range: negotiate.JournalChunkRange, Device: o.Device,
+		Settings: o.Settings, AllowJoin: o.AllowJoin, ReadOnly: o.ReadOnly, Check: o.Check, Now: o.Now}
+}
 
-// Handshake is the pre-sync handshake of a journal bucket (FORMAT.md §6.5
-// "Pre-sync checks mirror CouchDB", §5.4; commonlib
+// Handshake is the pre-sync handshake of a journal bucket
+// (negotiate.Handshake over Negotiate; commonlib
 // LiveSyncJournalReplicator.ts): it returns the vault's PBKDF2 salt and
-// the milestone verdict, or an error that says what to do.
-//
-//  1. Sync parameters (EnsureSyncParameters): the salt is created only
-//     when the object is proven absent (NoSuchKey) or salt-less; a failed
-//     read (wrong credentials, network, a missing bucket, a malformed
-//     object) is returned and writes nothing. A missing bucket wraps
-//     ErrNoBucket and names it: create it on the server.
-//  2. The milestone object (there is no version document on a bucket):
-//     read, registered (negotiate.Milestone.Register with
-//     negotiate.JournalChunkRange) and written back when needed, with a
-//     conditional PutObject on the ETag that was read; when another
-//     client wrote it in between, the round starts again from the read
-//     (ErrMilestoneRace after milestoneTries rounds). Then judged by
-//     negotiate.Check. A node that is not accepted by a locked bucket
-//     joins accepted_nodes only with AllowJoin. Verdicts that refuse sync
-//     are returned as errors wrapping negotiate's (ErrNodeLocked,
-//     ErrNodeCleaned, ErrIncompatible, *negotiate.TweakMismatchError).
-//
-// The verdict is valid when err is nil or wraps a refusing verdict.
-// HandshakeParams is the same handshake that also returns the sync
-// parameters and the journal epoch.
+// the milestone verdict, or an error that says what to do. A failed read
+// of the sync parameters (wrong credentials, network, a missing bucket, a
+// malformed object) is returned and writes nothing; a missing bucket
+// wraps ErrNoBucket and names it. There is no version document on a
+// bucket. The verdict is valid when err is nil or wraps a refusing
+// verdict.
 func (b *Bucket) Handshake(ctx context.Context, o HandshakeOptions) (salt []byte, verdict negotiate.Verdict, err error) {
 	r, err := b.HandshakeParams(ctx, o)
 	return r.Salt, r.Verdict, err
@@ -100,148 +82,99 @@ type HandshakeResult struct {
 // Params and Epoch are set whenever the sync parameters were read, also
 // when the milestone step fails.
 func (b *Bucket) HandshakeParams(ctx context.Context, o HandshakeOptions) (HandshakeResult, error) {
-	var r HandshakeResult
-	if o.NodeID == "" {
-		return r, errors.New("minio: handshake: a node id is required")
+	r, err := negotiate.Handshake(ctx, b.Negotiate(), o.negotiate())
+	out := HandshakeResult{Salt: r.Salt, Milestone: r.Milestone, Verdict: r.Verdict}
+	if r.Salt != nil {
+		out.Params, out.Epoch = r.Params, negotiate.JournalEpoch(r.Params)
 	}
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
-
-	// 1. Sync parameters and the salt.
-	var p negotiate.SyncParameters
-	var err error
-	if o.ReadOnly {
-		doc, _, rerr := b.readSyncParams(ctx)
-		if errors.Is(rerr, ErrNoBucket) {
-			return r, rerr
-		}
-		need, err := negotiate.NeedsNewSalt(doc, rerr)
-		if err != nil {
-			return r, fmt.Errorf("minio: the sync parameters could not be read: %w", err)
-		}
-		if need {
-			r.Milestone, r.Verdict, err = b.milestone(ctx, o, now())
-			return r, err
-		}
-		p = *doc
-	} else if p, err = b.EnsureSyncParameters(ctx); err != nil {
-		return r, err
-	}
-	salt, err := p.Salt()
-	if err != nil {
-		return r, &engine.Error{Op: "read sync parameters", DocID: b.prefix + negotiate.JournalSyncParametersKey, Stage: engine.StageDecode,
-			Err: fmt.Errorf("minio: handshake: the bucket's salt is unusable (another client wrote it wrongly; do not overwrite it without rebuilding every device): %w", err)}
-	}
-	r.Salt, r.Params, r.Epoch = salt, p, negotiate.JournalEpoch(p)
-
-	// 2. The milestone.
-	r.Milestone, r.Verdict, err = b.milestone(ctx, o, now())
-	return r, err
+	return out, err
 }
 
 // ReadMilestone reads the milestone object; nil (and no error) when the
 // bucket has none.
 func (b *Bucket) ReadMilestone(ctx context.Context) (*negotiate.Milestone, error) {
-	m, _, err := b.readMilestone(ctx)
-	return m, err
+	return negotiate.ReadMilestone(ctx, b.Negotiate())
 }
 
-func (b *Bucket) readMilestone(ctx context.Context) (*negotiate.Milestone, string, error) {
-	key := b.prefix + negotiate.JournalMilestoneKey
-	raw, etag, err := b.getObject(ctx, "read milestone", key)
-	switch {
-	case errors.Is(err, engine.ErrNotFound) && !errors.Is(err, ErrNoBucket):
-		return nil, "", nil
-	case err != nil:
-		return nil, "", err
-	}
-	m, err := negotiate.ParseMilestone(raw)
-	if err != nil {
-		return nil, "", &engine.Error{Op: "read milestone", DocID: key, Stage: engine.StageDecode, Err: err}
-	}
-	return m, etag, nil
-}
-
-// UpdateMilestone reads the milestone object (a new one for node me,
-// created now, when there is none), lets fn change it (found
-// says whether it was read), and uploads it if
-// fn says so, conditionally on the ETag read (or on its absence): when
-// another client wrote it in between, the round starts again from a fresh
-// read (ErrMilestoneRace after milestoneTries rounds). fn may run more
-// than once and must derive its changes from the milestone it is given.
-// It returns the milestone as written (or as read, when fn wrote
-// nothing).
+// UpdateMilestone is negotiate.UpdateMilestone on this bucket: the
+// milestone object is uploaded conditionally on the ETag read (or on its
+// absence).
 func (b *Bucket) UpdateMilestone(ctx context.Context, me string, now time.Time, fn func(m *negotiate.Milestone, found bool) (write bool, err error)) (*negotiate.Milestone, error) {
-	key := b.prefix + negotiate.JournalMilestoneKey
-	for range milestoneTries {
-		m, etag, err := b.readMilestone(ctx)
-		if err != nil {
-			return nil, err
-		}
-		cond, found := put{ifMatch: etag}, m != nil
-		if !found {
-			m = negotiate.NewMilestone(me, now) // _id as upstream writes it (negotiate.MilestoneDocID)
-			cond = put{ifAbsent: true}
-		}
-		write, err := fn(m, found)
-		if err != nil || !write {
-			return m, err
-		}
-		body, err := json.Marshal(m)
-		if err != nil {
-			return nil, err
-		}
-		err = b.putObject(ctx, "write milestone", key, body, "application/json", cond)
-		if errors.Is(err, errPrecondition) {
-			continue // another client wrote it since the read
-		}
-		if err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
-	return nil, &engine.Error{Op: "write milestone", DocID: key, Stage: engine.StageStorage, Err: ErrMilestoneRace}
+	return negotiate.UpdateMilestone(ctx, b.Negotiate(), me, now, fn)
 }
 
-// milestone is step 2 of HandshakeParams: it returns the milestone as
-// read (nil if absent) and this node's verdict.
-func (b *Bucket) milestone(ctx context.Context, o HandshakeOptions, now time.Time) (*negotiate.Milestone, negotiate.Verdict, error) {
-	my := negotiate.JournalChunkRange
-	var read *negotiate.Milestone
-	var v negotiate.Verdict
-	judge := func(m *negotiate.Milestone, found bool) (bool, error) {
-		read = nil
-		if found {
-			read = m.Clone()
-		}
-		var write bool
-		write, v = negotiate.Admit(m, negotiate.Admission{Node: o.NodeID, Range: my, Device: o.Device, Settings: o.Settings,
-			Check: o.Check, AllowJoin: o.AllowJoin, ReadOnly: o.ReadOnly, Now: now})
-		return write, nil
+// Negotiate returns the bucket's side of the handshake: the sync
+// parameters and the milestone are objects under the prefix, with their
+// ETags as version tokens. A bucket has no version document (reading it
+// answers not-found, writing it does nothing) and reports no progress.
+// The adapter never creates buckets: Exists reports true without a
+// request, and reading a record of a missing bucket fails with an error
+// wrapping ErrNoBucket and negotiate.ErrNoDatabase.
+func (b *Bucket) Negotiate() negotiate.Port { return bucketPort{b} }
+
+type bucketPort struct{ b *Bucket }
+
+var _ negotiate.Port = bucketPort{}
+
+func (p bucketPort) Exists(context.Context) (bool, error) { return true, nil }
+
+func (p bucketPort) Create(context.Context) error { return nil }
+
+func (p bucketPort) Progress(context.Context) (string, error) { return "", nil }
+
+// key returns the object key of a record, "" for the version document.
+func (p bucketPort) key(r negotiate.Record) string {
+	switch r {
+	case negotiate.RecordSyncParameters:
+		return p.b.prefix + negotiate.JournalSyncParametersKey
+	case negotiate.RecordMilestone:
+		return p.b.prefix + negotiate.JournalMilestoneKey
 	}
-	if _, err := b.UpdateMilestone(ctx, o.NodeID, now, judge); err != nil {
-		return read, v, err
-	}
-	return read, v, verdictErr(v, o.ReadOnly)
+	return ""
 }
 
-// verdictErr wraps a refusing verdict with what the user can do.
-func verdictErr(v negotiate.Verdict, readOnly bool) error {
-	err := v.Err()
-	if err == nil || readOnly && (v.Kind == negotiate.VerdictNodeLocked || v.Kind == negotiate.VerdictNodeCleaned) {
-		return nil
+func (p bucketPort) Read(ctx context.Context, r negotiate.Record) (json.RawMessage, string, error) {
+	key := p.key(r)
+	if key == "" {
+		return nil, "", &engine.Error{Op: "read " + string(r), DocID: string(r), Stage: engine.StageStorage,
+			Err: fmt.Errorf("minio: a bucket keeps no %s: %w", r, engine.ErrNotFound)}
 	}
-	switch {
-	case errors.Is(err, negotiate.ErrNodeCleaned):
-		return fmt.Errorf("minio: handshake: sync refused: %w; fetch everything from the bucket again into an empty local database (which then joins the accepted devices), or unlock the bucket", err)
-	case errors.Is(err, negotiate.ErrNodeLocked):
-		return fmt.Errorf("minio: handshake: sync refused: %w; fetch the rebuilt bucket into an empty local database (which then joins the accepted devices), or unlock the bucket", err)
-	case errors.Is(err, negotiate.ErrTweakMismatch):
-		return fmt.Errorf("minio: handshake: sync refused: %w; adopt the bucket's preferred settings, or make this device's settings the preferred ones (other devices must then adopt them)", err)
-	case errors.Is(err, negotiate.ErrIncompatible):
-		return fmt.Errorf("minio: handshake: sync refused: %w; update every device to a version that supports the bucket's chunk format", err)
+	raw, etag, err := p.b.getObject(ctx, "read "+recordName(r), key)
+	if errors.Is(err, ErrNoBucket) {
+		err = &noDatabase{err}
 	}
-	return fmt.Errorf("minio: handshake: sync refused: %w", err)
+	return raw, etag, err
+}
+
+func (p bucketPort) Write(ctx context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
+	key := p.key(r)
+	if key == "" {
+		return "", nil
+	}
+	cond := put{ifAbsent: true}
+	if version != "" {
+		cond = put{ifMatch: version}
+	}
+	etag, err := p.b.putObject(ctx, "write "+recordName(r), key, raw, "application/json", cond)
+	if errors.Is(err, errPrecondition) {
+		return "", fmt.Errorf("%w: %w", negotiate.ErrConflict, err)
+	}
+	return etag, err
+}
+
+// noDatabase marks a missing bucket for negotiate: not proof that a
+// record is absent.
+type noDatabase struct{ error }
+
+func (e *noDatabase) Unwrap() []error { return []error{e.error, negotiate.ErrNoDatabase} }
+
+// recordName names a record in operation names.
+func recordName(r negotiate.Record) string {
+	switch r {
+	case negotiate.RecordSyncParameters:
+		return "sync parameters"
+	case negotiate.RecordMilestone:
+		return "milestone"
+	}
+	return "version"
 }

@@ -3,7 +3,6 @@ package minio
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -160,7 +159,7 @@ func (b *Bucket) Put(ctx context.Context, key string, body []byte) error {
 // create is a PutObject with If-None-Match: * whose lost precondition is
 // journalsync.ErrExists (see Put).
 func (b *Bucket) create(ctx context.Context, op, key string, body []byte, contentType string) error {
-	err := b.putObject(ctx, op, key, body, contentType, put{ifAbsent: true})
+	_, err := b.putObject(ctx, op, key, body, contentType, put{ifAbsent: true})
 	if !errors.Is(err, errPrecondition) {
 		return err
 	}
@@ -214,62 +213,16 @@ func (b *Bucket) readSyncParams(ctx context.Context) (*negotiate.SyncParameters,
 }
 
 // EnsureSyncParameters returns the sync parameters, creating the salt
-// when the bucket has none. Only when the object is proven absent
-// (NoSuchKey) or holds an empty salt does it write one (32 random bytes,
-// protocolVersion 2), with a conditional PutObject (If-None-Match: * when
-// absent, If-Match its ETag when salt-less) so that of two clients
-// creating it at once one wins; then it reads the object back and returns
-// what is stored, which may be the other client's salt. Any other read
-// failure (auth, network, a missing bucket, a malformed body) is returned
-// and nothing is written.
+// when the bucket has none (negotiate.EnsureSyncParameters): only when the
+// object is proven absent (NoSuchKey) or holds an empty salt does it write
+// one, with a conditional PutObject (If-None-Match: * when absent,
+// If-Match its ETag when salt-less) so that of two clients creating it at
+// once one wins; then it reads the object back and returns what is
+// stored, which may be the other client's salt. Any other read failure
+// (auth, network, a missing bucket, a malformed body) is returned and
+// nothing is written.
 func (b *Bucket) EnsureSyncParameters(ctx context.Context) (negotiate.SyncParameters, error) {
-	key := b.prefix + negotiate.JournalSyncParametersKey
-	doc, etag, rerr := b.readSyncParams(ctx)
-	if errors.Is(rerr, ErrNoBucket) { // not proof that the object is absent
-		return negotiate.SyncParameters{}, rerr
-	}
-	need, err := negotiate.NeedsNewSalt(doc, rerr)
-	if err != nil {
-		return negotiate.SyncParameters{}, fmt.Errorf("minio: the sync parameters could not be read, so no salt is created; fix the cause and retry: %w", err)
-	}
-	if !need {
-		return *doc, nil
-	}
-	salt, err := negotiate.NewSalt(nil)
-	if err != nil {
-		return negotiate.SyncParameters{}, err
-	}
-	p := negotiate.NewSyncParameters(salt)
-	cond := put{ifAbsent: true}
-	if doc != nil {
-		fresh := p
-		p = *doc // keep the members of the salt-less object
-		p.PBKDF2Salt = fresh.PBKDF2Salt
-		if p.ProtocolVersion == 0 {
-			p.ProtocolVersion = negotiate.ProtocolVersionAdvancedE2EE
-		}
-		if p.Type == "" {
-			p.Type = negotiate.TypeSyncParameters
-		}
-		cond = put{ifMatch: etag}
-	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return negotiate.SyncParameters{}, err
-	}
-	// A lost race (412) is fine: the read below returns the winner's salt.
-	if err := b.putObject(ctx, "write sync parameters", key, body, "application/json", cond); err != nil && !errors.Is(err, errPrecondition) {
-		return negotiate.SyncParameters{}, err
-	}
-	doc, _, err = b.readSyncParams(ctx)
-	if err != nil {
-		return negotiate.SyncParameters{}, err
-	}
-	if doc.PBKDF2Salt == "" {
-		return negotiate.SyncParameters{}, &engine.Error{Op: "write sync parameters", DocID: key, Stage: engine.StageStorage,
-			Err: fmt.Errorf("minio: the sync parameters hold no salt after writing one: %w", negotiate.ErrNoSalt)}
-	}
-	return *doc, nil
+	return negotiate.EnsureSyncParameters(ctx, b.Negotiate(), false)
 }
 
 // GetMilestone returns the raw milestone JSON; a missing object wraps
@@ -282,7 +235,8 @@ func (b *Bucket) GetMilestone(ctx context.Context) ([]byte, error) {
 // PutMilestone uploads the milestone JSON (never encrypted), replacing
 // the object.
 func (b *Bucket) PutMilestone(ctx context.Context, body []byte) error {
-	return b.putObject(ctx, "write milestone", b.prefix+negotiate.JournalMilestoneKey, body, "application/json", put{})
+	_, err := b.putObject(ctx, "write milestone", b.prefix+negotiate.JournalMilestoneKey, body, "application/json", put{})
+	return err
 }
 
 // PutPack seals records (journal.Seal with c; nil means plain) and
@@ -315,7 +269,8 @@ const packKeyTries = 16
 // that copy packs written elsewhere), replacing an existing object:
 // unlike Put it is unconditional.
 func (b *Bucket) PutObject(ctx context.Context, name string, body []byte) error {
-	return b.putObject(ctx, "write object", b.prefix+name, body, contentType(name), put{})
+	_, err := b.putObject(ctx, "write object", b.prefix+name, body, contentType(name), put{})
+	return err
 }
 
 // GetPack downloads the pack stored under key (as returned by List) and
@@ -361,10 +316,10 @@ type put struct {
 // putObject uploads body with one PutObject (no multipart) carrying a
 // Content-MD5, so the server stores all of it or nothing. A failed
 // precondition wraps errPrecondition, and also errRetried when an
-// earlier attempt failed in transit.
-func (b *Bucket) putObject(ctx context.Context, op, key string, body []byte, contentType string, cond put) error {
+// earlier attempt failed in transit. It returns the stored object's ETag.
+func (b *Bucket) putObject(ctx context.Context, op, key string, body []byte, contentType string, cond put) (etag string, err error) {
 	attempts := 0
-	err := b.do(ctx, op, key, func() error {
+	err = b.do(ctx, op, key, func() error {
 		attempts++
 		opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: true, SendContentMd5: true}
 		switch {
@@ -373,15 +328,17 @@ func (b *Bucket) putObject(ctx context.Context, op, key string, body []byte, con
 		case cond.ifMatch != "":
 			opts.SetMatchETag(cond.ifMatch)
 		}
-		if _, err := b.c.PutObject(ctx, b.bucket, key, bytes.NewReader(body), int64(len(body)), opts); err != nil {
+		info, err := b.c.PutObject(ctx, b.bucket, key, bytes.NewReader(body), int64(len(body)), opts)
+		if err != nil {
 			return b.wrap(ctx, op, key, err)
 		}
+		etag = info.ETag
 		return nil
 	})
 	if attempts > 1 && errors.Is(err, errPrecondition) {
 		err = &retriedError{err}
 	}
-	return err
+	return etag, err
 }
 
 // errRetried marks an error of a request whose earlier attempts failed in
