@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +8,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -23,63 +22,14 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 
-// memBucket is a journal bucket in memory (journalsync.Objects), with
-// failures injected per List call.
-type memBucket struct {
-	mu    sync.Mutex
-	objs  map[string][]byte
-	lists int
-	// failList, if set, may fail the n-th List (1-based).
-	failList func(n int) error
-}
-
-func newMemBucket() *memBucket { return &memBucket{objs: map[string][]byte{}} }
-
-func (b *memBucket) Prefix() string { return "vault/" }
-func (b *memBucket) ID() string     { return "http://127.0.0.1:9000,bucketvault/,r" }
-
-func (b *memBucket) List(_ context.Context, after string) ([]string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lists++
-	if b.failList != nil {
-		if err := b.failList(b.lists); err != nil {
-			return nil, err
-		}
-	}
-	var keys []string
-	for k := range b.objs {
-		if k > after && journal.IsPackListingCandidate(strings.TrimPrefix(k, b.Prefix())) {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, journal.ComparePackKeys)
-	return keys, nil
-}
-
-func (b *memBucket) Get(_ context.Context, key string) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if o, ok := b.objs[key]; ok {
-		return bytes.Clone(o), nil
-	}
-	return nil, fmt.Errorf("%s: %w", key, engine.ErrNotFound)
-}
-
-// Put is create-only, as the port says.
-func (b *memBucket) Put(_ context.Context, key string, body []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if old, ok := b.objs[key]; ok && !bytes.Equal(old, body) {
-		return fmt.Errorf("%s: %w", key, journalsync.ErrExists)
-	}
-	b.objs[key] = bytes.Clone(body)
-	return nil
+// newMemBucket returns an empty in-memory journal bucket under "vault/".
+func newMemBucket() *enginetest.MemObjects {
+	return enginetest.NewMemObjects("vault/", "http://127.0.0.1:9000,bucketvault/,r")
 }
 
 // sendFiles writes each file into a new store and sends it as its own
 // pack (one second apart); it returns the pack keys in order.
-func sendFiles(t *testing.T, b *memBucket, files ...string) []string {
+func sendFiles(t *testing.T, b *enginetest.MemObjects, files ...string) []string {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.NewMemory(store.Options{Name: "writer"})
@@ -140,12 +90,12 @@ func TestBucketWatchBackoff(t *testing.T) {
 		}
 		defer st.Close()
 		mb := newMemBucket()
-		mb.failList = func(n int) error {
+		mb.FailList(func(n int) error {
 			if n >= 2 && n <= 4 {
 				return &engine.Error{Op: "list packs", Stage: engine.StageTransport, Err: errors.New("connection reset by peer")}
 			}
 			return nil
-		}
+		})
 		br, err := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
 		if err != nil {
 			t.Fatal(err)
@@ -183,12 +133,12 @@ func TestBucketWatchStopsOnAuth(t *testing.T) {
 		st, _ := store.NewMemory(store.Options{Name: "w"})
 		defer st.Close()
 		mb := newMemBucket()
-		mb.failList = func(n int) error {
+		mb.FailList(func(n int) error {
 			if n == 2 {
 				return &engine.Error{Op: "list packs", Stage: engine.StageAuth, Err: errors.New("minio: access denied (S3 AccessDenied, HTTP 403)")}
 			}
 			return nil
-		}
+		})
 		br, _ := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
 		start := time.Now()
 		_, err := br.Replicate(context.Background(), st, "node", replicate.Sync, replicateOptions{live: true, interval: 5 * time.Second})
@@ -207,8 +157,8 @@ func TestBucketQuarantine(t *testing.T) {
 	ctx := context.Background()
 	mb := newMemBucket()
 	keys := sendFiles(t, mb, "one.md", "two.md", "three.md")
-	good := bytes.Clone(mb.objs[keys[1]])
-	mb.objs[keys[1]] = append([]byte("not deflate"), good...)
+	good := mb.Body(keys[1])
+	mb.Set(keys[1], append([]byte("not deflate"), good...))
 
 	st, err := store.NewMemory(store.Options{Name: "reader"})
 	if err != nil {
@@ -251,7 +201,7 @@ func TestBucketQuarantine(t *testing.T) {
 	if err != nil || len(res.quarantined) != 1 || res.newlyQuarantined(res.quarantined[0]) {
 		t.Errorf("second pull: %+v %v", res.quarantined, err)
 	}
-	mb.objs[keys[1]] = good
+	mb.Set(keys[1], good)
 	res, err = br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{retryQuarantined: true})
 	if err != nil || len(res.quarantined) != 0 || res.journal.PacksReceived != 1 || journalOutcome(res) != nil {
 		t.Errorf("retry after the repair: %+v %v", res, err)
@@ -268,7 +218,7 @@ func TestStatusListsQuarantine(t *testing.T) {
 	s := newSession(t)
 	mb := newMemBucket()
 	keys := sendFiles(t, mb, "one.md", "two.md")
-	mb.objs[keys[0]] = []byte("damaged")
+	mb.Set(keys[0], []byte("damaged"))
 	bs, err := boltstore.Open(s.store, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
