@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi/boltdir"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 
@@ -20,7 +21,7 @@ import (
 // 127.0.0.1 over bbolt databases in a temporary directory.
 type relay struct {
 	env couchEnv
-	dbs *couchapi.DirDatabases
+	dbs *boltdir.Databases
 	srv *httptest.Server
 
 	mu  sync.Mutex
@@ -36,7 +37,7 @@ var liveSyncOrigins = []string{"app://obsidian.md", "capacitor://localhost", "ht
 // adjusted by mod. Everything stops when the test ends.
 func startRelay(t *testing.T, mod func(*couchapi.Config)) *relay {
 	t.Helper()
-	dbs, err := couchapi.OpenDir(t.TempDir(), boltstore.Options{})
+	dbs, err := boltdir.Open(t.TempDir(), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi/boltdir"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 	"github.com/livesync-go/livesync-go/engine/hunt"
@@ -31,11 +32,11 @@ var (
 )
 
 // heldDatabases is the relay's couchapi.Databases: a decorator around
-// couchapi.DirDatabases that serves every database through
+// boltdir.Databases that serves every database through
 // engine/holdback, so that no client sees a note before its chunks.
 // Close persists every database's purgatory, then closes the files.
 type heldDatabases struct {
-	dir *couchapi.DirDatabases
+	dir *boltdir.Databases
 	cfg holdback.Config
 	// passphrases of the databases the configuration gives one (secret:
 	// never logged).
@@ -52,7 +53,7 @@ type heldDatabases struct {
 
 var _ couchapi.Databases = (*heldDatabases)(nil)
 
-func newHeldDatabases(dir *couchapi.DirDatabases, cfg holdback.Config, passphrases map[string]string, log *slog.Logger) *heldDatabases {
+func newHeldDatabases(dir *boltdir.Databases, cfg holdback.Config, passphrases map[string]string, log *slog.Logger) *heldDatabases {
 	return &heldDatabases{dir: dir, cfg: cfg, passphrases: passphrases, log: log, open: map[string]*vaultStore{}}
 }
 
@@ -187,7 +188,7 @@ func (h *heldDatabases) Close() error {
 }
 
 // noClose keeps a hold-back from closing the database file it wraps: the
-// file belongs to the DirDatabases, and a vaultStore may replace its
+// file belongs to the boltdir.Databases, and a vaultStore may replace its
 // hold-back (when the vault's salt appears) over the same file.
 type noClose struct{ store.Store }
 
@@ -415,7 +416,7 @@ func (v *vaultStore) hasPassphrase() bool { return v.passphrase != "" }
 
 // Close stops the upstreams and the hunt, then closes the hold-back,
 // which saves its purgatory state. The database file stays open (the
-// DirDatabases closes it).
+// boltdir.Databases closes it).
 func (v *vaultStore) Close() error {
 	if v.bridge != nil {
 		v.bridge.stop() // before v.mu: its runners write through v

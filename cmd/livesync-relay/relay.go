@@ -17,6 +17,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi/boltdir"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 
@@ -129,7 +130,7 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 		return err
 	}
 
-	dir, err := couchapi.OpenDir(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout})
+	dir, err := boltdir.Open(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout})
 	if err != nil {
 		return err
 	}

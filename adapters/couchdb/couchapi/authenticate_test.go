@@ -4,11 +4,9 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 
 func TestAuthenticate(t *testing.T) {
@@ -61,25 +59,5 @@ func TestAuthenticate(t *testing.T) {
 	s.auth.now = func() time.Time { return now.Add(DefaultCookieTimeout + time.Minute) }
 	if _, _, ok := s.Authenticate(req); ok {
 		t.Fatal("an expired cookie was accepted")
-	}
-}
-
-func TestDirDatabasesPath(t *testing.T) {
-	dir := t.TempDir()
-	d, err := OpenDir(dir, boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Create(t.Context(), "vault"); err != nil {
-		t.Fatal(err)
-	}
-	if p := d.Path("vault"); p != filepath.Join(dir, "vault.db") {
-		t.Fatalf("Path = %q", p)
-	}
-	for _, bad := range []string{"", "../x", "Vault", "a/b", "_users"} {
-		if p := d.Path(bad); p != "" {
-			t.Fatalf("Path(%q) = %q", bad, p)
-		}
 	}
 }

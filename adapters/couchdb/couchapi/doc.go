@@ -6,7 +6,7 @@
 //
 // A Server is an http.Handler:
 //
-//	dbs, err := couchapi.OpenDir("./livesync-data", boltstore.Options{Options: couchapi.StoreOptions(0)})
+//	dbs, err := boltdir.Open("./livesync-data", boltstore.Options{Options: couchapi.StoreOptions(0)})
 //	...
 //	defer dbs.Close()
 //	api, err := couchapi.New(couchapi.Config{
@@ -68,8 +68,9 @@
 // Config.MaxRequestBytes are refused with 413 before anything is stored,
 // chunked bodies included.
 //
-// Databases is the port to the storage: NewMemoryDatabases keeps stores in
-// memory, OpenDir one bbolt file per database. A decorator around a
+// Databases is the port to the storage, injected through Config:
+// NewMemoryDatabases keeps stores in memory, boltdir.Open (package
+// adapters/couchdb/couchapi/boltdir) one bbolt file per database. A decorator around a
 // Databases (for example one that wraps each opened Store) changes what is
 // served without touching this package; a Store that wants a document
 // refused answers with an error wrapping ErrForbidden.

@@ -24,7 +24,7 @@ const DefaultRevsLimit = 1000
 // CouchDB does: _revs_limit 1000, and the bodies of earlier revisions
 // until POST /{db}/_compact; keepBodies > 0 keeps only that many per
 // document (the newest), 0 keeps all. NewMemoryDatabases uses
-// StoreOptions(0); pass it to OpenDir for the same on disk.
+// StoreOptions(0); pass it to boltdir.Open for the same on disk.
 func StoreOptions(keepBodies int) store.Options {
 	o := store.Options{RevsLimit: DefaultRevsLimit, KeepBodies: store.KeepAllBodies}
 	if keepBodies > 0 {

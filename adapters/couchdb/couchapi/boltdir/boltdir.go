@@ -1,6 +1,11 @@
 //go:build !js && !wasip1
 
-package couchapi
+// Package boltdir keeps the databases a couchapi.Server serves in a
+// directory, one bbolt file per database (<dir>/<name>.db). It is the
+// couchapi.Databases of the relay and of the tests that run a server on
+// disk; couchapi itself stays free of bbolt, so a build without a file
+// system (the Workers build) serves its own Databases.
+package boltdir
 
 import (
 	"context"
@@ -15,6 +20,7 @@ import (
 
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
@@ -23,9 +29,9 @@ import (
 // dbFileSuffix names a database file: <dir>/<name>.db.
 const dbFileSuffix = ".db"
 
-// DirDatabases keeps each database in its own bbolt file, <dir>/<name>.db,
+// Databases keeps each database in its own bbolt file, <dir>/<name>.db,
 // opened on first use and kept open until Delete or Close.
-type DirDatabases struct {
+type Databases struct {
 	dir  string
 	opts boltstore.Options
 
@@ -34,51 +40,52 @@ type DirDatabases struct {
 	closed bool
 }
 
-var _ Databases = (*DirDatabases)(nil)
+var _ couchapi.Databases = (*Databases)(nil)
 
-// OpenDir returns the databases kept in dir, creating dir (mode 0700) if
+// Open returns the databases kept in dir, creating dir (mode 0700) if
 // needed. opts apply to every database file (its Name is set to the
-// database name); give opts.Options = StoreOptions(n) for revision
-// history and _revs_limit as CouchDB has them (the zero Options keep only
-// leaves' bodies and 100 revisions, the engine's local-replica defaults).
-func OpenDir(dir string, opts boltstore.Options) (*DirDatabases, error) {
+// database name); give opts.Options = couchapi.StoreOptions(n) for
+// revision history and _revs_limit as CouchDB has them (the zero Options
+// keep only leaves' bodies and 100 revisions, the engine's local-replica
+// defaults).
+func Open(dir string, opts boltstore.Options) (*Databases, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if dir == "" {
-		return nil, errors.New("couchapi: OpenDir needs a directory")
+		return nil, errors.New("boltdir: Open needs a directory")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("couchapi: %w", err)
+		return nil, fmt.Errorf("boltdir: %w", err)
 	}
-	return &DirDatabases{dir: dir, opts: opts, open: map[string]store.Store{}}, nil
+	return &Databases{dir: dir, opts: opts, open: map[string]store.Store{}}, nil
 }
 
 // Path returns the file that holds (or would hold) the named database,
 // <dir>/<name>.db, e.g. to report its size; "" if name is not a valid
 // database name.
-func (d *DirDatabases) Path(name string) string {
-	if !ValidDatabaseName(name) {
+func (d *Databases) Path(name string) string {
+	if !couchapi.ValidDatabaseName(name) {
 		return ""
 	}
 	return d.path(name)
 }
 
-func (d *DirDatabases) path(name string) string {
+func (d *Databases) path(name string) string {
 	return filepath.Join(d.dir, name+dbFileSuffix)
 }
 
 // ErrDamaged means a database file is not a readable bbolt database
 // (damaged, truncated, or not a database at all). Restore it from a
 // backup or move it away: the database then starts empty.
-var ErrDamaged = errors.New("couchapi: the database file is damaged")
+var ErrDamaged = errors.New("boltdir: the database file is damaged")
 
 // openFile opens a database file. bbolt panics on some damaged files
 // (a bad freelist page); that panic is an ErrDamaged error here.
-func (d *DirDatabases) openFile(name string) (st store.Store, err error) {
+func (d *Databases) openFile(name string) (st store.Store, err error) {
 	p := d.path(name)
 	damaged := func(cause any) error {
-		return fmt.Errorf("couchapi: database %q: %w (%v): restore %s from a backup, or move it away to start the database empty", name, ErrDamaged, cause, p)
+		return fmt.Errorf("boltdir: database %q: %w (%v): restore %s from a backup, or move it away to start the database empty", name, ErrDamaged, cause, p)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -92,18 +99,18 @@ func (d *DirDatabases) openFile(name string) (st store.Store, err error) {
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, damaged(err)
 	case err != nil:
-		return nil, fmt.Errorf("couchapi: database %q: %w", name, err)
+		return nil, fmt.Errorf("boltdir: database %q: %w", name, err)
 	}
 	d.open[name] = st
 	return st, nil
 }
 
 // Open returns the named database, opening its file on first use.
-func (d *DirDatabases) Open(ctx context.Context, name string) (store.Store, error) {
+func (d *Databases) Open(ctx context.Context, name string) (store.Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !ValidDatabaseName(name) {
+	if !couchapi.ValidDatabaseName(name) {
 		return nil, fmt.Errorf("database %q: %w", name, engine.ErrNotFound)
 	}
 	d.mu.Lock()
@@ -118,18 +125,18 @@ func (d *DirDatabases) Open(ctx context.Context, name string) (store.Store, erro
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("database %q: %w", name, engine.ErrNotFound)
 		}
-		return nil, fmt.Errorf("couchapi: %w", err)
+		return nil, fmt.Errorf("boltdir: %w", err)
 	}
 	return d.openFile(name)
 }
 
 // Create makes an empty database file.
-func (d *DirDatabases) Create(ctx context.Context, name string) error {
+func (d *Databases) Create(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkName(name); err != nil {
-		return err
+	if !couchapi.ValidDatabaseName(name) {
+		return fmt.Errorf("%w: %q", couchapi.ErrIllegalName, name)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -137,10 +144,10 @@ func (d *DirDatabases) Create(ctx context.Context, name string) error {
 		return store.ErrClosed
 	}
 	if _, ok := d.open[name]; ok {
-		return fmt.Errorf("database %q: %w", name, ErrExists)
+		return fmt.Errorf("database %q: %w", name, couchapi.ErrExists)
 	}
 	if _, err := os.Stat(d.path(name)); err == nil {
-		return fmt.Errorf("database %q: %w", name, ErrExists)
+		return fmt.Errorf("database %q: %w", name, couchapi.ErrExists)
 	}
 	_, err := d.openFile(name)
 	return err
@@ -148,11 +155,11 @@ func (d *DirDatabases) Create(ctx context.Context, name string) error {
 
 // Delete closes the database (waiting for calls in flight; waiting feeds
 // end with store.ErrClosed) and removes its file.
-func (d *DirDatabases) Delete(ctx context.Context, name string) error {
+func (d *Databases) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !ValidDatabaseName(name) {
+	if !couchapi.ValidDatabaseName(name) {
 		return fmt.Errorf("database %q: %w", name, engine.ErrNotFound)
 	}
 	d.mu.Lock()
@@ -169,13 +176,13 @@ func (d *DirDatabases) Delete(ctx context.Context, name string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("database %q: %w", name, engine.ErrNotFound)
 		}
-		return fmt.Errorf("couchapi: %w", err)
+		return fmt.Errorf("boltdir: %w", err)
 	}
 	return cerr
 }
 
 // List returns the names of the database files in the directory, sorted.
-func (d *DirDatabases) List(ctx context.Context) ([]string, error) {
+func (d *Databases) List(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -187,12 +194,12 @@ func (d *DirDatabases) List(ctx context.Context) ([]string, error) {
 	}
 	entries, err := os.ReadDir(d.dir)
 	if err != nil {
-		return nil, fmt.Errorf("couchapi: %w", err)
+		return nil, fmt.Errorf("boltdir: %w", err)
 	}
 	var names []string
 	for _, e := range entries {
 		n, ok := strings.CutSuffix(e.Name(), dbFileSuffix)
-		if ok && e.Type().IsRegular() && ValidDatabaseName(n) {
+		if ok && e.Type().IsRegular() && couchapi.ValidDatabaseName(n) {
 			names = append(names, n)
 		}
 	}
@@ -202,7 +209,7 @@ func (d *DirDatabases) List(ctx context.Context) ([]string, error) {
 
 // Close closes every open database file; later calls return
 // store.ErrClosed.
-func (d *DirDatabases) Close() error {
+func (d *Databases) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
