@@ -20,7 +20,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/journal"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
@@ -344,14 +344,13 @@ func TestUpstreamWrongPasswordAndDownServer(t *testing.T) {
 	}
 }
 
-// memBucket is an in-memory bucket upstream (journalsync.Objects plus the
-// sync parameters), standing in for S3 in package tests; the S3 server
-// tests are in tests/relay_upstream_*_test.go.
+// memBucket is an in-memory bucket upstream (enginetest.MemObjects plus
+// the sync parameters), standing in for S3 in package tests; the S3
+// server tests are in tests/relay_upstream_*_test.go.
 type memBucket struct {
-	prefix, id string
+	*enginetest.MemObjects
 
 	mu     sync.Mutex
-	objs   map[string][]byte
 	params *negotiate.SyncParameters
 }
 
@@ -363,7 +362,7 @@ var (
 // memBucketFor registers an in-memory bucket: a bucket upstream whose
 // endpoint is "memory.invalid" opens it by name.
 func memBucketFor(t *testing.T, name string) *memBucket {
-	b := &memBucket{prefix: "vault/", id: "http://memory.invalid," + name + "vault/,", objs: map[string][]byte{}}
+	b := &memBucket{MemObjects: enginetest.NewMemObjects("vault/", "http://memory.invalid,"+name+"vault/,")}
 	memBucketsMu.Lock()
 	memBuckets[name] = b
 	memBucketsMu.Unlock()
@@ -390,43 +389,6 @@ func init() {
 	}
 }
 
-func (m *memBucket) Prefix() string { return m.prefix }
-func (m *memBucket) ID() string     { return m.id }
-
-func (m *memBucket) List(ctx context.Context, after string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var keys []string
-	for k := range m.objs {
-		name, ok := strings.CutPrefix(k, m.prefix)
-		if ok && k > after && journal.IsPackListingCandidate(name) {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, journal.ComparePackKeys)
-	return keys, nil
-}
-
-func (m *memBucket) Get(ctx context.Context, key string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.objs[key]
-	if !ok {
-		return nil, &engine.Error{Op: "get object", DocID: key, Stage: engine.StageStorage, Err: engine.ErrNotFound}
-	}
-	return bytes.Clone(b), nil
-}
-
-func (m *memBucket) Put(ctx context.Context, key string, body []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.objs[key]; ok {
-		return &engine.Error{Op: "put object", DocID: key, Stage: engine.StageStorage, Err: journalsync.ErrExists}
-	}
-	m.objs[key] = bytes.Clone(body)
-	return nil
-}
-
 func (m *memBucket) EnsureSyncParameters(ctx context.Context) (negotiate.SyncParameters, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -441,10 +403,7 @@ func (m *memBucket) EnsureSyncParameters(ctx context.Context) (negotiate.SyncPar
 	return *m.params, nil
 }
 
-func (m *memBucket) packs() int {
-	keys, _ := m.List(context.Background(), "")
-	return len(keys)
-}
+func (m *memBucket) packs() int { return len(m.PackKeys()) }
 
 // device is another device of the vault syncing with a bucket: a
 // plaintext local store and its journal.
