@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
 )
 
 func TestAuthenticate(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -90,16 +91,28 @@ func (s *Server) parseChanges(q *request) (changesArgs, *apiError) {
 	if a.conflicts, ae = boolParam(qv, "conflicts"); ae != nil {
 		return a, ae
 	}
+	if ae := s.parseChangesWait(qv, &a); ae != nil {
+		return a, ae
+	}
+	if ae := parseChangesFilter(q, qv, &a); ae != nil {
+		return a, ae
+	}
+	return a, nil
+}
+
+// parseChangesWait reads how long a feed waits: heartbeat (bounded by
+// minHeartbeat and the server's changes timeout) and timeout.
+func (s *Server) parseChangesWait(qv url.Values, a *changesArgs) *apiError {
 	if v := qv.Get("heartbeat"); v != "" {
 		if v == "true" {
 			a.heartbeat = s.changesTimeout
 		} else {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return a, badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+				return badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
 			}
 			if n <= 0 {
-				return a, badRequest("The heartbeat value should be a positive integer (in milliseconds).")
+				return badRequest("The heartbeat value should be a positive integer (in milliseconds).")
 			}
 			a.heartbeat = time.Duration(min(n, int64(s.changesTimeout/time.Millisecond))) * time.Millisecond
 		}
@@ -108,21 +121,27 @@ func (s *Server) parseChanges(q *request) (changesArgs, *apiError) {
 	if v := qv.Get("timeout"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil && !errors.Is(err, strconv.ErrRange) || n < 0 || strings.HasPrefix(v, "-") {
-			return a, badRequest("The timeout parameter should be a non-negative integer")
+			return badRequest("The timeout parameter should be a non-negative integer")
 		}
 		if err == nil && time.Duration(n) < s.changesTimeout/time.Millisecond {
 			a.timeout = time.Duration(n) * time.Millisecond
 		}
 	}
+	return nil
+}
+
+// parseChangesFilter reads the filter (and, for POST, the body that
+// carries its doc_ids or selector) into a.
+func parseChangesFilter(q *request, qv url.Values, a *changesArgs) *apiError {
 	var body map[string]json.RawMessage
 	if q.r.Method == http.MethodPost {
 		b, ae := readBody(q.r)
 		if ae != nil {
-			return a, ae
+			return ae
 		}
 		if len(strings.TrimSpace(string(b))) > 0 {
 			if body, ae = parseObject(b); ae != nil {
-				return a, ae
+				return ae
 			}
 		}
 	}
@@ -135,7 +154,7 @@ func (s *Server) parseChanges(q *request) (changesArgs, *apiError) {
 		}
 		var ids []string
 		if isNull(raw) || json.Unmarshal(raw, &ids) != nil {
-			return a, badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+			return badRequest("`doc_ids` filter parameter is not a list of doc ids.")
 		}
 		if ids == nil {
 			ids = []string{}
@@ -147,21 +166,21 @@ func (s *Server) parseChanges(q *request) (changesArgs, *apiError) {
 			raw = json.RawMessage(qv.Get("selector"))
 		}
 		if isNull(raw) {
-			return a, badRequest("Selector must be specified in POST payload")
+			return badRequest("Selector must be specified in POST payload")
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) != nil || obj == nil {
-			return a, badRequest("Selector error: expected a JSON object")
+			return badRequest("Selector error: expected a JSON object")
 		}
 		a.selector = raw
 	case "_design":
 		a.designOnly = true
 	case "_view":
-		return a, badRequest("filter=_view is not supported by this server")
+		return badRequest("filter=_view is not supported by this server")
 	default:
-		return a, badRequest("Filter functions are not supported by this server; use filter=_selector or filter=_doc_ids")
+		return badRequest("Filter functions are not supported by this server; use filter=_selector or filter=_doc_ids")
 	}
-	return a, nil
+	return nil
 }
 
 // errBadSince is CouchDB's answer to a since it cannot read.

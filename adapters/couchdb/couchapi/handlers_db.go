@@ -1,14 +1,12 @@
 package couchapi
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -126,96 +124,132 @@ type bulkDoc struct {
 // request with 400 before anything is written, as CouchDB does; conflicts
 // and refusals are per-document rows.
 func (s *Server) bulkDocs(q *request) *apiError {
-	m, ae := readObject(q.r)
+	docs, newEdits, ae := s.parseBulkDocs(q)
 	if ae != nil {
 		return ae
 	}
+	var rows []bulkRow
+	if newEdits {
+		rows, ae = s.bulkDocsEdits(q, docs)
+	} else {
+		rows, ae = s.bulkDocsReplicated(q, docs)
+	}
+	if ae != nil {
+		return ae
+	}
+	writeJSON(q.w, http.StatusCreated, rows)
+	return nil
+}
+
+// parseBulkDocs reads and checks the documents of a _bulk_docs request
+// and its new_edits option: a malformed document refuses the whole
+// request.
+func (s *Server) parseBulkDocs(q *request) ([]bulkDoc, bool, *apiError) {
+	m, ae := readObject(q.r)
+	if ae != nil {
+		return nil, false, ae
+	}
 	rawDocs, ok := m["docs"]
 	if !ok {
-		return badRequest("POST body must include `docs` parameter.")
+		return nil, false, badRequest("POST body must include `docs` parameter.")
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(rawDocs, &raws); err != nil {
-		return badRequest("`docs` parameter must be an array.")
+		return nil, false, badRequest("`docs` parameter must be an array.")
 	}
 	newEdits, ae := jsonBool(m["new_edits"], true, "new_edits")
 	if ae != nil {
-		return badRequest("`new_edits` parameter must be a boolean.")
+		return nil, false, badRequest("`new_edits` parameter must be a boolean.")
 	}
 	docs := make([]bulkDoc, len(raws))
 	for i, raw := range raws {
-		d := &docs[i]
-		d.raw = raw
-		fields, ae := decodeDoc(raw)
-		if ae != nil {
-			return ae
-		}
-		d.fields = fields
-		if d.id, d.hasID, ae = stringField(fields, "_id"); ae != nil {
-			return ae
-		}
-		if d.rev, _, ae = stringField(fields, "_rev"); ae != nil {
-			return ae
-		}
-		if int64(len(raw)) > s.maxDoc {
-			return docTooLarge(d.id)
-		}
-		if d.hasID {
-			if ae := checkDocID(d.id); ae != nil {
-				return ae
-			}
-		}
-		if strings.HasPrefix(d.id, "_local/") {
-			continue
-		}
-		if d.rev != "" && !validRev(d.rev) {
-			return errInvalidRev
-		}
-		if ae := checkRevisions(fields, d.rev); ae != nil {
-			return ae
-		}
-		if !newEdits && (!d.hasID || d.rev == "") {
-			return badRequest("When `new_edits: false`, the document needs `_id` and `_rev` specified")
+		if ae := s.parseBulkDoc(&docs[i], raw, newEdits); ae != nil {
+			return nil, false, ae
 		}
 	}
-	ctx := q.r.Context()
-	admin := q.id.acc != nil && q.id.acc.admin
-	if !newEdits {
-		// Replication: one atomic store call for every ordinary document;
-		// only errors are reported, as CouchDB does.
-		rows := []bulkRow{}
-		var batch []json.RawMessage
-		for _, d := range docs {
-			switch {
-			case isDesign(d.id) && !admin:
-				rows = append(rows, bulkRow{ID: d.id, Rev: d.rev, Error: "forbidden", Reason: errDesignAdmin.reason})
-			case strings.HasPrefix(d.id, "_local/"):
-				if _, err := s.writeLocal(ctx, q, strings.TrimPrefix(d.id, "_local/"), d.fields, d.rev, false); err != nil {
-					name, reason := docError(err)
-					rows = append(rows, bulkRow{ID: d.id, Rev: d.rev, Error: name, Reason: reason})
-				}
-			default:
-				batch = append(batch, d.raw)
-			}
+	return docs, newEdits, nil
+}
+
+// parseBulkDoc reads one document of a _bulk_docs request into d.
+func (s *Server) parseBulkDoc(d *bulkDoc, raw json.RawMessage, newEdits bool) *apiError {
+	d.raw = raw
+	fields, ae := decodeDoc(raw)
+	if ae != nil {
+		return ae
+	}
+	d.fields = fields
+	if d.id, d.hasID, ae = stringField(fields, "_id"); ae != nil {
+		return ae
+	}
+	if d.rev, _, ae = stringField(fields, "_rev"); ae != nil {
+		return ae
+	}
+	if int64(len(raw)) > s.maxDoc {
+		return docTooLarge(d.id)
+	}
+	if d.hasID {
+		if ae := checkDocID(d.id); ae != nil {
+			return ae
 		}
-		if len(batch) > 0 {
-			res, err := q.st.BulkDocs(ctx, batch)
-			if err != nil {
-				return asAPIError(err)
-			}
-			for _, r := range res {
-				if r.Error != "" {
-					rows = append(rows, bulkRow{ID: r.ID, Rev: r.Rev, Error: r.Error, Reason: r.Reason})
-				}
-			}
-		}
-		writeJSON(q.w, http.StatusCreated, rows)
+	}
+	if strings.HasPrefix(d.id, "_local/") {
 		return nil
 	}
-	// Local edits: every ordinary document in one atomic store call, so a
-	// storage failure leaves nothing of the request; conflicts and
-	// refusals are per-document rows. _local documents and refused design
-	// documents are answered on their own, as CouchDB does.
+	if d.rev != "" && !validRev(d.rev) {
+		return errInvalidRev
+	}
+	if ae := checkRevisions(fields, d.rev); ae != nil {
+		return ae
+	}
+	if !newEdits && (!d.hasID || d.rev == "") {
+		return badRequest("When `new_edits: false`, the document needs `_id` and `_rev` specified")
+	}
+	return nil
+}
+
+// bulkDocsReplicated stores the documents of a new_edits=false request
+// (replication): one atomic store call for every ordinary document; only
+// errors are rows, as CouchDB answers.
+func (s *Server) bulkDocsReplicated(q *request, docs []bulkDoc) ([]bulkRow, *apiError) {
+	ctx := q.r.Context()
+	admin := q.id.acc != nil && q.id.acc.admin
+	rows := []bulkRow{}
+	var batch []json.RawMessage
+	for _, d := range docs {
+		switch {
+		case isDesign(d.id) && !admin:
+			rows = append(rows, bulkRow{ID: d.id, Rev: d.rev, Error: "forbidden", Reason: errDesignAdmin.reason})
+		case strings.HasPrefix(d.id, "_local/"):
+			if _, err := s.writeLocal(ctx, q, strings.TrimPrefix(d.id, "_local/"), d.fields, d.rev, false); err != nil {
+				name, reason := docError(err)
+				rows = append(rows, bulkRow{ID: d.id, Rev: d.rev, Error: name, Reason: reason})
+			}
+		default:
+			batch = append(batch, d.raw)
+		}
+	}
+	if len(batch) > 0 {
+		res, err := q.st.BulkDocs(ctx, batch)
+		if err != nil {
+			return nil, asAPIError(err)
+		}
+		for _, r := range res {
+			if r.Error != "" {
+				rows = append(rows, bulkRow{ID: r.ID, Rev: r.Rev, Error: r.Error, Reason: r.Reason})
+			}
+		}
+	}
+	return rows, nil
+}
+
+// bulkDocsEdits stores the documents of a new_edits=true request (local
+// edits): every ordinary document in one atomic store call, so a storage
+// failure leaves nothing of the request; conflicts and refusals are
+// per-document rows. _local documents and refused design documents are
+// answered on their own, as CouchDB does.
+func (s *Server) bulkDocsEdits(q *request, docs []bulkDoc) ([]bulkRow, *apiError) {
+	ctx := q.r.Context()
+	admin := q.id.acc != nil && q.id.acc.admin
 	rows := make([]bulkRow, len(docs))
 	var batch []json.RawMessage
 	var inBatch []int
@@ -232,7 +266,7 @@ func (s *Server) bulkDocs(q *request) *apiError {
 			rev, err := s.writeNew(ctx, q, id, d.fields)
 			if err != nil {
 				if ae := asAPIError(err); ae.status >= 500 {
-					return ae
+					return nil, ae
 				}
 				rows[i].Error, rows[i].Reason = docError(err)
 				continue
@@ -242,7 +276,7 @@ func (s *Server) bulkDocs(q *request) *apiError {
 			d.fields["_id"] = mustJSON(id)
 			b, err := json.Marshal(d.fields)
 			if err != nil {
-				return asAPIError(err)
+				return nil, asAPIError(err)
 			}
 			batch = append(batch, b)
 			inBatch = append(inBatch, i)
@@ -251,7 +285,7 @@ func (s *Server) bulkDocs(q *request) *apiError {
 	if len(batch) > 0 {
 		res, err := q.st.PutBatch(ctx, batch)
 		if err != nil {
-			return asAPIError(err)
+			return nil, asAPIError(err)
 		}
 		for k, r := range res {
 			row := &rows[inBatch[k]]
@@ -262,8 +296,7 @@ func (s *Server) bulkDocs(q *request) *apiError {
 			row.OK, row.Rev = true, r.Rev
 		}
 	}
-	writeJSON(q.w, http.StatusCreated, rows)
-	return nil
+	return rows, nil
 }
 
 // checkRevisions checks the _revisions and _deleted members of a
@@ -320,75 +353,105 @@ type bulkGetError struct {
 // A reference without rev returns every leaf; latest=true follows a
 // revision that is no longer a leaf to its leaves.
 func (s *Server) bulkGet(q *request) *apiError {
+	refs, opts, ae := parseBulkGet(q)
+	if ae != nil {
+		return ae
+	}
+	if ae := answerBulkGet(q.r.Context(), q.st, refs, opts); ae != nil {
+		return ae
+	}
+	writeBulkGet(q.w, refs)
+	return nil
+}
+
+// bulkGetOptions are the query options of a _bulk_get request.
+type bulkGetOptions struct {
+	withRevs bool // revs=true: each document carries _revisions
+	latest   bool // latest=true
+}
+
+// parseBulkGet reads the references of a _bulk_get request. A reference
+// that cannot be read becomes its own error row; only a malformed request
+// is refused.
+func parseBulkGet(q *request) ([]bulkGetRef, bulkGetOptions, *apiError) {
+	var opts bulkGetOptions
 	qv := q.r.URL.Query()
 	for _, k := range []string{"open_revs", "new_edits", "w", "rev", "atts_since"} {
 		if qv.Has(k) {
-			return badRequest(`"` + k + `" query parameter is not acceptable`)
+			return nil, opts, badRequest(`"` + k + `" query parameter is not acceptable`)
 		}
 	}
-	withRevs, ae := boolParam(qv, "revs")
-	if ae != nil {
-		return ae
+	var ae *apiError
+	if opts.withRevs, ae = boolParam(qv, "revs"); ae != nil {
+		return nil, opts, ae
 	}
-	latest, ae := boolParam(qv, "latest")
-	if ae != nil {
-		return ae
+	if opts.latest, ae = boolParam(qv, "latest"); ae != nil {
+		return nil, opts, ae
 	}
 	m, ae := readObject(q.r)
 	if ae != nil {
-		return ae
+		return nil, opts, ae
 	}
 	rawDocs, ok := m["docs"]
 	if !ok || isNull(rawDocs) {
-		return badRequest("Missing JSON list of 'docs'.")
+		return nil, opts, badRequest("Missing JSON list of 'docs'.")
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(rawDocs, &items); err != nil {
-		return badRequest("'docs' must be a JSON list.")
+		return nil, opts, badRequest("'docs' must be a JSON list.")
 	}
 	if len(items) > MaxOpenRevs {
-		return errTooManyRevs
+		return nil, opts, errTooManyRevs
 	}
-	null := json.RawMessage("null")
 	refs := make([]bulkGetRef, len(items))
 	for i, it := range items {
-		r := &refs[i]
-		r.id = null
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(it, &obj) != nil || obj == nil || len(obj) == 0 {
-			r.err = &bulkGetError{ID: null, Rev: null, Error: "bad_request", Reason: "document must be a JSON object"}
-			continue
+		refs[i] = parseBulkGetRef(it)
+	}
+	return refs, opts, nil
+}
+
+// parseBulkGetRef reads one entry of a _bulk_get body; a bad entry is a
+// reference whose err is set.
+func parseBulkGetRef(it json.RawMessage) bulkGetRef {
+	null := json.RawMessage("null")
+	r := bulkGetRef{id: null}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(it, &obj) != nil || obj == nil || len(obj) == 0 {
+		r.err = &bulkGetError{ID: null, Rev: null, Error: "bad_request", Reason: "document must be a JSON object"}
+		return r
+	}
+	rawID, ok := obj["id"]
+	if !ok {
+		r.err = &bulkGetError{ID: null, Rev: null, Error: "bad_request", Reason: "document id missed"}
+		return r
+	}
+	r.id = rawID
+	if json.Unmarshal(rawID, &r.docID) != nil {
+		r.err = &bulkGetError{ID: rawID, Rev: null, Error: "bad_request", Reason: "document id must be a string"}
+		return r
+	}
+	if ae := checkDocID(r.docID); ae != nil || strings.HasPrefix(r.docID, "_local/") {
+		if ae == nil {
+			ae = errIllegalDocID
 		}
-		rawID, ok := obj["id"]
-		if !ok {
-			r.err = &bulkGetError{ID: null, Rev: null, Error: "bad_request", Reason: "document id missed"}
-			continue
-		}
-		r.id = rawID
-		if json.Unmarshal(rawID, &r.docID) != nil {
-			r.err = &bulkGetError{ID: rawID, Rev: null, Error: "bad_request", Reason: "document id must be a string"}
-			continue
-		}
-		if ae := checkDocID(r.docID); ae != nil || strings.HasPrefix(r.docID, "_local/") {
-			if ae == nil {
-				ae = errIllegalDocID
-			}
-			r.err = &bulkGetError{ID: rawID, Rev: null, Error: ae.name, Reason: ae.reason}
-			continue
-		}
-		if rawRev, ok := obj["rev"]; ok && !isNull(rawRev) {
-			// "" means no revision, as PouchDB servers read it.
-			if json.Unmarshal(rawRev, &r.rev) != nil || (r.rev != "" && !validRev(r.rev)) {
-				r.err = &bulkGetError{ID: rawID, Rev: rawRev, Error: "bad_request", Reason: "Invalid rev format"}
-				continue
-			}
+		r.err = &bulkGetError{ID: rawID, Rev: null, Error: ae.name, Reason: ae.reason}
+		return r
+	}
+	if rawRev, ok := obj["rev"]; ok && !isNull(rawRev) {
+		// "" means no revision, as PouchDB servers read it.
+		if json.Unmarshal(rawRev, &r.rev) != nil || (r.rev != "" && !validRev(r.rev)) {
+			r.err = &bulkGetError{ID: rawID, Rev: rawRev, Error: "bad_request", Reason: "Invalid rev format"}
 		}
 	}
-	ctx := q.r.Context()
-	// The references to one document are answered from one store read of
-	// its revision tree (two more at most: every leaf, and latest=true for
-	// revisions no longer readable), so n revisions of one document cost
-	// time linear in n and in its tree, not n reads of it.
+	return r
+}
+
+// answerBulkGet fills each reference's documents, or its not_found
+// error. The references to one document are answered from one store read
+// of its revision tree (two more at most: every leaf, and latest=true for
+// revisions no longer readable), so n revisions of one document cost time
+// linear in n and in its tree, not n reads of it.
+func answerBulkGet(ctx context.Context, st store.Store, refs []bulkGetRef, opts bulkGetOptions) *apiError {
 	byID := map[string][]int{}
 	var order []string
 	for i, r := range refs {
@@ -414,49 +477,15 @@ func (s *Server) bulkGet(q *request) *apiError {
 				named = append(named, rev)
 			}
 		}
-		docs := map[string][]json.RawMessage{}
-		var lost []string // named revisions not readable, for latest=true
-		if len(named) > 0 {
-			res, err := q.st.GetRevs(ctx, id, store.RevsOptions{Revs: named, History: withRevs})
-			if err != nil {
-				return asAPIError(err)
-			}
-			for _, r := range res {
-				if len(r.Docs) > 0 {
-					docs[r.Rev] = r.Docs
-				} else {
-					lost = append(lost, r.Rev)
-				}
-			}
-		}
-		if latest && len(lost) > 0 {
-			res, err := q.st.GetRevs(ctx, id, store.RevsOptions{Revs: lost, Latest: true, History: withRevs})
-			if err != nil {
-				return asAPIError(err)
-			}
-			for _, r := range res {
-				if len(r.Docs) > 0 {
-					docs[r.Rev] = r.Docs
-				}
-			}
-		}
-		var leaves []json.RawMessage
-		if all {
-			res, err := q.st.GetRevs(ctx, id, store.RevsOptions{All: true, History: withRevs})
-			if err != nil {
-				return asAPIError(err)
-			}
-			for _, r := range res {
-				leaves = append(leaves, r.Docs...)
-			}
+		docs, leaves, ae := readBulkGetRevs(ctx, st, id, named, all, opts)
+		if ae != nil {
+			return ae
 		}
 		for _, i := range idx {
 			r := &refs[i]
-			var got []json.RawMessage
+			got := docs[r.rev]
 			if r.rev == "" {
 				got = leaves
-			} else {
-				got = docs[r.rev]
 			}
 			if answered += len(got); answered > MaxAnswerRevs {
 				return errAnswerTooLarge
@@ -473,6 +502,53 @@ func (s *Server) bulkGet(q *request) *apiError {
 			}
 		}
 	}
+	return nil
+}
+
+// readBulkGetRevs reads the named revisions of document id (with
+// latest=true, a named revision no longer readable is followed to its
+// leaves) and, if all, every leaf.
+func readBulkGetRevs(ctx context.Context, st store.Store, id string, named []string, all bool, opts bulkGetOptions) (docs map[string][]json.RawMessage, leaves []json.RawMessage, ae *apiError) {
+	docs = map[string][]json.RawMessage{}
+	var lost []string // named revisions not readable, for latest=true
+	if len(named) > 0 {
+		res, err := st.GetRevs(ctx, id, store.RevsOptions{Revs: named, History: opts.withRevs})
+		if err != nil {
+			return nil, nil, asAPIError(err)
+		}
+		for _, r := range res {
+			if len(r.Docs) > 0 {
+				docs[r.Rev] = r.Docs
+			} else {
+				lost = append(lost, r.Rev)
+			}
+		}
+	}
+	if opts.latest && len(lost) > 0 {
+		res, err := st.GetRevs(ctx, id, store.RevsOptions{Revs: lost, Latest: true, History: opts.withRevs})
+		if err != nil {
+			return nil, nil, asAPIError(err)
+		}
+		for _, r := range res {
+			if len(r.Docs) > 0 {
+				docs[r.Rev] = r.Docs
+			}
+		}
+	}
+	if all {
+		res, err := st.GetRevs(ctx, id, store.RevsOptions{All: true, History: opts.withRevs})
+		if err != nil {
+			return nil, nil, asAPIError(err)
+		}
+		for _, r := range res {
+			leaves = append(leaves, r.Docs...)
+		}
+	}
+	return docs, leaves, nil
+}
+
+// writeBulkGet writes the answer of _bulk_get, one result per reference.
+func writeBulkGet(w *respWriter, refs []bulkGetRef) {
 	var b bytes.Buffer
 	b.WriteString(`{"results":[`)
 	for i, r := range refs {
@@ -498,244 +574,5 @@ func (s *Server) bulkGet(q *request) *apiError {
 		b.WriteString("]}")
 	}
 	b.WriteString("]}")
-	writeRawJSON(q.w, http.StatusOK, b.Bytes())
-	return nil
-}
-
-// allDocsRow is one row of _all_docs.
-type allDocsRow struct {
-	id      string
-	rev     string
-	deleted bool
-	missing bool
-	doc     []byte
-}
-
-// maxAllDocsLimit bounds limit and skip (larger values mean "all").
-const maxAllDocsLimit = 1 << 40
-
-// allDocs answers GET|POST /{db}/_all_docs: by keys (rows for missing ids
-// are {"key","error":"not_found"}, deleted ones carry "deleted":true and a
-// null doc) or by id range (startkey, endkey, inclusive_end, descending,
-// skip, limit), in id byte order, with include_docs and conflicts.
-func (s *Server) allDocs(q *request) *apiError {
-	qv := q.r.URL.Query()
-	var keys []string
-	hasKeys := false
-	if q.r.Method == http.MethodPost {
-		m, ae := readObject(q.r)
-		if ae != nil {
-			return ae
-		}
-		for k, v := range m {
-			if k == "keys" {
-				if isNull(v) {
-					continue
-				}
-				if json.Unmarshal(v, &keys) != nil {
-					return badRequest("`keys` member must be an array of document ids.")
-				}
-				hasKeys = true
-				continue
-			}
-			// Options in the body, as CouchDB accepts them; they override
-			// the query string.
-			qv.Set(k, strings.TrimSpace(string(v)))
-		}
-	}
-	if v := qv.Get("keys"); v != "" && !hasKeys {
-		if json.Unmarshal([]byte(v), &keys) != nil {
-			return badRequest("`keys` must be a JSON array of document ids.")
-		}
-		hasKeys = true
-	}
-	if k, set, ae := jsonStringParam(qv, "key"); ae != nil {
-		return ae
-	} else if set && !hasKeys {
-		keys, hasKeys = []string{k}, true
-	}
-	includeDocs, ae := boolParam(qv, "include_docs")
-	if ae != nil {
-		return ae
-	}
-	conflicts, ae := boolParam(qv, "conflicts")
-	if ae != nil {
-		return ae
-	}
-	descending, ae := boolParam(qv, "descending")
-	if ae != nil {
-		return ae
-	}
-	updateSeq, ae := boolParam(qv, "update_seq")
-	if ae != nil {
-		return ae
-	}
-	inclusiveEnd := true
-	if qv.Has("inclusive_end") {
-		if inclusiveEnd, ae = boolParam(qv, "inclusive_end"); ae != nil {
-			return ae
-		}
-	}
-	limit, ae := intParam(qv, "limit", maxAllDocsLimit, maxAllDocsLimit)
-	if ae != nil {
-		return ae
-	}
-	skip, ae := intParam(qv, "skip", 0, maxAllDocsLimit)
-	if ae != nil {
-		return ae
-	}
-	startKey, hasStart, ae := jsonStringParam(qv, "startkey", "start_key")
-	if ae != nil {
-		return ae
-	}
-	endKey, hasEnd, ae := jsonStringParam(qv, "endkey", "end_key")
-	if ae != nil {
-		return ae
-	}
-	ctx := q.r.Context()
-	info, err := q.st.Info(ctx)
-	if err != nil {
-		return asAPIError(err)
-	}
-	getOpts := store.GetOptions{Conflicts: conflicts}
-	var rows []allDocsRow
-	offset := json.RawMessage("null")
-	if hasKeys {
-		if descending {
-			slices.Reverse(keys)
-		}
-		for _, k := range keys {
-			doc, err := q.st.Get(ctx, k, getOpts)
-			switch {
-			case err == nil:
-				_, rev, _, _ := docHead(doc)
-				rows = append(rows, allDocsRow{id: k, rev: rev, doc: doc})
-			case errors.Is(err, engine.ErrNotFound):
-				row := allDocsRow{id: k, missing: true}
-				if w, err := q.st.BulkGet(ctx, []engine.DocRev{{ID: k}}); err == nil && len(w) == 1 {
-					if _, rev, del, ok := docHead(w[0]); ok && del {
-						row = allDocsRow{id: k, rev: rev, deleted: true}
-					}
-				}
-				rows = append(rows, row)
-			default:
-				return asAPIError(err)
-			}
-		}
-		rows = page(rows, skip, limit)
-	} else {
-		lo, hi, hasLo, hasHi := startKey, endKey, hasStart, hasEnd
-		if descending {
-			lo, hi, hasLo, hasHi = endKey, startKey, hasEnd, hasStart
-		}
-		var infos []store.DocInfo
-		if empty := (hasHi && hi == "") || (hasLo && hasHi && lo > hi); !empty {
-			opts := store.AllDocsOptions{StartKey: lo, EndKey: hi}
-			if !descending && skip+limit < maxAllDocsLimit {
-				opts.Limit = int(skip + limit + 1) // one more, in case the exclusive end drops one
-			}
-			var err error
-			if infos, err = q.st.AllDocs(ctx, opts); err != nil {
-				return asAPIError(err)
-			}
-		}
-		if !inclusiveEnd && hasEnd {
-			infos = slices.DeleteFunc(infos, func(d store.DocInfo) bool { return d.ID == endKey })
-		}
-		if descending {
-			slices.Reverse(infos)
-		}
-		before := int64(0)
-		if hasStart && !descending {
-			// offset: the documents before startkey.
-			pre, err := q.st.AllDocs(ctx, store.AllDocsOptions{EndKey: startKey})
-			if err != nil {
-				return asAPIError(err)
-			}
-			before = int64(len(pre))
-			if n := len(pre); n > 0 && pre[n-1].ID == startKey {
-				before--
-			}
-		}
-		offset = mustJSON(before + min(skip, int64(len(infos))))
-		for _, d := range infos {
-			rows = append(rows, allDocsRow{id: d.ID, rev: d.Rev})
-		}
-		rows = page(rows, skip, limit)
-		if includeDocs {
-			for i := range rows {
-				doc, err := q.st.Get(ctx, rows[i].id, store.GetOptions{Rev: rows[i].rev, Conflicts: conflicts})
-				if errors.Is(err, engine.ErrNotFound) {
-					continue // changed meanwhile: the row keeps its revision, doc null
-				}
-				if err != nil {
-					return asAPIError(err)
-				}
-				rows[i].doc = doc
-			}
-		}
-	}
-	q.w.Header().Set("Content-Type", "application/json")
-	q.w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(q.w, 64<<10)
-	b := make([]byte, 0, 256)
-	b = append(b, `{"total_rows":`...)
-	b = strconv.AppendInt(b, info.DocCount, 10)
-	b = append(b, `,"offset":`...)
-	b = append(b, offset...)
-	if updateSeq {
-		b = append(b, `,"update_seq":`...)
-		b = appendString(b, info.UpdateSeq)
-	}
-	b = append(b, `,"rows":[`...)
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ",\r\n"...)
-		}
-		if r.missing {
-			b = append(b, `{"key":`...)
-			b = appendString(b, r.id)
-			b = append(b, `,"error":"not_found"}`...)
-		} else {
-			b = append(b, `{"id":`...)
-			b = appendString(b, r.id)
-			b = append(b, `,"key":`...)
-			b = appendString(b, r.id)
-			b = append(b, `,"value":{"rev":`...)
-			b = appendString(b, r.rev)
-			if r.deleted {
-				b = append(b, `,"deleted":true`...)
-			}
-			b = append(b, '}')
-			if includeDocs {
-				b = append(b, `,"doc":`...)
-				if r.doc == nil {
-					b = append(b, "null"...)
-				} else {
-					b = append(b, r.doc...)
-				}
-			}
-			b = append(b, '}')
-		}
-		if _, err := bw.Write(b); err != nil {
-			return nil // the client went away
-		}
-		b = b[:0]
-	}
-	b = append(b, "]}\n"...)
-	_, _ = bw.Write(b)
-	_ = bw.Flush()
-	return nil
-}
-
-// page applies skip and limit.
-func page(rows []allDocsRow, skip, limit int64) []allDocsRow {
-	if skip >= int64(len(rows)) {
-		return nil
-	}
-	rows = rows[skip:]
-	if limit < int64(len(rows)) {
-		rows = rows[:limit]
-	}
-	return rows
+	writeRawJSON(w, http.StatusOK, b.Bytes())
 }

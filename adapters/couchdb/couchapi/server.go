@@ -157,24 +157,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &respWriter{ResponseWriter: w, head: r.Method == http.MethodHead, compress: s.cfg.Compression == CompressionGzip}
 	rw.gzipOK = rw.compress && acceptsGzip(r.Header.Values("Accept-Encoding"))
 	tmpl := "unknown"
-	defer func() {
-		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
-				s.hook(tmpl, rw, start)
-				panic(p)
-			}
-			s.log.Error("panic while serving a request", "route", tmpl, "method", r.Method,
-				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			if !rw.wrote {
-				writeError(rw, errorf(http.StatusInternalServerError, "internal_server_error", "The server could not complete the request."))
-			} else {
-				s.hook(tmpl, rw, start)
-				panic(http.ErrAbortHandler) // a half-sent answer must not look complete
-			}
-		}
-		rw.finish()
-		s.hook(tmpl, rw, start)
-	}()
+	defer s.finish(rw, r, &tmpl, start)
 	h := rw.Header()
 	h.Set("Server", serverHeader)
 	h.Set("Cache-Control", "must-revalidate")
@@ -202,72 +185,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o, ok := ep.ops[method]
 	if !ok {
-		var allowed []string
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
-			if _, ok := ep.ops[m]; ok || (m == http.MethodHead && ep.ops[http.MethodGet].h != nil) {
-				allowed = append(allowed, m)
-			}
-		}
-		rw.Header().Set("Allow", strings.Join(allowed, ", "))
-		refuseBody(rw, r)
-		writeError(rw, methodNotAllowed(strings.Join(allowed, ",")))
+		refuseMethod(rw, r, ep)
 		return
 	}
 	q := &request{w: rw, r: r, db: ep.db, rest: ep.rest}
-	if o.acc != accPublic {
-		// Credentials are checked before a byte of the body is read: a
-		// refused request's body is never waited for.
-		id, ae := s.auth.identify(rw, r)
-		if ae != nil {
-			s.loginFailed(r, tmpl, "", ae)
-			refuseBody(rw, r)
-			s.unauthorized(rw, ae)
-			return
-		}
-		q.id = id
-		if ae := s.authorize(q, o.acc); ae != nil {
-			refuseBody(rw, r)
-			if ae.status == http.StatusUnauthorized {
-				s.unauthorized(rw, ae)
-			} else {
-				writeError(rw, ae)
-			}
-			return
-		}
-		if id.acc != nil { // stores may count writes per user (UserFrom)
-			r = r.WithContext(withUser(r.Context(), id.acc.name))
-			q.r = r
-		}
-	}
-	maxBody := s.maxReq
-	if o.acc == accPublic {
-		maxBody = min(maxBody, maxPublicBody) // a login form, from anyone
-	}
-	refuse := refuseBody
-	if o.acc != accPublic {
-		refuse = s.refuseAuthenticatedBody
-	}
-	if r.ContentLength > maxBody {
-		refuse(rw, r)
-		writeError(rw, errTooLarge)
+	if o.acc != accPublic && !s.admit(rw, q, o.acc, tmpl) {
 		return
 	}
-	if ae := checkContentType(r, tmpl == "/_session"); ae != nil {
-		refuse(rw, r)
-		writeError(rw, ae)
-		return
-	}
-	if hasBody(r) {
-		s.bodyDeadline(rw, r)
-		r.Body = http.MaxBytesReader(rw, r.Body, maxBody)
-	}
-	if ae := s.decodeBody(r); ae != nil {
-		refuse(rw, r)
-		writeError(rw, ae)
+	if !s.acceptBody(rw, q.r, o.acc, tmpl) {
 		return
 	}
 	if ep.db != "" && o.acc != accDBAdmin && o.acc != accDBDestroy { // create and delete need no open store
-		st, err := s.dbs.Open(r.Context(), ep.db)
+		st, err := s.dbs.Open(q.r.Context(), ep.db)
 		if err != nil {
 			ae := asAPIError(err)
 			if ae == errMissing {
@@ -281,6 +210,106 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ae := o.h(s, q); ae != nil {
 		s.fail(rw, q, ae)
 	}
+}
+
+// finish ends a request ServeHTTP served, deferred: it turns a panic of a
+// handler into a 500 (or, once the answer began, an aborted connection,
+// so a half-sent answer never looks complete), completes the answer and
+// reports it to the request hook.
+func (s *Server) finish(rw *respWriter, r *http.Request, tmpl *string, start time.Time) {
+	if p := recover(); p != nil {
+		if p == http.ErrAbortHandler {
+			s.hook(*tmpl, rw, start)
+			panic(p)
+		}
+		s.log.Error("panic while serving a request", "route", *tmpl, "method", r.Method,
+			"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		if !rw.wrote {
+			writeError(rw, errorf(http.StatusInternalServerError, "internal_server_error", "The server could not complete the request."))
+		} else {
+			s.hook(*tmpl, rw, start)
+			panic(http.ErrAbortHandler) // a half-sent answer must not look complete
+		}
+	}
+	rw.finish()
+	s.hook(*tmpl, rw, start)
+}
+
+// refuseMethod answers a method the route does not serve: 405 with the
+// methods it does serve in Allow.
+func refuseMethod(rw *respWriter, r *http.Request, ep *endpoint) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if _, ok := ep.ops[m]; ok || (m == http.MethodHead && ep.ops[http.MethodGet].h != nil) {
+			allowed = append(allowed, m)
+		}
+	}
+	rw.Header().Set("Allow", strings.Join(allowed, ", "))
+	refuseBody(rw, r)
+	writeError(rw, methodNotAllowed(strings.Join(allowed, ",")))
+}
+
+// admit checks the credentials of a request to a route that needs them,
+// before a byte of its body is read (a refused request's body is never
+// waited for), and whether the caller may use the route: false when it
+// answered the refusal. An admitted user's name is in q.r's context.
+func (s *Server) admit(rw *respWriter, q *request, acc access, tmpl string) bool {
+	r := q.r
+	id, ae := s.auth.identify(rw, r)
+	if ae != nil {
+		s.loginFailed(r, tmpl, "", ae)
+		refuseBody(rw, r)
+		s.unauthorized(rw, ae)
+		return false
+	}
+	q.id = id
+	if ae := s.authorize(q, acc); ae != nil {
+		refuseBody(rw, r)
+		if ae.status == http.StatusUnauthorized {
+			s.unauthorized(rw, ae)
+		} else {
+			writeError(rw, ae)
+		}
+		return false
+	}
+	if id.acc != nil { // stores may count writes per user (UserFrom)
+		q.r = r.WithContext(withUser(r.Context(), id.acc.name))
+	}
+	return true
+}
+
+// acceptBody checks a request's size and content type and bounds the
+// reading of its body (time and size, decompressed): false when it
+// answered the refusal.
+func (s *Server) acceptBody(rw *respWriter, r *http.Request, acc access, tmpl string) bool {
+	maxBody := s.maxReq
+	if acc == accPublic {
+		maxBody = min(maxBody, maxPublicBody) // a login form, from anyone
+	}
+	refuse := refuseBody
+	if acc != accPublic {
+		refuse = s.refuseAuthenticatedBody
+	}
+	if r.ContentLength > maxBody {
+		refuse(rw, r)
+		writeError(rw, errTooLarge)
+		return false
+	}
+	if ae := checkContentType(r, tmpl == "/_session"); ae != nil {
+		refuse(rw, r)
+		writeError(rw, ae)
+		return false
+	}
+	if hasBody(r) {
+		s.bodyDeadline(rw, r)
+		r.Body = http.MaxBytesReader(rw, r.Body, maxBody)
+	}
+	if ae := s.decodeBody(r); ae != nil {
+		refuse(rw, r)
+		writeError(rw, ae)
+		return false
+	}
+	return true
 }
 
 func (s *Server) hook(tmpl string, rw *respWriter, start time.Time) {
