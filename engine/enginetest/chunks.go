@@ -58,16 +58,20 @@ func (s *MemChunks) Len() int {
 }
 
 // MapSource is an engine.ChunkSource answering from a map: ids in Chunks
-// are Found, all others Missing. It never fails.
+// are Found, all others Missing. It fails only when Err is set.
 type MapSource struct {
 	Key    string                    // its ThrottleKey
 	Chunks map[engine.ChunkID]string // chunk id → data
+	Err    error                     // if set, every FetchChunks fails with it
 }
 
-// FetchChunks answers every id, found or missing.
+// FetchChunks answers every id, found or missing, or fails with Err.
 func (s MapSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return engine.FetchResult{}, err
+	}
+	if s.Err != nil {
+		return engine.FetchResult{}, s.Err
 	}
 	var res engine.FetchResult
 	for _, id := range ids {
