@@ -30,6 +30,10 @@ const (
 	// SyncProgress: a batch of a replication, or a journal pack, was
 	// written (Event.Sync).
 	SyncProgress
+	// SyncWritten: a bulk write of a replication stored Event.Written
+	// documents in Event.Direction (counts that do not restart with the
+	// passes of a live sync).
+	SyncWritten
 	// SyncRetrying: a sync failed in a way it retries itself, after
 	// Event.Retry.Delay (Event.Retry).
 	SyncRetrying
@@ -46,7 +50,7 @@ const (
 )
 
 var kindNames = [...]string{"", "created", "changed", "deleted", "held", "released",
-	"sync-progress", "sync-retrying", "sync-polled", "pack-quarantined", "hunt-found", "held-count"}
+	"sync-progress", "sync-written", "sync-retrying", "sync-polled", "pack-quarantined", "hunt-found", "held-count"}
 
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) {
@@ -69,6 +73,11 @@ type Event struct {
 	// Missing is the number of chunks a held file lacks (FileHeld).
 	Missing int
 
+	// Direction is the replication direction (sync events).
+	Direction replicate.Direction
+	// Written is the number of documents a bulk write stored
+	// (SyncWritten).
+	Written int
 	// Sync is the progress of one direction (SyncProgress of a
 	// replication endpoint).
 	Sync *replicate.Progress

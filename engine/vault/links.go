@@ -1,10 +1,11 @@
 package vault
 
 import (
-	"context"
 	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/decorate"
+	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 )
@@ -20,9 +21,13 @@ type Link struct {
 	// readOnly: attached without writing to the remote.
 	readOnly bool
 
+	journal *journalsync.Journal // a journal remote's journal
+	cipher  journal.Cipher       // its pack cipher (nil: plain packs)
+
 	jmu     sync.Mutex
-	journal *journalsync.Journal // a journal remote's journal, opened once
-	checked bool                 // the passphrase opened a journal pack
+	checked bool                             // the passphrase opened a journal pack
+	run     *run                             // the sync in progress
+	lastKey map[journalsync.Direction]string // the newest pack of the run, by direction
 }
 
 // Remote is the attached remote.
@@ -112,62 +117,6 @@ func (v *Vault) updateSource() {
 	case 1:
 		v.fetcher.SetSource(srcs[0])
 	default:
-		v.fetcher.SetSource(fanOut(srcs))
+		v.fetcher.SetSource(decorate.Multi("", srcs...))
 	}
-}
-
-// fanOut is a chunk source over several: each asked in turn for the ids
-// the ones before it answered missing. A failure of one source is
-// returned only when no later source found the ids.
-type fanOut []engine.ChunkSource
-
-func (f fanOut) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
-	var out engine.FetchResult
-	want := ids
-	var firstErr error
-	for _, s := range f {
-		if len(want) == 0 {
-			break
-		}
-		res, err := s.FetchChunks(ctx, want)
-		if err != nil {
-			if ctx.Err() != nil {
-				return out, err
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
-		}
-		out.Found = append(out.Found, res.Found...)
-		found := make(map[engine.ChunkID]bool, len(res.Found))
-		for _, c := range res.Found {
-			found[c.ID] = true
-		}
-		var next []engine.ChunkID
-		for _, id := range want {
-			if !found[id] {
-				next = append(next, id)
-			}
-		}
-		want = next
-	}
-	if len(want) > 0 && firstErr != nil {
-		return out, firstErr
-	}
-	out.Missing = want
-	return out, nil
-}
-
-func (f fanOut) CanFetchDirect() bool { return len(f) > 0 }
-
-func (f fanOut) ThrottleKey() string {
-	k := ""
-	for i, s := range f {
-		if i > 0 {
-			k += "+"
-		}
-		k += s.ThrottleKey()
-	}
-	return k
 }

@@ -34,7 +34,10 @@ type Remote interface {
 	Objects() journalsync.Objects
 	// Chunks returns the remote's source for fetching chunks by id,
 	// decoding with codec (the vault's settings and the remote's salt), or
-	// nil when the remote cannot fetch by id.
+	// nil when the remote cannot fetch by id. For a journal only nil or
+	// not matters: not nil turns direct fetch on, and the vault fetches
+	// through the pack index of the journal it keeps over the replica
+	// (journalsync.Journal.ChunkSource).
 	Chunks(codec *livesync.Codec) engine.ChunkSource
 	// Reset deletes everything the remote holds (a database is destroyed
 	// and created again, a bucket's objects under its prefix deleted), so

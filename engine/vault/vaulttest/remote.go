@@ -1,0 +1,225 @@
+// Package vaulttest holds in-memory remotes for tests and examples of the
+// vault client (engine/vault): a replication endpoint kept in an
+// in-memory store, and a journal bucket kept in memory, each with the
+// handshake's records in memory. They satisfy vault.Remote.
+package vaulttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
+	"github.com/livesync-go/livesync-go/engine/journalsync"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// Port is a negotiate.Port kept in memory: the handshake's records with
+// a version counter each. The zero value is a remote that does not
+// exist yet; it is safe for concurrent use.
+type Port struct {
+	mu      sync.Mutex
+	exists  bool
+	records map[negotiate.Record]json.RawMessage
+	vers    map[negotiate.Record]int
+}
+
+// NewPort returns a Port for a remote that exists (created empty).
+func NewPort() *Port { return &Port{exists: true} }
+
+func (p *Port) Exists(context.Context) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exists, nil
+}
+
+func (p *Port) Create(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exists = true
+	return nil
+}
+
+func (p *Port) Progress(context.Context) (string, error) { return "", nil }
+
+func (p *Port) Read(_ context.Context, r negotiate.Record) (json.RawMessage, string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.exists {
+		return nil, "", &engine.Error{Op: "read", DocID: string(r), Stage: engine.StageProtocol, Err: fmt.Errorf("%w: %w", negotiate.ErrNoDatabase, engine.ErrNotFound)}
+	}
+	raw, ok := p.records[r]
+	if !ok {
+		return nil, "", &engine.Error{Op: "read", DocID: string(r), Stage: engine.StageProtocol, Err: engine.ErrNotFound}
+	}
+	return append(json.RawMessage(nil), raw...), strconv.Itoa(p.vers[r]), nil
+}
+
+func (p *Port) Write(_ context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := ""
+	if _, ok := p.records[r]; ok {
+		cur = strconv.Itoa(p.vers[r])
+	}
+	if cur != version {
+		return "", &engine.Error{Op: "write", DocID: string(r), Stage: engine.StageProtocol, Err: negotiate.ErrConflict}
+	}
+	if p.records == nil {
+		p.records, p.vers = map[negotiate.Record]json.RawMessage{}, map[negotiate.Record]int{}
+	}
+	p.records[r] = append(json.RawMessage(nil), raw...)
+	p.vers[r]++
+	return strconv.Itoa(p.vers[r]), nil
+}
+
+// Reset forgets every record.
+func (p *Port) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.records, p.vers = nil, nil
+}
+
+// Remote is a replication endpoint kept in an in-memory store (the
+// remote form of the documents, as a CouchDB database holds them), or a
+// journal kept in memory.
+type Remote struct {
+	id   string
+	port *Port
+
+	mu      sync.Mutex
+	st      store.Store            // the endpoint (nil for a journal)
+	objects *enginetest.MemObjects // the journal (nil for an endpoint)
+	direct  bool                   // a journal's chunks may be fetched by id
+}
+
+// NewRemote returns an empty replication endpoint named id.
+func NewRemote(id string) *Remote {
+	st, err := store.NewMemory(store.Options{Name: id})
+	if err != nil {
+		panic(err)
+	}
+	return &Remote{id: id, port: NewPort(), st: st}
+}
+
+// NewJournal returns an empty journal bucket named id; direct says
+// whether its chunks may be fetched by id.
+func NewJournal(id string, direct bool) *Remote {
+	return &Remote{id: id, port: NewPort(), objects: enginetest.NewMemObjects("vault/", id), direct: direct}
+}
+
+func (r *Remote) ID() string                { return r.id }
+func (r *Remote) Negotiate() negotiate.Port { return r.port }
+
+// Port is the remote's handshake port (to lock it in tests).
+func (r *Remote) Port() *Port { return r.port }
+
+func (r *Remote) ChunkRange() negotiate.ChunkRange {
+	if r.objects != nil {
+		return negotiate.JournalChunkRange
+	}
+	return negotiate.CouchDBChunkRange
+}
+
+// Endpoint is the remote's store, nil for a journal.
+func (r *Remote) Endpoint() engine.Endpoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st == nil {
+		return nil
+	}
+	return r.st
+}
+
+// Store is the endpoint's store (nil for a journal).
+func (r *Remote) Store() store.Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+// Objects is the journal, nil for an endpoint.
+func (r *Remote) Objects() journalsync.Objects {
+	if r.objects == nil {
+		return nil
+	}
+	return r.objects
+}
+
+// Chunks is a source reading the endpoint's chunks (remote form decoded
+// with codec). For a journal it only says whether direct fetch is on:
+// the vault fetches through the journal's pack index.
+func (r *Remote) Chunks(codec *livesync.Codec) engine.ChunkSource {
+	if r.objects != nil {
+		if !r.direct {
+			return nil
+		}
+		return source{r: r, codec: codec}
+	}
+	return source{r: r, codec: codec}
+}
+
+// Reset deletes everything the remote holds.
+func (r *Remote) Reset(context.Context) error {
+	r.port.Reset()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.objects != nil {
+		r.objects = enginetest.NewMemObjects("vault/", r.id)
+		return nil
+	}
+	r.st.Close()
+	st, err := store.NewMemory(store.Options{Name: r.id})
+	r.st = st
+	return err
+}
+
+// Close closes the endpoint's store.
+func (r *Remote) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.st != nil {
+		return r.st.Close()
+	}
+	return nil
+}
+
+// source fetches an endpoint's chunks by id, decoding them with codec.
+type source struct {
+	r     *Remote
+	codec *livesync.Codec
+}
+
+func (s source) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
+	var res engine.FetchResult
+	st := s.r.Store()
+	for _, id := range ids {
+		raw, err := st.Get(ctx, id, store.GetOptions{})
+		if err != nil {
+			res.Missing = append(res.Missing, id)
+			continue
+		}
+		d, err := livesync.ParseDoc(raw)
+		if err == nil {
+			d, err = s.codec.DecodeRemote(d)
+		}
+		if err != nil {
+			return engine.FetchResult{}, err
+		}
+		var c struct {
+			Data string `json:"data"`
+		}
+		b, _ := json.Marshal(d)
+		_ = json.Unmarshal(b, &c)
+		res.Found = append(res.Found, engine.Chunk{ID: id, Data: c.Data})
+	}
+	return res, nil
+}
+
+func (s source) CanFetchDirect() bool { return true }
+func (s source) ThrottleKey() string  { return s.r.id }
