@@ -248,42 +248,17 @@ func (p *Purgatory) wake() {
 	}
 }
 
+// hold is Hold and Retry: it answers at once from what the purgatory
+// remembers, else registers the revision with the chunks it lacks, has
+// them hunted, and settles the document (releasing what is complete).
 func (p *Purgatory) hold(ctx context.Context, r hold.Revision, source string, retry bool) (hold.Outcome, error) {
 	if r.Doc == "" || r.Rev == "" {
 		return 0, fmt.Errorf("purgatory: revision without document id or rev: %w", engine.ErrMalformed)
 	}
-	key := memKey{r.Doc, r.Rev}
-	now := time.Now()
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return 0, ErrClosed
+	known, out, err := p.recall(r, retry)
+	if out != 0 || err != nil {
+		return out, err
 	}
-	if m, ok := p.mem[key]; ok && now.Before(m.until) {
-		if !retry {
-			p.mu.Unlock()
-			if m.rejected {
-				return hold.Rejected, nil
-			}
-			return hold.PreviouslyExpired, nil
-		}
-		delete(p.mem, key)
-	}
-	if p.supersededLocked(r.Doc, r.Rev, now) {
-		p.n.superseded++
-		p.mu.Unlock()
-		return hold.Superseded, nil
-	}
-	var known *heldRev
-	if e := p.entries[r.Doc]; e != nil {
-		known = e.find(r.Rev)
-	}
-	if known != nil && !retry {
-		p.mu.Unlock()
-		return hold.Held, nil
-	}
-	p.mu.Unlock()
-
 	chunks := uniqueChunks(r)
 	if known != nil {
 		chunks = known.chunks
@@ -292,25 +267,73 @@ func (p *Purgatory) hold(ctx context.Context, r hold.Revision, source string, re
 	if err != nil {
 		return 0, err
 	}
-
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return 0, ErrClosed
+	e, hr, isNew, out, err := p.register(r, source, chunks, missing)
+	if out != 0 || err != nil {
+		return out, err
 	}
-	now = time.Now()
+	if len(missing) > 0 {
+		p.recheck(ctx, e, hr, r.Rev, missing)
+	}
+	p.schedule(e, hr, r.Rev, source, isNew, retry)
+	p.wake() // the driver's next deadline may have changed
+	return p.settled(ctx, r)
+}
+
+// recall answers a revision the purgatory remembers (expired, rejected,
+// superseded, or already held when not retried) with its outcome; else
+// it returns the held revision of that rev, if any (nil: a new one).
+func (p *Purgatory) recall(r hold.Revision, retry bool) (*heldRev, hold.Outcome, error) {
+	key := memKey{r.Doc, r.Rev}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, 0, ErrClosed
+	}
+	if m, ok := p.mem[key]; ok && now.Before(m.until) {
+		if !retry {
+			if m.rejected {
+				return nil, hold.Rejected, nil
+			}
+			return nil, hold.PreviouslyExpired, nil
+		}
+		delete(p.mem, key)
+	}
+	if p.supersededLocked(r.Doc, r.Rev, now) {
+		p.n.superseded++
+		return nil, hold.Superseded, nil
+	}
+	var known *heldRev
+	if e := p.entries[r.Doc]; e != nil {
+		known = e.find(r.Rev)
+	}
+	if known != nil && !retry {
+		return nil, hold.Held, nil
+	}
+	return known, 0, nil
+}
+
+// register records the revision in its document's entry (made if new)
+// with the chunks it lacks, unless a release of a newer revision happened
+// since recall (Superseded).
+func (p *Purgatory) register(r hold.Revision, source string, chunks, missing []engine.ChunkID) (e *entry, hr *heldRev, isNew bool, out hold.Outcome, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, false, 0, ErrClosed
+	}
+	now := time.Now()
 	if p.supersededLocked(r.Doc, r.Rev, now) { // a release happened meanwhile
 		p.n.superseded++
-		p.mu.Unlock()
-		return hold.Superseded, nil
+		return nil, nil, false, hold.Superseded, nil
 	}
-	e := p.entries[r.Doc]
+	e = p.entries[r.Doc]
 	if e == nil {
 		e = &entry{doc: r.Doc, state: Active, since: now, activeUntil: now.Add(p.cfg.ActiveFor), reason: ReasonMissing}
 		p.entries[r.Doc] = e
 	}
-	hr := e.find(r.Rev)
-	isNew := hr == nil
+	hr = e.find(r.Rev)
+	isNew = hr == nil
 	if isNew {
 		hr = &heldRev{rev: r.Rev, source: source, chunks: chunks, missing: map[engine.ChunkID]struct{}{}}
 		e.insert(hr)
@@ -325,50 +348,63 @@ func (p *Purgatory) hold(ctx context.Context, r hold.Revision, source string, re
 		e.waited = true
 	}
 	p.index(e, hr)
-	p.mu.Unlock()
+	return e, hr, isNew, 0, nil
+}
 
-	if len(missing) > 0 {
-		// A chunk persisted after the first read may have been announced
-		// (and applied) before hr was registered: read the rest again.
-		still, err := p.missing(ctx, missing)
-		if err == nil && len(still) < len(missing) {
-			p.mu.Lock()
-			if e.find(r.Rev) == hr {
-				keep := map[engine.ChunkID]struct{}{}
-				for _, id := range still {
-					keep[id] = struct{}{}
-				}
-				p.unindex(e, hr)
-				maps.DeleteFunc(hr.missing, func(id engine.ChunkID, _ struct{}) bool { _, ok := keep[id]; return !ok })
-				p.index(e, hr)
-			}
-			p.mu.Unlock()
-		}
+// recheck reads the missing chunks again: a chunk persisted after the
+// first read may have been announced (and applied) before hr was
+// registered.
+func (p *Purgatory) recheck(ctx context.Context, e *entry, hr *heldRev, rev string, missing []engine.ChunkID) {
+	still, err := p.missing(ctx, missing)
+	if err != nil || len(still) >= len(missing) {
+		return
 	}
-
 	p.mu.Lock()
-	now = time.Now()
-	if e.find(r.Rev) == hr && len(hr.missing) > 0 && (isNew || retry) {
-		e.waited = true
-		e.reason = ReasonMissing
-		if e.state == SoftExpired {
-			p.n.revivals++
-			p.log.Info("purgatory: document revived", "doc", e.doc, "rev", r.Rev, "source", sourceName(source), "retry", retry)
-		} else if isNew {
-			p.log.Info("purgatory: holding revision", "doc", e.doc, "rev", r.Rev, "source", sourceName(source), "missing", len(hr.missing))
-		}
-		e.state = Active
-		e.activeUntil = now.Add(p.cfg.ActiveFor)
-		e.softUntil = time.Time{}
-		delay := p.cfg.delayFor(source)
-		if retry {
-			delay = 0
-		}
-		p.enqueueLocked(e, delay)
+	defer p.mu.Unlock()
+	if e.find(rev) != hr {
+		return
 	}
-	p.mu.Unlock()
-	p.wake() // the driver's next deadline may have changed
+	keep := map[engine.ChunkID]struct{}{}
+	for _, id := range still {
+		keep[id] = struct{}{}
+	}
+	p.unindex(e, hr)
+	maps.DeleteFunc(hr.missing, func(id engine.ChunkID, _ struct{}) bool { _, ok := keep[id]; return !ok })
+	p.index(e, hr)
+}
 
+// schedule makes a document with a new (or retried) incomplete revision
+// active again and enqueues its hunt: after the source's delay, or at
+// once for a retry.
+func (p *Purgatory) schedule(e *entry, hr *heldRev, rev, source string, isNew, retry bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e.find(rev) != hr || len(hr.missing) == 0 || !(isNew || retry) {
+		return
+	}
+	now := time.Now()
+	e.waited = true
+	e.reason = ReasonMissing
+	if e.state == SoftExpired {
+		p.n.revivals++
+		p.log.Info("purgatory: document revived", "doc", e.doc, "rev", rev, "source", sourceName(source), "retry", retry)
+	} else if isNew {
+		p.log.Info("purgatory: holding revision", "doc", e.doc, "rev", rev, "source", sourceName(source), "missing", len(hr.missing))
+	}
+	e.state = Active
+	e.activeUntil = now.Add(p.cfg.ActiveFor)
+	e.softUntil = time.Time{}
+	delay := p.cfg.delayFor(source)
+	if retry {
+		delay = 0
+	}
+	p.enqueueLocked(e, delay)
+}
+
+// settled settles r's document and returns what became of r: its own
+// result, or, when the driver settled it meanwhile (an arrival between
+// the reads), what the purgatory now knows of it.
+func (p *Purgatory) settled(ctx context.Context, r hold.Revision) (hold.Outcome, error) {
 	p.relMu.Lock()
 	results := p.settle(ctx, r.Doc)
 	p.relMu.Unlock()
@@ -377,7 +413,6 @@ func (p *Purgatory) hold(ctx context.Context, r hold.Revision, source string, re
 			return res.outcome, res.err
 		}
 	}
-	// The driver settled it meanwhile (an arrival between our reads).
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e := p.entries[r.Doc]; e != nil && e.find(r.Rev) != nil {
@@ -386,7 +421,7 @@ func (p *Purgatory) hold(ctx context.Context, r hold.Revision, source string, re
 	if m, ok := p.marks[r.Doc]; ok && m.rev == r.Rev {
 		return hold.Released, nil
 	}
-	if m, ok := p.mem[key]; ok && m.rejected {
+	if m, ok := p.mem[memKey{r.Doc, r.Rev}]; ok && m.rejected {
 		return hold.Rejected, nil
 	}
 	return hold.Superseded, nil
