@@ -665,10 +665,19 @@ func (o offlineJournal) ID() string                                     { return
 // quarantinedPacks returns the packs the replica's checkpoint of a
 // journal holds in quarantine (none if the remote is not a journal).
 func quarantinedPacks(ctx context.Context, st store.Store, s *remoteState) ([]journalsync.Quarantine, error) {
-	if s == nil || s.JournalID == "" {
+	if s == nil {
 		return nil, nil
 	}
-	j, err := journalsync.New(journalsync.Config{Local: st, Remote: offlineJournal{id: s.JournalID, prefix: s.JournalPrefix}})
+	return journalQuarantine(ctx, st, s.JournalID, s.JournalPrefix)
+}
+
+// journalQuarantine returns the packs the replica's checkpoint of the
+// journal journalID holds in quarantine (none for "").
+func journalQuarantine(ctx context.Context, st store.Store, journalID, prefix string) ([]journalsync.Quarantine, error) {
+	if journalID == "" {
+		return nil, nil
+	}
+	j, err := journalsync.New(journalsync.Config{Local: st, Remote: offlineJournal{id: journalID, prefix: prefix}})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // newMemBucket returns an empty in-memory journal bucket under "vault/".
@@ -206,7 +207,12 @@ func TestBucketQuarantine(t *testing.T) {
 	if err != nil || len(res.quarantined) != 0 || res.journal.PacksReceived != 1 || journalOutcome(res) != nil {
 		t.Errorf("retry after the repair: %+v %v", res, err)
 	}
-	files, err := localFiles(ctx, st)
+	v, err := vault.Open(ctx, st, vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	files, err := v.List(ctx, "", vault.ListOptions{Deleted: true})
 	if err != nil || len(files) != 3 {
 		t.Errorf("files after the retry: %d %v", len(files), err)
 	}

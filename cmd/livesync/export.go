@@ -17,6 +17,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 func runExport(env *cliEnv, args []string) error {
@@ -294,13 +295,13 @@ func exportReplica(c *command, remoteArg string, o exportOptions) error {
 		}
 		pullErr = journalOutcome(res)
 	}
-	infos, err := localFiles(env.ctx, rep.st)
+	infos, err := rep.v.List(env.ctx, "", vault.ListOptions{Deleted: true})
 	if err != nil {
 		return err
 	}
 	files := make([]livesync.Meta, len(infos))
 	for i, f := range infos {
-		files[i] = f.meta
+		files[i] = f.Meta
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		if isDiskFull(err) {
@@ -308,7 +309,10 @@ func exportReplica(c *command, remoteArg string, o exportOptions) error {
 		}
 		return err
 	}
-	n, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) { return readFile(env.ctx, rep.st, m, nil) }, o)
+	n, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) {
+		data, err := rep.v.ReadMeta(env.ctx, m)
+		return data, rep.fileErr("", err)
+	}, o)
 	if err != nil {
 		return err
 	}
@@ -432,8 +436,8 @@ func readDumpFile(name string) (docs, local []livesync.Doc, err error) {
 	return docs, local, nil
 }
 
-// vault is what a dump says about its vault.
-type vault struct {
+// dumpVault is what a dump says about its vault.
+type dumpVault struct {
 	settings livesync.Settings
 	salt     []byte
 }
@@ -442,8 +446,8 @@ type vault struct {
 // values and the E2EE salt from the sync parameters. Without a milestone
 // the new-vault defaults apply, with encryption turned on if any
 // document carries ciphertext.
-func vaultOf(docs, local []livesync.Doc, passphrase string) (vault, error) {
-	v := vault{settings: livesync.Settings{Passphrase: passphrase}}
+func vaultOf(docs, local []livesync.Doc, passphrase string) (dumpVault, error) {
+	v := dumpVault{settings: livesync.Settings{Passphrase: passphrase}}
 	haveMilestone := false
 	for _, d := range local {
 		switch d.ID() {

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -15,70 +13,14 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/activity"
-	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
-// fileInfo is one file of a listing.
-type fileInfo struct {
-	meta        livesync.Meta
-	localChunks int // distinct children held locally (-1: not known)
-	chunks      int // distinct children
-}
-
-// localFiles returns the file metadata of the replica (winning revisions;
-// soft-deleted files included, marked) with how many of their chunks are
-// local, sorted by path.
-func localFiles(ctx context.Context, st store.Store) ([]fileInfo, error) {
-	infos, err := st.AllDocs(ctx, store.AllDocsOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []fileInfo
-	for _, in := range infos {
-		if docid.IsChunkID(in.ID) || docid.IsSystemID(in.ID) {
-			continue
-		}
-		raw, err := st.Get(ctx, in.ID, store.GetOptions{})
-		if errors.Is(err, engine.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		d, err := livesync.ParseDoc(raw)
-		if err != nil || !d.IsFileDoc() {
-			continue
-		}
-		m, err := livesync.ParseMeta(d)
-		if err != nil {
-			continue
-		}
-		ids := distinct(m.Children)
-		have, err := st.GetChunks(ctx, ids)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, fileInfo{meta: m, localChunks: len(have), chunks: len(ids)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].meta.Path < out[j].meta.Path })
-	return out, nil
-}
-
 // distinct returns the ids without repeats, in order of first use.
-func distinct(ids []string) []string {
-	seen := make(map[string]bool, len(ids))
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
-}
+func distinct(ids []string) []string { return vault.Distinct(ids) }
 
 func runLs(env *cliEnv, args []string) error {
 	c := env.newCommand("ls", "ls [PREFIX] [--remote REMOTE] [--deleted] [flags]")
@@ -91,7 +33,7 @@ func runLs(env *cliEnv, args []string) error {
 		return usageError{"ls takes at most one path prefix"}
 	}
 	prefix := first(c.pos)
-	var files []fileInfo
+	var files []vault.File
 	var err error
 	if *remoteArg != "" {
 		files, err = remoteFiles(c, *remoteArg)
@@ -101,9 +43,9 @@ func runLs(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var shown []fileInfo
+	var shown []vault.File
 	for _, f := range files {
-		if (f.meta.Deleted && !*deleted) || !strings.HasPrefix(f.meta.Path, prefix) {
+		if (f.Meta.Deleted && !*deleted) || !strings.HasPrefix(f.Meta.Path, prefix) {
 			continue
 		}
 		shown = append(shown, f)
@@ -111,11 +53,11 @@ func runLs(env *cliEnv, args []string) error {
 	if c.cf.json {
 		rows := make([]map[string]any, 0, len(shown))
 		for _, f := range shown {
-			row := map[string]any{"path": f.meta.Path, "id": f.meta.ID, "rev": f.meta.Rev, "size": f.meta.Size,
-				"mtime": f.meta.MTime, "ctime": f.meta.CTime, "deleted": f.meta.Deleted, "chunks": f.chunks}
-			if f.localChunks >= 0 {
-				row["chunks_local"] = f.localChunks
-				row["chunks_missing"] = f.chunks - f.localChunks
+			row := map[string]any{"path": f.Meta.Path, "id": f.Meta.ID, "rev": f.Meta.Rev, "size": f.Meta.Size,
+				"mtime": f.Meta.MTime, "ctime": f.Meta.CTime, "deleted": f.Meta.Deleted, "chunks": f.Chunks}
+			if f.LocalChunks >= 0 {
+				row["chunks_local"] = f.LocalChunks
+				row["chunks_missing"] = f.Chunks - f.LocalChunks
 			}
 			rows = append(rows, row)
 		}
@@ -125,31 +67,31 @@ func runLs(env *cliEnv, args []string) error {
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "SIZE\tMODIFIED\tCHUNKS\t  PATH")
 	for _, f := range shown {
-		chunks := fmt.Sprint(f.chunks)
-		if f.localChunks >= 0 {
-			chunks = fmt.Sprintf("%d/%d", f.localChunks, f.chunks)
+		chunks := fmt.Sprint(f.Chunks)
+		if f.LocalChunks >= 0 {
+			chunks = fmt.Sprintf("%d/%d", f.LocalChunks, f.Chunks)
 		}
-		p := safe(f.meta.Path)
-		if f.meta.Deleted {
+		p := safe(f.Meta.Path)
+		if f.Meta.Deleted {
 			p += " (deleted)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t  %s\n", f.meta.Size, time.UnixMilli(f.meta.MTime).Format("2006-01-02 15:04:05"), chunks, p)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t  %s\n", f.Meta.Size, time.UnixMilli(f.Meta.MTime).Format("2006-01-02 15:04:05"), chunks, p)
 	}
 	return tw.Flush()
 }
 
 // replicaFiles lists the files of the local replica.
-func replicaFiles(c *command) ([]fileInfo, error) {
+func replicaFiles(c *command) ([]vault.File, error) {
 	rep, err := c.replica(false)
 	if err != nil {
 		return nil, err
 	}
 	defer rep.Close()
-	return localFiles(c.ctx, rep.st)
+	return rep.v.List(c.ctx, "", vault.ListOptions{Deleted: true})
 }
 
 // remoteFiles lists the files of a remote, read without writing to it.
-func remoteFiles(c *command, arg string) ([]fileInfo, error) {
+func remoteFiles(c *command, arg string) ([]vault.File, error) {
 	spec, err := c.remote(arg)
 	if err != nil {
 		return nil, err
@@ -176,36 +118,32 @@ func remoteFiles(c *command, arg string) ([]fileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	var files []fileInfo
+	var files []vault.File
 	for _, m := range metas {
-		files = append(files, fileInfo{meta: m, localChunks: -1, chunks: len(distinct(m.Children))})
+		files = append(files, vault.File{Meta: m, LocalChunks: -1, Chunks: len(distinct(m.Children))})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].meta.Path < files[j].meta.Path })
+	sort.Slice(files, func(i, j int) bool { return files[i].Meta.Path < files[j].Meta.Path })
 	return files, nil
 }
 
-// vaultPathOf turns a path given by the user into a vault path: slashes,
-// no leading "/", and the "i:" prefix of Hidden File Sync for a path
-// with a dot-file or dot-folder. It refuses paths that leave the vault.
+// vaultPathOf turns a path given by the user into a vault path
+// (vault.PathOf); a path that leaves the vault is a usage error.
 func vaultPathOf(p string) (string, error) {
-	p = strings.ReplaceAll(p, "\\", "/")
-	clean := path.Clean("/" + p)[1:]
-	if clean == "" || strings.Contains(clean, ":") {
-		return "", usageError{fmt.Sprintf("%q is not a vault path (use the file's path inside the vault, like notes/today.md)", p)}
+	vp, err := vault.PathOf(p)
+	if err != nil {
+		return "", usageError{strings.TrimSuffix(err.Error(), ": "+vault.ErrBadPath.Error())}
 	}
-	if strings.HasPrefix(clean, ".") || strings.Contains(clean, "/.") {
-		return "i:" + clean, nil
-	}
-	return clean, nil
+	return vp, nil
 }
 
-// localVault returns the settings of the replica's vault with the
-// passphrase when the vault needs one.
+// localVault makes sure the replica holds a vault, and gives it the
+// passphrase when it needs one (checked against the replica's own
+// documents). It returns the vault's settings with the passphrase.
 func (c *command) localVault(rep *replica) (livesync.Settings, error) {
-	if rep.vault == nil {
+	if !rep.v.HasVault() {
 		return livesync.Settings{}, fmt.Errorf("the local replica %s holds no vault yet: pull from a remote first", rep.path)
 	}
-	s, err := settingsOf(rep.vault.Tweaks)
+	s, err := rep.v.Settings()
 	if err != nil {
 		return s, err
 	}
@@ -224,73 +162,31 @@ func (c *command) localVault(rep *replica) (livesync.Settings, error) {
 	return s, nil
 }
 
-// checkLocalPassphrase checks the passphrase against the replica's own
-// documents: chunk ids (with E2EE) and obfuscated file ids are keyed by
-// the passphrase, so the ids of a few stored chunks and files are
-// computed again. Another passphrase would write documents no other
-// device of the vault can read or find. Nothing new is stored: the check
-// uses only what the replica already holds.
+// checkLocalPassphrase checks the passphrase of s against the replica's
+// own documents (vault.Vault.SetPassphrase), and gives it to the vault.
 func checkLocalPassphrase(ctx context.Context, rep *replica, s livesync.Settings) error {
-	codec, err := livesync.New(livesync.Config{Settings: s})
-	if err != nil {
-		return err
-	}
-	const probes = 5
-	if s.Encrypt {
-		infos, err := rep.st.AllDocs(ctx, store.AllDocsOptions{StartKey: docid.PrefixChunk + "+", EndKey: docid.PrefixChunk + "+\uffff", Limit: probes})
-		if err != nil {
-			return err
-		}
-		ids := make([]string, len(infos))
-		for i, in := range infos {
-			ids[i] = in.ID
-		}
-		have, err := rep.st.GetChunks(ctx, ids)
-		if err != nil {
-			return err
-		}
-		if len(have) > 0 && !anyMatch(have, func(c engine.Chunk) bool { return codec.ChunkID(c.Data) == c.ID }) {
-			return &passphraseError{remote: "the local replica " + rep.path, docID: ids[0]}
-		}
-	}
-	if s.PathObfuscation {
-		infos, err := rep.st.AllDocs(ctx, store.AllDocsOptions{StartKey: docid.PrefixObfuscated, EndKey: docid.PrefixObfuscated + "\uffff", Limit: probes})
-		if err != nil {
-			return err
-		}
-		checked, matched := 0, 0
-		for _, in := range infos {
-			raw, err := rep.st.Get(ctx, in.ID, store.GetOptions{})
-			if err != nil {
-				continue
-			}
-			d, err := livesync.ParseDoc(raw)
-			if err != nil || !d.IsFileDoc() {
-				continue
-			}
-			m, err := livesync.ParseMeta(d)
-			if err != nil {
-				continue
-			}
-			checked++
-			if codec.DocID(m.Path) == m.ID {
-				matched++
-			}
-		}
-		if checked > 0 && matched == 0 {
-			return &passphraseError{remote: "the local replica " + rep.path, docID: infos[0].ID}
-		}
-	}
-	return nil
+	return rep.fileErr("", rep.v.SetPassphrase(ctx, s.Passphrase))
 }
 
-func anyMatch(m map[string]engine.Chunk, ok func(engine.Chunk) bool) bool {
-	for _, c := range m {
-		if ok(c) {
-			return true
+// fileErr puts an error of the vault's file operations on path p in the
+// CLI's words: the local replica named by its path, and what to do
+// about a missing file or missing chunks.
+func (r *replica) fileErr(p string, err error) error {
+	var pe *vault.PassphraseError
+	var me *vault.MissingChunksError
+	switch {
+	case errors.As(err, &pe) && pe.Remote == "":
+		return &passphraseError{remote: "the local replica " + r.path, docID: pe.DocID, what: pe.What}
+	case errors.As(err, &me) && !me.Fetched && len(me.NoFetch) == 0:
+		return fmt.Errorf("%d of %d chunks of %q are not in the local replica: pull them, or give --remote to fetch them: %w",
+			me.Missing, me.Total, me.Path, engine.ErrMissingChunk)
+	case errors.Is(err, engine.ErrNotFound) && p != "":
+		var le *localError
+		if !errors.As(err, &le) {
+			return fmt.Errorf("no file %q in the local replica: %w", p, engine.ErrNotFound)
 		}
 	}
-	return false
+	return err
 }
 
 // defaultSpec is the configuration's default remote (for its passphrase
@@ -304,41 +200,6 @@ func defaultSpec(cfg *config) *remoteSpec {
 		return nil
 	}
 	return &spec
-}
-
-// findFile returns the metadata of the file at vault path p: by its id,
-// else by scanning for its path (ids of files written by other tools may
-// not follow the rules).
-func findFile(ctx context.Context, st store.Store, ids *docid.Mapper, p string) (livesync.Meta, error) {
-	raw, err := st.Get(ctx, ids.FromPath(p), store.GetOptions{})
-	if err == nil {
-		if d, err := livesync.ParseDoc(raw); err == nil && d.IsFileDoc() {
-			if m, err := livesync.ParseMeta(d); err == nil && !m.Deleted {
-				return m, nil
-			}
-		}
-	} else if !errors.Is(err, engine.ErrNotFound) {
-		return livesync.Meta{}, err
-	}
-	files, err := localFiles(ctx, st)
-	if err != nil {
-		return livesync.Meta{}, err
-	}
-	for _, f := range files {
-		if f.meta.Path == p && !f.meta.Deleted {
-			return f.meta, nil
-		}
-	}
-	return livesync.Meta{}, fmt.Errorf("no file %q in the local replica: %w", p, engine.ErrNotFound)
-}
-
-// idMapper returns the document-id rules of settings s.
-func idMapper(s livesync.Settings) *docid.Mapper {
-	o := docid.Options{CaseSensitive: s.CaseSensitive}
-	if s.PathObfuscation {
-		o.ObfuscationPassphrase = s.Passphrase
-	}
-	return docid.New(o)
 }
 
 func runCat(env *cliEnv, args []string) error {
@@ -371,17 +232,20 @@ func runCat(env *cliEnv, args []string) error {
 		}
 		defer rem.Close()
 	}
-	s, err := c.localVault(rep)
-	if err != nil {
+	if _, err := c.localVault(rep); err != nil {
 		return err
 	}
-	m, err := findFile(env.ctx, rep.st, idMapper(s), p)
-	if err != nil {
-		return err
+	var data []byte
+	if rem == nil {
+		data, err = rep.v.Read(env.ctx, p)
+	} else {
+		var f vault.File
+		if f, err = rep.v.Stat(env.ctx, p); err == nil {
+			data, err = readFile(env.ctx, rep.st, f.Meta, rem)
+		}
 	}
-	data, err := readFile(env.ctx, rep.st, m, rem)
 	if err != nil {
-		return err
+		return rep.fileErr(p, err)
 	}
 	if _, err := env.stdout.Write(data); err != nil {
 		return &localError{"stdout", err}
@@ -504,7 +368,7 @@ func runPut(env *cliEnv, args []string) error {
 		return err
 	}
 	defer rep.Close()
-	if rep.vault == nil {
+	if !rep.v.HasVault() {
 		// A new vault: the command line's settings, else the default
 		// remote's from the configuration.
 		vc := vf.config(c.fs)
@@ -515,32 +379,27 @@ func runPut(env *cliEnv, args []string) error {
 				vc.CustomChunkSize = &size
 			}
 		}
-		if err := rep.setVault(env.ctx, newVaultSettings(vc).TweakValues()); err != nil {
+		if err := rep.newVault(env.ctx, newVaultSettings(vc)); err != nil {
 			return err
 		}
 	}
-	s, err := c.localVault(rep)
+	if _, err := c.localVault(rep); err != nil {
+		return err
+	}
+	res, err := rep.v.Write(env.ctx, p, data, vault.WriteOptions{MTime: time.UnixMilli(mtime)})
 	if err != nil {
 		return err
 	}
-	codec, err := livesync.New(livesync.Config{Settings: s})
-	if err != nil {
-		return err
-	}
-	res, err := putFile(env.ctx, rep.st, codec, p, data, mtime)
-	if err != nil {
-		return err
-	}
+	n := len(distinct(res.Meta.Children))
 	if c.cf.json {
-		writeJSON(env.stdout, map[string]any{"ok": true, "command": "put", "path": p, "id": res.meta.ID, "rev": res.meta.Rev,
-			"size": len(data), "chunks": len(distinct(res.meta.Children)), "new_chunks": res.newChunks, "unchanged": res.unchanged})
+		writeJSON(env.stdout, map[string]any{"ok": true, "command": "put", "path": p, "id": res.Meta.ID, "rev": res.Meta.Rev,
+			"size": len(data), "chunks": n, "new_chunks": res.NewChunks, "unchanged": res.Unchanged})
 		return nil
 	}
-	if res.unchanged {
+	if res.Unchanged {
 		fmt.Fprintf(env.stdout, "%s: unchanged\n", safe(p))
 	} else {
-		n := len(distinct(res.meta.Children))
-		fmt.Fprintf(env.stdout, "%s: %d bytes, %d %s (%d new), revision %s\n", safe(p), len(data), n, plural(n, "chunk", "chunks"), res.newChunks, res.meta.Rev)
+		fmt.Fprintf(env.stdout, "%s: %d bytes, %d %s (%d new), revision %s\n", safe(p), len(data), n, plural(n, "chunk", "chunks"), res.NewChunks, res.Meta.Rev)
 	}
 	return nil
 }
@@ -635,40 +494,18 @@ func runRm(env *cliEnv, args []string) error {
 		return err
 	}
 	defer rep.Close()
-	s, err := c.localVault(rep)
-	if err != nil {
+	if _, err := c.localVault(rep); err != nil {
 		return err
 	}
-	m, err := findFile(env.ctx, rep.st, idMapper(s), p)
+	m, err := rep.v.Delete(env.ctx, p)
 	if err != nil {
-		return err
+		return rep.fileErr(p, err)
 	}
-	rev, err := deleteFile(env.ctx, rep.st, m, env.now())
-	if err != nil {
-		return err
-	}
+	rev := m.Rev
 	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "rm", "path": m.Path, "id": m.ID, "rev": rev})
 		return nil
 	}
 	fmt.Fprintf(env.stdout, "%s: deleted, revision %s\n", safe(m.Path), safe(rev))
 	return nil
-}
-
-// deleteFile deletes a file as the plugin does (FORMAT.md §1.3): a new
-// revision of its metadata with deleted: true and mtime now, the body
-// kept (not a _deleted tombstone, so readChunksOnline selectors still see
-// it); a hidden file's also gets size 0 and no children.
-func deleteFile(ctx context.Context, st store.Store, m livesync.Meta, now time.Time) (string, error) {
-	m.Deleted = true
-	m.MTime = now.UnixMilli()
-	if docid.IsHiddenFileID(m.ID) {
-		m.Size, m.Children = 0, []string{}
-	}
-	d := m.Doc()
-	b, err := json.Marshal(d)
-	if err != nil {
-		return "", err
-	}
-	return st.Put(ctx, b)
 }

@@ -111,7 +111,16 @@ func (c *command) connect(spec remoteSpec, rep *replica, o connectOptions) (remo
 		return nil, err
 	}
 	o.flags, o.deviceName = c.cf, cfg.DeviceName
-	return c.cliEnv.connect(spec, rep, o)
+	rem, err := c.cliEnv.connect(spec, rep, o)
+	if err == nil && !rep.v.HasVault() && rep.vault != nil {
+		// The handshake recorded the remote's vault in the replica.
+		err = rep.reopen(c.ctx, nil)
+	}
+	if err != nil && rem != nil {
+		rem.Close()
+		return nil, err
+	}
+	return rem, err
 }
 
 // parseArgs parses flags anywhere on the command line ("pull home --json"

@@ -15,6 +15,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // defaultStore is the local replica when neither --store nor the
@@ -33,6 +34,8 @@ type replica struct {
 	st    store.Store // wrapped: its errors are *localError
 	temp  string      // a temporary folder removed by Close, if any
 	vault *vaultRecord
+	v     *vault.Vault // the vault over st
+	now   func() time.Time
 }
 
 // vaultRecord is what the replica knows of its vault.
@@ -87,16 +90,38 @@ func (e *cliEnv) openReplica(path string, create bool) (*replica, error) {
 	if err != nil {
 		return nil, &localError{path, err}
 	}
-	r := &replica{path: path}
+	r := &replica{path: path, now: e.now}
 	r.st = &localStore{Store: st, path: path}
 	if e.wrapStore != nil {
 		r.st = &localStore{Store: e.wrapStore(st), path: path}
 	}
-	if err := r.load(e.ctx); err != nil {
+	err = r.load(e.ctx)
+	if err == nil {
+		r.v, err = vault.Open(e.ctx, r.st, vault.Options{Now: r.now})
+	}
+	if err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// newVault records the settings of a new vault in a replica that holds
+// none.
+func (r *replica) newVault(ctx context.Context, s livesync.Settings) error {
+	return r.reopen(ctx, &s)
+}
+
+// reopen opens the vault again over the replica, after the replica's
+// record of it was written here (with settings s, if not nil).
+func (r *replica) reopen(ctx context.Context, s *livesync.Settings) error {
+	r.v.Close()
+	v, err := vault.Open(ctx, r.st, vault.Options{Now: r.now, Settings: s})
+	if err != nil {
+		return err
+	}
+	r.v = v
+	return r.load(ctx)
 }
 
 // openTempReplica opens a replica in a new temporary folder, removed by
@@ -117,6 +142,9 @@ func (e *cliEnv) openTempReplica() (*replica, error) {
 
 // Close closes the store (and removes a temporary replica).
 func (r *replica) Close() error {
+	if r.v != nil {
+		r.v.Close()
+	}
 	err := r.st.Close()
 	if r.temp != "" {
 		os.RemoveAll(r.temp)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 func runStatus(env *cliEnv, args []string) error {
@@ -24,44 +27,78 @@ func runStatus(env *cliEnv, args []string) error {
 		return err
 	}
 	defer rep.Close()
-	ctx := env.ctx
+	st, err := gatherStatus(env.ctx, rep)
+	if err != nil {
+		return err
+	}
+	if c.cf.json {
+		rs := map[string]any{}
+		for _, id := range st.remoteIDs {
+			r := st.remotes[id]
+			row := map[string]any{"last_pull": timeJSON(r.LastPull), "last_pull_seq": r.LastPullSeq,
+				"last_push": timeJSON(r.LastPush), "last_push_seq": r.LastPushSeq}
+			if r.JournalID != "" {
+				row["quarantined"] = quarantineJSON(st.quarantined[id])
+			}
+			rs[id] = row
+		}
+		writeJSON(env.stdout, map[string]any{"ok": true, "command": "status", "store": rep.path, "node_id": st.node,
+			"vault": st.vault, "docs": st.docs, "chunks": st.chunks, "files": st.live, "deleted_files": st.deleted,
+			"held_files": len(st.heldPaths), "missing_chunks": st.missing, "held": st.heldPaths, "remotes": rs})
+		return nil
+	}
+	return st.print(env.stdout, rep.path)
+}
+
+// replicaStatus is what status says of the local replica.
+type replicaStatus struct {
+	node, vault           string
+	docs                  int64
+	chunks, live, deleted int
+	heldPaths             []string
+	missing               int // distinct chunks the held files lack
+	remoteIDs             []string
+	remotes               map[string]vault.RemoteState
+	quarantined           map[string][]journalsync.Quarantine
+}
+
+// gatherStatus reads the replica's counts, held files, vault settings and
+// what it remembers of each remote.
+func gatherStatus(ctx context.Context, rep *replica) (*replicaStatus, error) {
 	info, err := rep.st.Info(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	st := &replicaStatus{docs: info.DocCount, vault: "none yet (pull from a remote, or put a file)"}
 	all, err := rep.st.AllDocs(ctx, store.AllDocsOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Each chunk document once, however many files use it.
-	chunks := 0
 	for _, d := range all {
 		if docid.IsChunkID(d.ID) {
-			chunks++
+			st.chunks++
 		}
 	}
-	files, err := localFiles(ctx, rep.st)
+	files, err := rep.v.List(ctx, "", vault.ListOptions{Deleted: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	live, deleted, held := 0, 0, 0
-	var heldPaths []string
 	// A chunk that two held files share is one chunk to fetch: count
 	// distinct ids, not each file's shortfall.
 	missingIDs := map[string]bool{}
 	for _, f := range files {
-		if f.meta.Deleted {
-			deleted++
+		if f.Meta.Deleted {
+			st.deleted++
 			continue
 		}
-		live++
-		if f.localChunks < f.chunks {
-			held++
-			heldPaths = append(heldPaths, f.meta.Path)
-			ids := distinct(f.meta.Children)
+		st.live++
+		if f.LocalChunks < f.Chunks {
+			st.heldPaths = append(st.heldPaths, f.Meta.Path)
+			ids := distinct(f.Meta.Children)
 			have, err := rep.st.GetChunks(ctx, ids)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for _, id := range ids {
 				if _, ok := have[id]; !ok {
@@ -70,78 +107,63 @@ func runStatus(env *cliEnv, args []string) error {
 			}
 		}
 	}
-	missing := len(missingIDs)
-	node, err := rep.nodeID(ctx)
-	if err != nil {
-		return err
+	st.missing = len(missingIDs)
+	if st.node, err = rep.v.NodeID(ctx); err != nil {
+		return nil, err
 	}
-	vault := "none yet (pull from a remote, or put a file)"
-	if rep.vault != nil {
-		s, err := settingsOf(rep.vault.Tweaks)
+	if rep.v.HasVault() {
+		s, err := rep.v.Settings()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		vault = fmt.Sprintf("%s, chunk size %d", describeFlags(s.Encrypt, s.PathObfuscation), s.CustomChunkSize)
+		st.vault = fmt.Sprintf("%s, chunk size %d", describeFlags(s.Encrypt, s.PathObfuscation), s.CustomChunkSize)
 	}
-	var remotes []string
-	if rep.vault != nil {
-		for id := range rep.vault.Remotes {
-			remotes = append(remotes, id)
+	st.remotes = rep.v.Remotes()
+	for id := range st.remotes {
+		st.remoteIDs = append(st.remoteIDs, id)
+	}
+	sort.Strings(st.remoteIDs)
+	st.quarantined = map[string][]journalsync.Quarantine{}
+	for _, id := range st.remoteIDs {
+		r := st.remotes[id]
+		if st.quarantined[id], err = journalQuarantine(ctx, rep.st, r.JournalID, r.JournalPrefix); err != nil {
+			return nil, err
 		}
 	}
-	sort.Strings(remotes)
-	quarantined := map[string][]journalsync.Quarantine{}
-	for _, id := range remotes {
-		q, err := quarantinedPacks(ctx, rep.st, rep.vault.Remotes[id])
-		if err != nil {
-			return err
-		}
-		quarantined[id] = q
-	}
-	if c.cf.json {
-		rs := map[string]any{}
-		for _, id := range remotes {
-			st := rep.vault.Remotes[id]
-			r := map[string]any{"last_pull": timeJSON(st.LastPull), "last_pull_seq": st.LastPullSeq,
-				"last_push": timeJSON(st.LastPush), "last_push_seq": st.LastPushSeq}
-			if st.JournalID != "" {
-				r["quarantined"] = quarantineJSON(quarantined[id])
-			}
-			rs[id] = r
-		}
-		writeJSON(env.stdout, map[string]any{"ok": true, "command": "status", "store": rep.path, "node_id": node,
-			"vault": vault, "docs": info.DocCount, "chunks": chunks, "files": live, "deleted_files": deleted,
-			"held_files": held, "missing_chunks": missing, "held": heldPaths, "remotes": rs})
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "store\t%s\n", safe(rep.path))
-	fmt.Fprintf(tw, "vault\t%s\n", vault)
-	fmt.Fprintf(tw, "device\t%s\n", safe(node))
-	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", info.DocCount, live, deleted, chunks)
-	if held > 0 {
-		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (livesync hunt says which; hunt --retry or cat --remote fetches them)\n", held, plural(held, "file", "files"), missing, plural(missing, "chunk", "chunks"))
+	return st, nil
+}
+
+// print writes the status as a table.
+func (st *replicaStatus) print(w io.Writer, path string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "store\t%s\n", safe(path))
+	fmt.Fprintf(tw, "vault\t%s\n", st.vault)
+	fmt.Fprintf(tw, "device\t%s\n", safe(st.node))
+	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", st.docs, st.live, st.deleted, st.chunks)
+	if held := len(st.heldPaths); held > 0 {
+		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (livesync hunt says which; hunt --retry or cat --remote fetches them)\n", held, plural(held, "file", "files"), st.missing, plural(st.missing, "chunk", "chunks"))
 	} else {
 		fmt.Fprintf(tw, "held\tnone: every file's chunks are local\n")
 	}
-	for _, id := range remotes {
-		st := rep.vault.Remotes[id]
+	for _, id := range st.remoteIDs {
+		r := st.remotes[id]
 		fmt.Fprintf(tw, "remote\t%s\n", safe(id))
 		unit := "sequence"
-		if st.JournalID != "" {
+		if r.JournalID != "" {
 			unit = "pack"
 		}
-		fmt.Fprintf(tw, "  last pull\t%s\n", when(st.LastPull, unit, st.LastPullSeq))
-		fmt.Fprintf(tw, "  last push\t%s\n", when(st.LastPush, unit, st.LastPushSeq))
-		if st.JournalID == "" {
+		fmt.Fprintf(tw, "  last pull\t%s\n", when(r.LastPull, unit, r.LastPullSeq))
+		fmt.Fprintf(tw, "  last push\t%s\n", when(r.LastPush, unit, r.LastPushSeq))
+		if r.JournalID == "" {
 			continue
 		}
-		if len(quarantined[id]) == 0 {
+		qs := st.quarantined[id]
+		if len(qs) == 0 {
 			fmt.Fprintf(tw, "  quarantined\tnone\n")
 			continue
 		}
-		fmt.Fprintf(tw, "  quarantined\t%d %s (livesync pull --retry-quarantined tries them again)\n", len(quarantined[id]), plural(len(quarantined[id]), "pack", "packs"))
-		for _, q := range quarantined[id] {
+		fmt.Fprintf(tw, "  quarantined\t%d %s (livesync pull --retry-quarantined tries them again)\n", len(qs), plural(len(qs), "pack", "packs"))
+		for _, q := range qs {
 			fmt.Fprintf(tw, "\t  %s (%s, %s): %s\n", safe(q.Key), safe(q.Stage), q.At.Local().Format("2006-01-02 15:04:05"), safe(q.Err))
 		}
 	}
