@@ -18,7 +18,7 @@ import (
 // tunes PouchDB's replicator, and against a CouchDB-protocol server most of
 // a pull's cost is per request, so pages of 100 (the size of the chunk
 // fetcher's batches) pull about 1.5 times faster than pages of 25
-// (bench/pull). A failed or too-large write still shrinks the sizes with
+// (tests/bench/pull). A failed or too-large write still shrinks the sizes with
 // upstream's fallback (100, 52, 28, 16, 10, 7, 6, 5). Set BatchSize to 25
 // to reproduce PouchDB's request pattern exactly.
 const (

@@ -13,7 +13,7 @@
 // document of the copy (allDocs include_docs; no _local documents).
 // With --stats the documents are not written; instead one JSON object
 // {docs, ms, docsPerSec, peakRssKiB, ...} describes the pull (used by
-// bench/pull). Exit status 0 only if the replication completed with no
+// tests/bench/pull). Exit status 0 only if the replication completed with no
 // error, no write failure and no denied document.
 import { createRequire } from 'node:module';
 import { readFileSync, writeFileSync } from 'node:fs';

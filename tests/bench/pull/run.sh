@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Cold-pull benchmark (issue 5 item 7): our engine against PouchDB 9, in one
+# Cold-pull benchmark: our engine against PouchDB 9, in one
 # run on this machine, from the same CouchDB-protocol test server.
 #
-#   bench/pull/run.sh            # RUNS=3 DOCS=10000 SIZE=1024 EXTRA_BATCH=100 EXTRA_LIMIT=25
+#   tests/bench/pull/run.sh            # RUNS=3 DOCS=10000 SIZE=1024 EXTRA_BATCH=100 EXTRA_LIMIT=25
 #
 # Starts tests/couchserver (express-pouchdb over in-memory PouchDB 7.3.1),
 # loads DOCS chunk documents of SIZE bytes of data into one database
@@ -18,7 +18,7 @@
 # the raw JSON lines. PROFILE=file writes a Go CPU profile of one extra pull.
 # Not run in CI.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 
 RUNS="${RUNS:-3}"
 DOCS="${DOCS:-10000}"
@@ -32,7 +32,7 @@ if [ ! -d tests/pouchdb/node_modules ] || [ tests/pouchdb/package-lock.json -nt 
 	(cd tests/pouchdb && npm ci --no-audit --no-fund --loglevel=error)
 fi
 bin="$(mktemp -d -t pullbench.XXXXXX)"
-go build -o "$bin/gopull" ./bench/pull/gopull
+go build -o "$bin/gopull" ./tests/bench/pull/gopull
 
 . tests/couchserver/start.sh
 trap 'couchserver_stop; rm -rf "$bin"' EXIT

@@ -78,5 +78,5 @@ for (const v of out.salted) if ((await hkdf.decryptWithEphemeralSalt(v.ciphertex
 for (const v of out.jsonForm) if ((await enc.decrypt(v.ciphertext, passphrase, v.useDynamicIterationCount)) !== v.plaintext) throw new Error("json");
 for (const v of out.v3) if ((await enc.decrypt(v.ciphertext, passphrase, false)) !== v.plaintext) throw new Error("v3");
 for (const v of out.obfuscatePath) if ((await enc.decrypt(v.obfuscated, passphrase, v.useDynamicIterationCount)) !== v.path) throw new Error("path");
-writeFileSync(new URL("../../engine/e2ee/testdata/upstream.json", import.meta.url), JSON.stringify(out, null, 1) + "\n");
+writeFileSync(new URL("../../../engine/e2ee/testdata/upstream.json", import.meta.url), JSON.stringify(out, null, 1) + "\n");
 console.log("wrote engine/e2ee/testdata/upstream.json");

@@ -2,7 +2,7 @@
 # run.sh — side-by-side E2EE V2 benchmark: livesync-go engine/e2ee against
 # octagonal-wheels, the JavaScript crypto library LiveSync itself uses.
 #
-#   bench/e2ee/run.sh            (RUNS=3 by default; BENCH_MIN_SECONDS=1.5)
+#   tests/bench/e2ee/run.sh            (RUNS=3 by default; BENCH_MIN_SECONDS=1.5)
 #
 # 1. JS encrypts chunks of 256 B, 1 KiB and 1 MiB with the library ("%=").
 # 2. Go decrypts every one of them (checking the plaintexts), writes its own
@@ -12,7 +12,7 @@
 # time); the table shows the median of each measurement.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 runs=${RUNS:-3}
 min=${BENCH_MIN_SECONDS:-1.5}
 work=$(mktemp -d "${TMPDIR:-/tmp}/e2ee-bench.XXXXXX")
@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 
 cd "$here"
 [ -d node_modules/octagonal-wheels ] || npm ci --no-audit --no-fund >/dev/null
-(cd "$root" && go build -o "$work/gobench" ./bench/e2ee/gobench)
+(cd "$root" && go build -o "$work/gobench" ./tests/bench/e2ee/gobench)
 node bench.mjs gen "$work"
 i=1
 while [ "$i" -le "$runs" ]; do
