@@ -251,10 +251,11 @@ func testEndpointChangesWait(t *testing.T, ep engine.Endpoint) {
 	}
 }
 
+// RevsDiff names, per document, the asked revisions the endpoint lacks.
 func testEndpointRevsDiff(t *testing.T, ep engine.Endpoint) {
 	seedEndpoint(t, ep)
 	diff, err := ep.RevsDiff(t.Context(), map[string][]string{
-		"note-0": {"2-b0", "3-zz"}, "h:suite1": {"1-c1"}, "absent": {"1-q"}, "note-1": {"1-a1"},
+		"note-0": {"2-b0", "3-zz"}, "h:suite1": {"1-c1"}, "absent": {"1-q"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +330,9 @@ func testEndpointNewEditsFalse(t *testing.T, ep engine.Endpoint) {
 		}
 	}
 	bulkDocs(t, ep, rawf(`{"_id":"d","_rev":"2-cc","_revisions":{"start":2,"ids":["cc","bb"]},"type":"plain","n":3}`))
-	diff, err := ep.RevsDiff(t.Context(), map[string][]string{"d": {"1-aa", "1-bb", "2-cc"}, "e": {"5-ee", "4-e4"}})
+	// Only leaves are asked about: whether an ancestor known only from
+	// _revisions is "missing" differs between servers (PouchDB says yes).
+	diff, err := ep.RevsDiff(t.Context(), map[string][]string{"d": {"1-aa", "2-cc"}, "e": {"5-ee"}})
 	if err != nil || len(diff) != 0 {
 		t.Fatalf("revs diff after the writes: %v, %v; want nothing missing", diff, err)
 	}
