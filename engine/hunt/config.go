@@ -47,6 +47,11 @@ type Config struct {
 	MemoTTL time.Duration
 	// BatchSize is the most ids in one request, 1 to 100. Default 100.
 	BatchSize int
+	// Once makes every pass the document's last: a pass that ends with
+	// chunks still missing drops the document (EventPassEnded with Next
+	// 0) instead of scheduling the next one after a backoff. A caller
+	// that hunts once and reports (a command line) enqueues, then Waits.
+	Once bool
 	// Logger receives action-boundary logs; nil discards. Chunk contents
 	// are never logged.
 	Logger *slog.Logger

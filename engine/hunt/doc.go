@@ -69,6 +69,16 @@
 // at most MemoSources (1024) sources. A source without a fingerprint is
 // never memoized.
 //
+// # Events and the single pass
+//
+// Deps.OnEvent is told, as typed values, when a document completes, when
+// a pass ends with chunks missing (and when the next starts), and how
+// each source answered each request; callers never read the log to learn
+// what the hunt did. With Config.Once every pass is the document's last:
+// a document left incomplete is dropped instead of backing off, and Wait
+// returns once every enqueued document completed or ended its pass (a
+// command line hunts once and reports).
+//
 // # Ownership
 //
 // New starts one driver goroutine; it alone starts requests. Requests and

@@ -191,6 +191,7 @@ type rig struct {
 
 	mu        sync.Mutex
 	delivered []engine.ChunkID
+	events    []Event
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
@@ -199,6 +200,10 @@ func newRig(t *testing.T, cfg Config) *rig {
 	h, err := New(cfg, Deps{Local: r.local, Claims: r.co, OnDelivered: func(ids []engine.ChunkID) {
 		r.mu.Lock()
 		r.delivered = append(r.delivered, ids...)
+		r.mu.Unlock()
+	}, OnEvent: func(e Event) {
+		r.mu.Lock()
+		r.events = append(r.events, e)
 		r.mu.Unlock()
 	}})
 	if err != nil {
@@ -249,3 +254,16 @@ func (r *rig) gotDelivered() []engine.ChunkID {
 }
 
 func sec(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// gotEvents returns the events of kind k, as "doc source found" lines.
+func (r *rig) gotEvents(k EventKind) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	for _, e := range r.events {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}

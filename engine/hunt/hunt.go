@@ -32,6 +32,11 @@ type Deps struct {
 	// recheck): the purgatory's ChunksArrived. It runs without the Hunt's
 	// lock and may call back into the Hunt.
 	OnDelivered func(ids []engine.ChunkID)
+	// OnEvent, if set, is told what the Hunt does (typed events, for
+	// status displays and callers that wait on the hunt). It runs
+	// without the Hunt's lock, maybe on several goroutines at once, and
+	// may call back into the Hunt.
+	OnEvent func(Event)
 }
 
 // source is one registered chunk source; its throttle key identifies it.
@@ -74,6 +79,7 @@ type Hunt struct {
 	local       engine.LocalChunks
 	co          *fetch.Coordinator
 	onDelivered func([]engine.ChunkID)
+	onEvent     func(Event)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -90,6 +96,8 @@ type Hunt struct {
 	seq       uint64
 	memo      *memo
 	stats     Stats
+	pending   []Event       // events queued under the lock, delivered by flush
+	waiters   chan struct{} // closed when a document is dropped (Wait)
 }
 
 // New returns a running Hunt.
@@ -107,6 +115,7 @@ func New(cfg Config, deps Deps) (*Hunt, error) {
 		local:       deps.Local,
 		co:          deps.Claims,
 		onDelivered: deps.OnDelivered,
+		onEvent:     deps.OnEvent,
 		kick:        make(chan struct{}, 1),
 		sources:     make(map[string]*source),
 		throttles:   make(map[string]*throttle),
@@ -226,6 +235,7 @@ func (h *Hunt) removeLocked(doc, why string) bool {
 	for _, t := range h.throttles {
 		t.remove(doc)
 	}
+	h.changed()
 	h.log.Debug("hunt entry dropped", "doc", doc, "reason", why)
 	return true
 }
@@ -235,6 +245,7 @@ func (h *Hunt) removeLocked(doc, why string) bool {
 func (h *Hunt) Close() {
 	h.mu.Lock()
 	h.closed = true
+	h.changed()
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
@@ -272,6 +283,7 @@ func (h *Hunt) run() {
 		now := time.Now()
 		wake := h.step(now)
 		h.mu.Unlock()
+		h.flush()
 		timer.Stop()
 		if !wake.IsZero() {
 			timer.Reset(wake.Sub(now))
@@ -458,7 +470,15 @@ func (h *Hunt) endPass(e *entry, now time.Time) {
 		t.remove(e.doc)
 	}
 	e.endPass(now, h.cfg)
+	missing := slices.Clone(e.order)
+	if h.cfg.Once {
+		h.log.Info("hunt pass incomplete, not retried", "doc", e.doc, "chunks", len(missing))
+		h.queue(Event{Kind: EventPassEnded, Doc: e.doc, Attempt: e.attempts, Missing: missing})
+		h.removeLocked(e.doc, "single pass ended")
+		return
+	}
 	h.log.Info("hunt pass incomplete", "doc", e.doc, "attempt", e.attempts, "chunks", len(e.needed), "next", e.next.Sub(now))
+	h.queue(Event{Kind: EventPassEnded, Doc: e.doc, Attempt: e.attempts, Missing: missing, Next: e.next.Sub(now)})
 }
 
 // startPrimary reserves a permit of s (checked and reserved atomically),
@@ -654,6 +674,10 @@ func (h *Hunt) finish(a *attempt, found []engine.Chunk, missing []engine.ChunkID
 			stage = ee.Stage
 		}
 		h.log.Warn("hunt request failed", "doc", e.doc, "source", key, "chunks", len(a.ids), "stage", stage, "err", err)
+		h.queue(Event{Kind: EventRequestFailed, Doc: e.doc, Source: key, IDs: a.ids, Err: err})
+	}
+	if !canceled {
+		h.queue(Event{Kind: EventAnswered, Doc: e.doc, Source: key, IDs: a.ids, Found: len(found), Err: err})
 	}
 	if err == nil && a.memo {
 		if cur, ok := h.sources[key]; ok && cur == a.src {
@@ -693,6 +717,7 @@ func (h *Hunt) finish(a *attempt, found []engine.Chunk, missing []engine.ChunkID
 	if len(ids) > 0 && h.onDelivered != nil {
 		h.onDelivered(ids)
 	}
+	h.flush()
 	h.trigger()
 }
 
@@ -713,6 +738,7 @@ func (h *Hunt) arrived(ids []engine.ChunkID) {
 			h.removeLocked(e.doc, "complete")
 			h.stats.Completed++
 			h.log.Info("hunt complete", "doc", e.doc, "attempt", e.attempts)
+			h.queue(Event{Kind: EventCompleted, Doc: e.doc, Attempt: e.attempts})
 		}
 	}
 }
@@ -780,6 +806,7 @@ func (h *Hunt) passCheck(due []*entry) {
 	if len(local) > 0 && h.onDelivered != nil {
 		h.onDelivered(local)
 	}
+	h.flush()
 	h.trigger()
 }
 
@@ -816,6 +843,7 @@ func (h *Hunt) checker(e *entry) {
 		if len(local) > 0 && h.onDelivered != nil {
 			h.onDelivered(local)
 		}
+		h.flush()
 	}
 }
 
