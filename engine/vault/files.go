@@ -353,6 +353,11 @@ func (v *Vault) ReadMeta(ctx context.Context, m livesync.Meta) ([]byte, error) {
 			return nil, err
 		}
 	}
+	return readWith(m, have)
+}
+
+// readWith reassembles m from the chunks have.
+func readWith(m livesync.Meta, have map[string]engine.Chunk) ([]byte, error) {
 	return livesync.ReadFile(m, func(id string) (string, error) {
 		c, ok := have[id]
 		if !ok {

@@ -57,6 +57,8 @@ type HeldFile struct {
 	// LastResult what it found.
 	LastAttempt time.Time
 	LastResult  string
+	// Reasons say why it is still held after a Hunt (set by Hunt only).
+	Reasons []Reason
 }
 
 // loadHeld reads the record (empty if there is none or it is damaged: a
