@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/hold"
+	"github.com/livesync-go/livesync-go/engine/hunt"
 )
 
 // HuntOptions choose how Hunt hunts.
