@@ -201,18 +201,11 @@ func testObjectsGetRoundTrip(t *testing.T, o Objects) {
 	}
 }
 
-// An absent object wraps engine.ErrNotFound, and is not mistaken for a
-// missing bucket (ErrNotFound with StageStorage), which receivers treat as
-// a failure rather than a pack deleted after its listing.
+// An absent object wraps engine.ErrNotFound.
 func testObjectsGetNotFound(t *testing.T, o Objects) {
 	mustPut(t, o, packKey(o, 1), []byte("there"))
-	_, err := o.Get(t.Context(), packKey(o, 2))
-	if !errors.Is(err, engine.ErrNotFound) {
+	if _, err := o.Get(t.Context(), packKey(o, 2)); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("get of an absent key: %v, want engine.ErrNotFound", err)
-	}
-	var ee *engine.Error
-	if errors.As(err, &ee) && ee.Stage == engine.StageStorage {
-		t.Fatalf("get of an absent key: %v: StageStorage with ErrNotFound means a missing bucket", err)
 	}
 }
 
