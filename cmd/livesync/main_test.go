@@ -83,7 +83,7 @@ func checkTree(t *testing.T, dir string) {
 
 func TestExportPluginDumps(t *testing.T) {
 	out := t.TempDir()
-	code, stdout, stderr := cli(t, nil, "export", "--dump", "../../examples/vault-plain.json", "--out", out)
+	code, stdout, stderr := cli(t, nil, "export", "--dump", "testdata/vault-plain.json", "--out", out)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -94,7 +94,7 @@ func TestExportPluginDumps(t *testing.T) {
 
 	out = t.TempDir()
 	env := map[string]string{"LIVESYNC_PASSPHRASE": "vector-passphrase"}
-	code, _, stderr = cli(t, env, "export", "--dump", "../../examples/vault-e2ee.json", "--out", out)
+	code, _, stderr = cli(t, env, "export", "--dump", "testdata/vault-e2ee.json", "--out", out)
 	if code != exitOK {
 		t.Fatalf("e2ee: exit %d: %s", code, stderr)
 	}
@@ -109,8 +109,8 @@ func TestExportRefusesBadInput(t *testing.T) {
 		want  int
 		inErr string
 	}{
-		{"wrong passphrase", map[string]string{"LIVESYNC_PASSPHRASE": "wrong"}, "../../examples/vault-e2ee.json", exitPassphrase, "passphrase is wrong"},
-		{"no passphrase", nil, "../../examples/vault-e2ee.json", exitFailed, "LIVESYNC_PASSPHRASE"},
+		{"wrong passphrase", map[string]string{"LIVESYNC_PASSPHRASE": "wrong"}, "testdata/vault-e2ee.json", exitPassphrase, "passphrase is wrong"},
+		{"no passphrase", nil, "testdata/vault-e2ee.json", exitFailed, "LIVESYNC_PASSPHRASE"},
 		{"missing dump", nil, "does-not-exist.json", exitFailed, "does-not-exist.json"},
 		{"malformed dump", nil, writeTemp(t, `{"rows": [ {"id": "x"`), exitFailed, "not JSON"},
 	}
@@ -174,7 +174,7 @@ func TestExportSkipsUnsafeAndBrokenFiles(t *testing.T) {
 
 func TestImportExportRoundTrip(t *testing.T) {
 	src := t.TempDir()
-	if code, _, stderr := cli(t, nil, "export", "--dump", "../../examples/vault-plain.json", "--out", src); code != 0 {
+	if code, _, stderr := cli(t, nil, "export", "--dump", "testdata/vault-plain.json", "--out", src); code != 0 {
 		t.Fatal(stderr)
 	}
 	for _, mode := range []struct {
