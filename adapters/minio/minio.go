@@ -27,6 +27,7 @@ type Bucket struct {
 	prefix      string
 	endpointURL string // scheme://host[:port]
 	region      string
+	accessKey   string
 	retry       Retry
 	log         *slog.Logger
 	now         func() time.Time
@@ -63,7 +64,7 @@ func New(cfg Config) (*Bucket, error) {
 		scheme = "https://"
 	}
 	return &Bucket{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix, endpointURL: scheme + host, region: cfg.Region,
-		retry: cfg.Retry.withDefaults(), log: cfg.Logger, now: now}, nil
+		accessKey: cfg.AccessKey, retry: cfg.Retry.withDefaults(), log: cfg.Logger, now: now}, nil
 }
 
 // Client returns the underlying minio-go client (for bucket administration
