@@ -101,21 +101,9 @@ func DefaultAdmit(_ context.Context, l Locked) (bool, error) {
 }
 
 // AcceptedDevices names the accepted devices of m: the device name from
-// node_info with the node id, or the node id alone.
-func AcceptedDevices(m *negotiate.Milestone) []string {
-	if m == nil {
-		return nil
-	}
-	var out []string
-	for _, id := range m.AcceptedNodes {
-		if n, ok := m.NodeInfo[id]; ok && n.DeviceName != "" {
-			out = append(out, fmt.Sprintf("%q (%s)", n.DeviceName, id))
-		} else {
-			out = append(out, id)
-		}
-	}
-	return out
-}
+// node_info with the node id, or the node id alone
+// (negotiate.AcceptedDevices).
+func AcceptedDevices(m *negotiate.Milestone) []string { return negotiate.AcceptedDevices(m) }
 
 // Attach connects the remote r to the vault: it works out the vault's
 // settings (the replica's, else o.NewVault, else the remote's preferred
