@@ -12,7 +12,7 @@ import (
 )
 
 // MaxChunkKeys is the most ids FetchChunks sends in one request
-// (upstream's ChunkFetcher BATCH_SIZE, FORMAT.md §5.6).
+// (upstream's ChunkFetcher BATCH_SIZE).
 const MaxChunkKeys = 100
 
 // ChunkSource is the engine.ChunkSource of a DB: chunks fetched by id with

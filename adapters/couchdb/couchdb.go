@@ -39,7 +39,7 @@ type Config struct {
 	// URL is the server, e.g. "https://couch.example.com:6984" (no user
 	// info, no database).
 	URL string
-	// Database is the database name (FORMAT.md §5.1: ^[a-z][a-z0-9_$()+-]*$).
+	// Database is the database name (CouchDB's rule: ^[a-z][a-z0-9_$()+-]*$).
 	Database string
 	// User and Password authenticate; both empty means anonymous.
 	User     string

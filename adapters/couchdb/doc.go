@@ -11,10 +11,14 @@
 //     BulkDocs (new_edits=false) and _local documents;
 //   - through ChunkSource, an engine.ChunkSource for on-demand chunk
 //     retrieval (POST _all_docs?include_docs=true with at most 100 keys,
-//     FORMAT.md §5.6);
-//   - through Handshake, the LiveSync pre-sync handshake (FORMAT.md §5.2,
-//     §5.4): sync parameters and the vault's PBKDF2 salt, the version
-//     document, and the milestone verdicts, using engine/negotiate.
+//     as upstream's ChunkFetcher);
+//   - a negotiate.Port (Read, Write of the _local sync parameters and
+//     milestone and of the version document, with their _rev), over which
+//     Handshake runs the LiveSync pre-sync handshake of engine/negotiate:
+//     the vault's PBKDF2 salt, the version document, the milestone
+//     verdicts;
+//   - through Remote (NewRemote), a vault.Remote, and through Doctor, a
+//     read-only diagnosis of the database returning vault findings.
 //
 // HTTP goes through kivik v4 (github.com/go-kivik/kivik/v4, couchdb
 // driver) and, where kivik cannot express a request (a selector in the

@@ -58,7 +58,7 @@ type changesAnswer struct {
 
 // Changes reads one page of the changes feed with POST
 // _changes?style=all_docs, the selector (if any) in the body with
-// filter=_selector, as pouchdb-adapter-http sends it (FORMAT.md §5.3).
+// filter=_selector, as pouchdb-adapter-http sends it.
 // With Wait it uses feed=longpoll and repeats until a change arrives, the
 // feed's last sequence moves, or ctx ends.
 func (d *DB) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {

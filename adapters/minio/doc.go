@@ -1,14 +1,16 @@
-// Package minio stores a Self-hosted LiveSync journal (FORMAT.md §6) in an
+// Package minio stores a Self-hosted LiveSync journal in an
 // S3-compatible bucket (AWS S3, MinIO, Cloudflare R2, versitygw, ...)
 // through minio-go v7.
 //
 // New returns a *Bucket: one bucket under one prefix. It implements
 // engine/journalsync.Objects (List, Get, Put, Prefix, ID) and adds
 //
-//   - Handshake, the pre-sync handshake of a journal (FORMAT.md §6.5,
-//     §5.4; commonlib LiveSyncJournalReplicator.ts): the vault's salt from
-//     the sync-parameters object, then the milestone object registered and
-//     judged with engine/negotiate, with typed errors that say what to do.
+//   - Negotiate, the bucket's negotiate.Port (the sync-parameters and
+//     milestone objects with their ETags), and Handshake, the pre-sync
+//     handshake of a journal (negotiate.Handshake; commonlib
+//     LiveSyncJournalReplicator.ts): the vault's salt from the
+//     sync-parameters object, then the milestone object registered and
+//     judged, with typed errors that say what to do.
 //     HandshakeParams is the same handshake returning a HandshakeResult,
 //     which adds the sync parameters and the journal epoch
 //     (journalsync.Config.Epoch) without another request;
@@ -16,12 +18,14 @@
 //     sync-parameters object (the PBKDF2 salt). A new salt is written only
 //     when the object is proven absent (S3 NoSuchKey) or holds an empty
 //     salt; any other failure to read it (auth, network, a missing bucket,
-//     a malformed body) is returned and nothing is written (upstream issue
-//     #1147). The salt is created with a conditional PutObject
+//     a malformed body) is returned and nothing is written
+//     (obsidian-livesync issue #1147). The salt is created with a conditional PutObject
 //     (If-None-Match: *), so concurrent first clients end with one salt;
 //   - GetMilestone / PutMilestone for the milestone object (raw JSON);
 //   - PutPack / GetPack, a pack sealed with journal.Seal / opened with
-//     journal.Open.
+//     journal.Open;
+//   - through Remote (NewRemote), a vault.Remote, and through Doctor, a
+//     read-only diagnosis of the bucket returning vault findings.
 //
 // List returns the pack keys after a given key, following continuation
 // tokens past the 1,000 keys of one S3 page (upstream lists one page

@@ -78,7 +78,7 @@ func (b *Bucket) Name() string { return b.bucket }
 func (b *Bucket) Prefix() string { return b.prefix }
 
 // ID identifies the journal without credentials: upstream's checkpoint
-// identity (FORMAT.md §6.5) [endpoint, bucket + prefix, region] joined
+// identity [endpoint, bucket + prefix, region] joined
 // with ",", where endpoint is "http(s)://host[:port]" and region is
 // Config.Region as given (empty when it is asked from the server).
 // Upstream stores its checkpoint under btoa(encodeURI(ID)).
@@ -188,7 +188,7 @@ func (b *Bucket) checkKey(op, key string) error {
 	return nil
 }
 
-// GetSyncParameters reads the sync-parameters object (FORMAT.md §1.7). A
+// GetSyncParameters reads the sync-parameters object. A
 // missing object wraps engine.ErrNotFound (and a missing bucket also
 // ErrNoBucket); a malformed one is StageDecode.
 func (b *Bucket) GetSyncParameters(ctx context.Context) (negotiate.SyncParameters, error) {

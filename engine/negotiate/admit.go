@@ -20,7 +20,7 @@ type Admission struct {
 	Now      time.Time
 }
 
-// Admit is ensureRemoteIsCompatible (FORMAT.md §5.4) on the milestone m
+// Admit is upstream's ensureRemoteIsCompatible on the milestone m
 // as read (a NewMilestone when the remote has none): it registers the
 // node in m, judges it with Check, joins a locked remote with AllowJoin,
 // and reports whether m must be written back. Unlike upstream, which

@@ -1,10 +1,10 @@
 // Package negotiate implements the documents a LiveSync client reads and
-// writes before it syncs with a remote, and the verdicts it draws from
-// them, byte-compatible with the Self-hosted LiveSync plugin (FORMAT.md
-// §1.5–§1.8, §5.2, §5.4, §5.5, §6.5; upstream behaviour, quirks included,
-// is the specification). It does no I/O: callers fetch and store the
-// documents through their transport and feed them in, together with the
-// current time, so every decision is deterministic.
+// writes before it syncs with a remote, the verdicts it draws from them,
+// and the handshake that runs over them, byte-compatible with the
+// Self-hosted LiveSync plugin (commonlib src/pouchdb/negotiation.ts,
+// src/replication/couchdb/LiveSyncReplicator.ts,
+// src/replication/journal/LiveSyncJournalReplicator.ts; upstream
+// behaviour, quirks included, is the specification).
 //
 // The documents:
 //
@@ -18,39 +18,18 @@
 //   - Milestone, the registry of nodes, locks, chunk-format ranges and
 //     tweak values (TweakValues) per node and PREFERRED.
 //
-// A pre-sync handshake (FORMAT.md §5.2) with this package:
+// The parsers and verdicts do no I/O: every decision is a function of the
+// documents and the current time. The handshake reaches a remote through
+// a Port (Read and conditional Write of the three records with a version
+// token, CouchDB's _rev or an S3 ETag): Handshake runs the whole pre-sync
+// check (the salt, the version document, the milestone registration and
+// verdict), UpdateMilestone is the one read-change-write loop on the
+// milestone (a lost race is redone from a fresh read, MilestoneTries
+// rounds), and Lock, Unlock and Join change the milestone's lock as the
+// plugin's rebuild and fetch do. The adapters implement Port
+// (couchdb.DB, minio.Bucket.Negotiate).
 //
-//	// 1. Sync parameters (before any replication).
-//	doc, err := readSyncParameters()                  // *SyncParameters, err wraps engine.ErrNotFound if absent
-//	if need, err := negotiate.NeedsNewSalt(doc, err); err != nil {
-//		return err                                     // never create a salt after a failed read
-//	} else if need {
-//		salt, err := negotiate.NewSalt(nil)
-//		// write negotiate.NewSyncParameters(salt) (keeping doc's _rev), then read again
-//	}
-//	salt, err := doc.Salt()
-//
-//	// 2. Database version (CouchDB).
-//	switch v, err := negotiate.CheckVersion(versionDoc); v {
-//	case negotiate.VersionCreate, negotiate.VersionMigrate: // write negotiate.NewVersionDoc() (with the old _rev)
-//	case negotiate.VersionIncompatible:
-//		return err
-//	}
-//
-//	// 3. Milestone.
-//	m := remoteMilestone                               // nil if absent
-//	if m == nil {
-//		m = negotiate.NewMilestone(me, now)
-//	}
-//	if m.Register(me, negotiate.CouchDBChunkRange, device, tweaks, now) {
-//		// write m back (json.Marshal(m))
-//	}
-//	v := negotiate.Check(m, me, negotiate.CouchDBChunkRange, tweaks, negotiate.CheckOptions{})
-//	if err := v.Err(); err != nil {
-//		return err                                     // errors.Is(err, negotiate.ErrTweakMismatch) …
-//	}
-//
-// Lock, Unlock and Accept implement upstream's markRemoteLocked and
+// Milestone.Lock, Milestone.Unlock and Milestone.Accept implement upstream's markRemoteLocked and
 // markRemoteResolved for rebuilding a remote.
 //
 // All parsers accept any input without panicking and fail with errors

@@ -10,7 +10,7 @@ import (
 )
 
 func ExampleNeedsNewSalt() {
-	// A transport failure never leads to a new salt (upstream issue #1147).
+	// A transport failure never leads to a new salt (obsidian-livesync issue #1147).
 	need, err := negotiate.NeedsNewSalt(nil, &engine.Error{Op: "get", Stage: engine.StageTransport, Err: errors.New("timeout")})
 	fmt.Println(need, err != nil)
 	// A proven absence does.

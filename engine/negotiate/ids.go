@@ -7,7 +7,7 @@ package negotiate
 // "obsydian" in three of them is part of the wire format and permanent;
 // the sync-parameters id is spelled correctly.
 const (
-	// VersionDocID is the id of the replicated versioning document (§1.5).
+	// VersionDocID is the id of the replicated versioning document.
 	VersionDocID = "obsydian_livesync_version"
 	// MilestoneDocID is the id of the CouchDB milestone document. It is also
 	// the _id inside a journal milestone object written by the compatibility
@@ -16,7 +16,7 @@ const (
 	// NodeInfoDocID is the id of the local-only document that holds this
 	// device's node id; it never leaves the local database.
 	NodeInfoDocID = "_local/obsydian_livesync_nodeinfo"
-	// SyncInfoID is the id of the obsolete "can I decrypt" document (§1.6).
+	// SyncInfoID is the id of the obsolete "can I decrypt" document.
 	SyncInfoID = "syncinfo"
 	// SyncParametersDocID is the id of the sync-parameters document. The
 	// journal object keeps this _id in its body (inherited from upstream's

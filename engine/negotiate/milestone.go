@@ -101,7 +101,7 @@ func (r *ChunkRange) UnmarshalJSON(data []byte) error {
 	return err
 }
 
-// Milestone is the remote registry document (FORMAT.md §1.8, upstream's
+// Milestone is the remote registry document (upstream's
 // EntryMilestoneInfo): the CouchDB _local document MilestoneDocID or the
 // object JournalMilestoneKey. Created and NodeInfo[].LastConnected are
 // Unix milliseconds. TweakValues maps node ids, and PreferredNode, to tweak
@@ -410,7 +410,7 @@ type NodeInfoDoc struct {
 	V20220607 bool   `json:"v20220607,omitempty"`
 }
 
-// SyncInfo is the obsolete replicated "syncinfo" document (FORMAT.md §1.6):
+// SyncInfo is the obsolete replicated "syncinfo" document:
 // Data is 30 random ASCII letters, encrypted like a chunk ("%=…", Encrypted
 // set) when E2EE is on. Upstream no longer writes or checks it; readers
 // skip it.

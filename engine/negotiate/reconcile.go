@@ -2,8 +2,7 @@ package negotiate
 
 import "slices"
 
-// VaultSettings is the vault-wide part of a milestone (FORMAT.md §1.8,
-// §5.4): what every remote of one vault must agree on when something
+// VaultSettings is the vault-wide part of a milestone: what every remote of one vault must agree on when something
 // (a relay) bridges several remotes. The PREFERRED tweak set, the lock
 // flags and accepted_nodes belong to the vault; node_info,
 // node_chunk_info and tweak_values[node] are each remote's record of the
@@ -60,7 +59,7 @@ type Reconciled struct {
 }
 
 // Reconcile brings one remote's vault-wide settings into agreement with
-// the vault's, by the plugin's rules (FORMAT.md §5.4):
+// the vault's, by the plugin's rules:
 //
 //   - PREFERRED: a side without one takes the other's (the plugin creates
 //     it only when absent, ensureRemoteIsCompatible step 3). When both

@@ -26,9 +26,9 @@ func settings(pref *TweakValues, locked, cleaned bool, accepted ...string) Vault
 	return v
 }
 
-// "The milestone's vault-wide parts (PREFERRED tweak values, locked,
-// cleaned, accepted_nodes) … are reconciled across every remote of a
-// bridged database, by the plugin's rules (FORMAT.md §5.4)" (issue 14).
+// The milestone's vault-wide parts (PREFERRED tweak values, locked,
+// cleaned, accepted_nodes) are reconciled across every remote of a
+// bridged database, by the plugin's rules.
 func TestReconcile(t *testing.T) {
 	e2ee := tweaksWith(t, "encrypt", true, "usePathObfuscation", true)
 	plain := tweaksWith(t, "encrypt", false, "usePathObfuscation", false)
@@ -91,8 +91,8 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-// "Per-node entries (node_info, node_chunk_info, tweak_values[node]) stay
-// per remote" (issue 14), except the chunk range an accepted node needs.
+// Per-node entries (node_info, node_chunk_info, tweak_values[node]) stay
+// per remote, except the chunk range an accepted node needs.
 func TestMilestoneSetVault(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	src := NewMilestone("r", now)

@@ -13,7 +13,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 )
 
-// SyncParameters is the sync-parameters document (FORMAT.md §1.7): on
+// SyncParameters is the sync-parameters document: on
 // CouchDB the _local document SyncParametersDocID, on object storage the
 // object JournalSyncParametersKey whose body is the same JSON (its _id is
 // still SyncParametersDocID). It is never encrypted. PBKDF2Salt is the
@@ -171,7 +171,7 @@ func NewSalt(r io.Reader) ([]byte, error) {
 // NeedsNewSalt decides, from the result of reading the sync parameters,
 // whether this client must create the vault's salt. It encodes the rule
 // this engine follows (commonlib src/replication/SyncParamsHandler.ts,
-// hardened after upstream issue #1147): a new salt is created ONLY when
+// hardened after obsidian-livesync issue #1147): a new salt is created ONLY when
 // the document is proven absent (readErr wraps engine.ErrNotFound) or is
 // present with an empty pbkdf2salt. Any other read error is returned
 // (wrapped) with false: a transport, auth or decode failure never leads to
@@ -197,7 +197,7 @@ func NeedsNewSalt(doc *SyncParameters, readErr error) (bool, error) {
 }
 
 // JournalEpoch returns "<protocolVersion>:<pbkdf2salt>", the identity of a
-// bucket's lifetime that object-storage checkpoints record (FORMAT.md §6.5,
+// bucket's lifetime that object-storage checkpoints record (
 // commonlib src/replication/journal/JournalSyncCore.ts). An absent
 // protocolVersion formats as "undefined", as JavaScript does.
 func JournalEpoch(p SyncParameters) string {

@@ -62,8 +62,8 @@ func b64(b []byte) string {
 	return p.PBKDF2Salt
 }
 
-// TestNeedsNewSalt checks the salt lifecycle rule (FORMAT.md §1.7,
-// upstream issue #1147): a new salt only when the document is proven
+// TestNeedsNewSalt checks the salt lifecycle rule
+// (obsidian-livesync issue #1147): a new salt only when the document is proven
 // absent or its salt is empty; never after a failed read.
 func TestNeedsNewSalt(t *testing.T) {
 	withSalt := NewSyncParameters(bytes.Repeat([]byte{1}, 32))

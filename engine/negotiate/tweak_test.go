@@ -21,7 +21,7 @@ func tv(t testing.TB, obj string) TweakValues {
 }
 
 func TestTweakTables(t *testing.T) {
-	// FORMAT.md §5.5 "Must match": the 18 keys with their template values.
+	// The "must match" tweak keys: the 18 keys with their template values.
 	want := `{"minimumChunkSize":20,"longLineThreshold":250,"encrypt":false,"usePathObfuscation":false,` +
 		`"enableCompression":false,"useEden":false,"customChunkSize":0,"useDynamicIterationCount":false,` +
 		`"hashAlg":"xxhash64","enableChunkSplitterV2":false,"maxChunksInEden":10,"maxTotalLengthInEden":1024,` +

@@ -129,7 +129,7 @@ func TestVectorSyncParameters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// §1.7: the journal object keeps the CouchDB _id.
+			// The journal object keeps the CouchDB _id.
 			if p.ID != SyncParametersDocID || p.Type != TypeSyncParameters || p.ProtocolVersion != ProtocolVersionAdvancedE2EE {
 				t.Errorf("got %+v", p)
 			}
@@ -166,7 +166,7 @@ func TestVectorMilestoneRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// FORMAT.md §1.8 says the journal object's _id is
+			// One might expect the journal object's _id to be
 			// "_00000000-milestone.json"; the library actually writes
 			// MilestoneDocID (ensureRemoteIsCompatible's template).
 			if m.ID != MilestoneDocID || m.Type != TypeMilestoneInfo || m.Created != vectorPinnedMs {

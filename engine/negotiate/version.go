@@ -13,7 +13,7 @@ import (
 
 // VersionDoc is the replicated versioning document
 // {"_id":"obsydian_livesync_version","type":"versioninfo","version":12}
-// (FORMAT.md §1.5). Version holds the version as a JavaScript number: when
+// Version holds the version as a JavaScript number: when
 // the stored value is not a JSON number, ParseVersionDoc converts it as
 // JavaScript's relational operators would (a numeric string to its value,
 // "" / null / false to 0, true to 1, anything else or a missing version to

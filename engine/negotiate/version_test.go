@@ -10,9 +10,8 @@ import (
 )
 
 func TestCheckVersion(t *testing.T) {
-	// FORMAT.md §1.5: "missing → create with VER; type != "versioninfo" →
-	// incompatible; version < 12 → migrate and bump to 12; == 12 OK; > 12 →
-	// incompatible".
+	// Missing: create with VER; type != "versioninfo": incompatible;
+	// version < 12: migrate and bump to 12; == 12: OK; > 12: incompatible.
 	for _, tc := range []struct {
 		name string
 		doc  string // "" = absent
