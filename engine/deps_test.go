@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// TestDependencyGuard enforces the layering rule of DESIGN.md §3 and
-// STYLE.md 1: engine/... never imports net/http (not even transitively),
+// TestDependencyGuard enforces the engine's layering rule (it stays pure
+// so that it builds for wasm and has no transport): engine/... never imports net/http (not even transitively),
 // never imports os or syscall/js directly, and imports no adapter, cmd or
 // wasm package. It checks the native and the js/wasm build.
 func TestDependencyGuard(t *testing.T) {

@@ -28,7 +28,7 @@ const (
 	defaultHeaderTimeout = 20 * time.Second
 	// defaultMaxRequestBytes and defaultWWWAuthenticate are the values
 	// LiveSync's setup check asks a CouchDB for (chttpd
-	// max_http_request_size, httpd WWW-Authenticate; FORMAT.md §5.1), so
+	// max_http_request_size, httpd WWW-Authenticate; engine/FORMAT.md §5.1), so
 	// the check passes against a relay with no configuration. Only
 	// authenticated users can send a body; lower max_request_bytes to
 	// bound the memory one request may take.

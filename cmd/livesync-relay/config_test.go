@@ -223,7 +223,7 @@ func FuzzParseConfig(f *testing.F) {
 }
 
 // TestDefaultsPassTheLiveSyncSetupCheck: with no configuration, the values
-// LiveSync's setup check reads from a CouchDB (FORMAT.md §5.1) are the
+// LiveSync's setup check reads from a CouchDB (engine/FORMAT.md §5.1) are the
 // ones it asks for, and a 401 carries the WWW-Authenticate header it
 // expects.
 func TestDefaultsPassTheLiveSyncSetupCheck(t *testing.T) {

@@ -1,7 +1,7 @@
 // Command livesync-relay is a LiveSync-compatible CouchDB-protocol
 // server: the Obsidian Self-hosted LiveSync plugin (and PouchDB, and the
 // livesync CLI) use it as their CouchDB remote. Its data is a folder of
-// bbolt files; it needs no CouchDB. DESIGN.md §5 and issue 7 describe it.
+// bbolt files; it needs no CouchDB.
 //
 //	go run ./cmd/livesync-relay                      # 127.0.0.1:5984, ./livesync-data
 //	livesync-relay --config /etc/livesync-relay/relay.toml

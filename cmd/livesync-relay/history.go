@@ -8,7 +8,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/holdback"
 )
 
-// Revision history of the served databases (issue 12): the store keeps
+// Revision history of the served databases: the store keeps
 // earlier revisions' bodies (couchapi.StoreOptions, [compaction] in the
 // configuration) until POST /{db}/_compact, and /{db}/_revs_limit bounds
 // each branch. These are the store.Store methods for it on the relay's

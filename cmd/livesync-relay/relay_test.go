@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// "creates one admin account (credentials from the environment, or
-// generated and printed once)" (issue 7, item 2).
+// The relay creates one admin account: credentials from the environment,
+// or generated and printed once.
 func TestFirstStartPrintsThePasswordOnce(t *testing.T) {
 	dir := t.TempDir()
 	rn := start(t, []string{"--data-dir", dir}, nil)

@@ -6,7 +6,7 @@ import (
 )
 
 // Binary pieces are stored as standard padded base64 (ow
-// src/binary/base64.ts arrayBufferToBase64Single; FORMAT.md §3.2). For
+// src/binary/base64.ts arrayBufferToBase64Single; engine/FORMAT.md §3.2). For
 // the fixed 100 KiB binary chunks of the default settings the encoding
 // is most of the work of splitting, so the bulk is encoded here six
 // bytes (eight characters) at a time with a table of character pairs,

@@ -1,6 +1,6 @@
 // Package chunk cuts file content into the pieces that Self-hosted
 // LiveSync stores as chunk ("leaf") documents, with exactly the
-// boundaries of the plug-in's three content splitters (FORMAT.md §3.1–3.4;
+// boundaries of the plug-in's three content splitters (engine/FORMAT.md §3.1–3.4;
 // commonlib src/ContentSplitter/* and src/string_and_binary/chunks.ts):
 //
 //   - V3RabinKarp, the default of new vaults: content-defined boundaries
@@ -36,7 +36,7 @@
 //
 // Upstream V1 and V2 read text with Blob.text(), which drops a leading
 // byte order mark of the file. This package never drops content: a
-// U+FEFF is kept wherever it is (FORMAT.md §3.7), which matches V3
+// U+FEFF is kept wherever it is (engine/FORMAT.md §3.7), which matches V3
 // exactly and differs from upstream V1/V2 only in the first piece of a
 // file that starts with a BOM.
 //

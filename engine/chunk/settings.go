@@ -8,7 +8,7 @@ import (
 )
 
 // SplitterVersion is the vault setting chunkSplitterVersion: which
-// content splitter cuts files into chunks (FORMAT.md §3.1; commonlib
+// content splitter cuts files into chunks (engine/FORMAT.md §3.1; commonlib
 // src/ContentSplitter/*). Its zero value "" is V1, as in upstream.
 type SplitterVersion string
 
@@ -56,7 +56,7 @@ const (
 // zero value means: splitter V1 (upstream reads an empty
 // chunkSplitterVersion as V1), customChunkSize 0 and minimumChunkSize 20.
 // Note that this is not what a new vault uses: the vault settings layer
-// fills in the new-vault defaults (V3RabinKarp, 0, 20; FORMAT.md §3.8).
+// fills in the new-vault defaults (V3RabinKarp, 0, 20; engine/FORMAT.md §3.8).
 type Settings struct {
 	// Splitter is chunkSplitterVersion; "" means V1.
 	Splitter SplitterVersion

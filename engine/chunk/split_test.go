@@ -116,7 +116,7 @@ func TestEmpty(t *testing.T) {
 	}
 }
 
-// TestBOM checks FORMAT.md §3.7: "a U+FEFF at the start of a chunk is
+// TestBOM checks engine/FORMAT.md §3.7: "a U+FEFF at the start of a chunk is
 // preserved". The first case is the one of the plug-in's
 // src/rabinKarpBom.unit.spec.ts (1024 × "a", U+FEFF, 1024 × "b", split
 // with minimumChunkSize 1024), which expects three pieces, the middle one
@@ -149,7 +149,7 @@ func TestBOM(t *testing.T) {
 	}
 }
 
-// TestV1Pieces pins V1's line and code-block rules (FORMAT.md §3.4) on
+// TestV1Pieces pins V1's line and code-block rules (engine/FORMAT.md §3.4) on
 // small inputs; the expected pieces are what commonlib's splitPieces2
 // returned for them under Node.js. Note how String.split with a
 // capturing group emits the text before a match ("```\n") and the match

@@ -3,7 +3,7 @@ package chunk
 import "bytes"
 
 // The V1 splitter mirrors commonlib src/string_and_binary/chunks.ts
-// splitPieces2 with splitPiecesTextV1 and pickPiece (FORMAT.md §3.4).
+// splitPieces2 with splitPiecesTextV1 and pickPiece (engine/FORMAT.md §3.4).
 // Every piece upstream builds from lines is a run of consecutive lines
 // with the newlines between them, so the port works on byte ranges of
 // the input.

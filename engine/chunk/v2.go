@@ -7,7 +7,7 @@ import (
 )
 
 // The V2 splitter mirrors commonlib src/string_and_binary/chunks.ts
-// splitPieces2V2 (FORMAT.md §3.3).
+// splitPieces2V2 (engine/FORMAT.md §3.3).
 
 // v2MaxItems is upstream MAX_ITEMS: line-aware V2 grows its minimum
 // length until the text has at most about 100 pieces.

@@ -4,7 +4,7 @@ package chunk
 // splitPiecesRabinKarp: a 48-byte Rabin–Karp rolling hash (base 31,
 // uint32 wrap-around arithmetic as JavaScript's Math.imul and |0) cuts
 // where hash mod avg == 1 once a chunk has min bytes, and always at max
-// bytes. FORMAT.md §3.2 lists the quirks kept here: the hash is never
+// bytes. engine/FORMAT.md §3.2 lists the quirks kept here: the hash is never
 // reset at a boundary, text boundaries move forward past UTF-8
 // continuation bytes (possibly beyond max), and text of 4 MiB or more is
 // split with the binary sizes.

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// referenceV3 is FORMAT.md §3.2 written down literally, one byte at a
+// referenceV3 is engine/FORMAT.md §3.2 written down literally, one byte at a
 // time, as an oracle for the phased splitV3.
 func referenceV3(data []byte, sz rkSizes, isText bool) [][2]int {
 	var out [][2]int
@@ -178,7 +178,7 @@ func TestPow31(t *testing.T) {
 	}
 }
 
-// TestV3Sizes pins the derived sizes of FORMAT.md §3.2.
+// TestV3Sizes pins the derived sizes of engine/FORMAT.md §3.2.
 func TestV3Sizes(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -87,7 +87,7 @@ func (h *Hasher) HashedPassphrase() string { return h.hp }
 func (h *Hasher) HashedPassphrase32() uint32 { return h.hp32 }
 
 // ID returns the chunk id of piece: "h:" + H(piece), or "h:+" + H(piece)
-// keyed with the passphrase when h encrypts (FORMAT.md §3.5; commonlib
+// keyed with the passphrase when h encrypts (engine/FORMAT.md §3.5; commonlib
 // src/managers/HashManager/XXHashHashManager.ts, PureJSHashManager.ts).
 // piece is the chunk's data exactly as stored (text, or base64 for
 // binary). Its length is taken in UTF-16 code units and it is hashed as

@@ -8,7 +8,7 @@ import (
 )
 
 // TestUpstreamUnitVectors checks the compatibility table of commonlib
-// src/managers/HashManager/HashManager.unit.spec.ts, quoted in FORMAT.md
+// src/managers/HashManager/HashManager.unit.spec.ts, quoted in engine/FORMAT.md
 // §3.5: piece "helloWorld", E2EE passphrase "test".
 func TestUpstreamUnitVectors(t *testing.T) {
 	tests := []struct {
@@ -46,7 +46,7 @@ func TestUpstreamUnitVectors(t *testing.T) {
 	}
 }
 
-// TestPassphraseMaterial checks hp and hp32: FORMAT.md §3.5 ("hp for test
+// TestPassphraseMaterial checks hp and hp32: engine/FORMAT.md §3.5 ("hp for test
 // = 1whdoaoz2hdns, hp32 = 1337046215") and e2ee.json
 // intermediates.chunkIdHashing for "vector-passphrase" (see also
 // TestVectorPassphraseMaterial, which reads the file).
@@ -73,7 +73,7 @@ func TestPassphraseMaterial(t *testing.T) {
 	}
 }
 
-// TestExtraVectors checks the extra vectors below the table in FORMAT.md
+// TestExtraVectors checks the extra vectors below the table in engine/FORMAT.md
 // §3.5.
 func TestExtraVectors(t *testing.T) {
 	tests := []struct {

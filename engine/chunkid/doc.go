@@ -1,7 +1,7 @@
 // Package chunkid computes the ids of LiveSync chunk ("leaf") documents,
 // byte for byte as the Self-hosted LiveSync plug-in does, for every hash
 // algorithm a vault can be configured with and with or without end-to-end
-// encryption (FORMAT.md §3.5; commonlib src/managers/HashManager/*,
+// encryption (engine/FORMAT.md §3.5; commonlib src/managers/HashManager/*,
 // src/managers/EntryManager/EntryManagerImpls.ts prepareChunk).
 //
 // A chunk id is "h:" followed by a hash of the piece, or "h:+" followed by

@@ -154,7 +154,7 @@ func TestPath2IDBase(t *testing.T) {
 	}
 }
 
-// TestFromPath covers FORMAT.md §2's table (from commonlib
+// TestFromPath covers engine/FORMAT.md §2's table (from commonlib
 // src/string_and_binary/path.unit.spec.ts) and the split(":", 2) quirks of
 // path2id_base, whose expected values come from JavaScript's own split and
 // toLowerCase in Node.

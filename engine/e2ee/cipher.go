@@ -15,7 +15,7 @@ import (
 )
 
 // String markers of the encrypted forms (octagonal-wheels src/encryption/
-// hkdf.ts, encryption.ts, encryptionv3.ts; FORMAT.md §4.1).
+// hkdf.ts, encryption.ts, encryptionv3.ts; engine/FORMAT.md §4.1).
 const (
 	// PrefixHKDF starts V2 data: "%=" + base64(iv | hkdfSalt | ct | tag).
 	PrefixHKDF = "%="
@@ -298,7 +298,7 @@ func openV2(k *Key, bin []byte, inPlace bool) ([]byte, error) {
 // DecryptString decrypts one encrypted string value (chunk `data`, the
 // part of an obfuscated `path` after EncryptedMetaPrefix, eden data) the
 // way upstream's remote read hook does (commonlib src/pouchdb/encryption.ts
-// outgoingDecryptHKDF / outgoingDecryptV1, FORMAT.md §4.4).
+// outgoingDecryptHKDF / outgoingDecryptV1, engine/FORMAT.md §4.4).
 //
 // With AlgV2 and AlgV1 (the HKDF reader):
 //   - "%=": HKDF V2 with the vault key.

@@ -3,7 +3,7 @@
 // salt used by Setup URIs, and the legacy family (V1 "%", V3 "%~", the
 // oldest JSON form, deterministic V1 path obfuscation) that older vaults
 // still contain. The behaviour follows octagonal-wheels src/encryption/*
-// and commonlib src/pouchdb/encryption.ts; FORMAT.md §4 summarises them.
+// and commonlib src/pouchdb/encryption.ts; engine/FORMAT.md §4 summarises them.
 //
 // # V2 in one paragraph
 //

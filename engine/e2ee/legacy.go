@@ -17,7 +17,7 @@ import (
 )
 
 // Parameters of the legacy family (octagonal-wheels src/encryption/
-// encryption.ts, encryptionv3.ts, obfuscatePath.ts; FORMAT.md §4.3).
+// encryption.ts, encryptionv3.ts, obfuscatePath.ts; engine/FORMAT.md §4.3).
 const (
 	// LegacyIterations is the fixed PBKDF2 iteration count of legacy V1
 	// and "%~" V3 keys.

@@ -9,7 +9,8 @@ import (
 
 // Defaults of Config, from upstream LiveSync's ChunkFetcher and
 // ChunkDeliveryCoordinator (commonlib src/managers/ChunkFetcher.ts,
-// ChunkDeliveryCoordinator.ts) and the seed "Chunk Retrieval and Waiting".
+// ChunkDeliveryCoordinator.ts) and upstream's
+// docs/design_docs/chunk_retrieval_and_waiting.md.
 const (
 	DefaultConcurrency  = 40
 	DefaultMinInterval  = 50 * time.Millisecond

@@ -1,7 +1,8 @@
 // Package fetch retrieves chunks that a metadata document names but the
-// local store lacks. It implements the seed "Chunk Retrieval and Waiting"
-// (upstream LiveSync's ChunkFetcher, ChunkDeliveryCoordinator and
-// ArrivalWaitLayer, commonlib src/managers/): no fixed timeouts; a reader
+// local store lacks. It implements upstream LiveSync's "Chunk Retrieval
+// and Waiting" (plugin docs/design_docs/chunk_retrieval_and_waiting.md:
+// its ChunkFetcher, ChunkDeliveryCoordinator and ArrivalWaitLayer,
+// commonlib src/managers/; engine/FORMAT.md §8): no fixed timeouts; a reader
 // waits exactly as long as something observable can still deliver.
 //
 // # Pieces
@@ -20,7 +21,7 @@
 //   - Layer: the arrival wait. One shared waiter per missing id; it
 //     observes claims and the finite-replication count of
 //     engine/activity.
-//   - PolicyFor: the seed's policy matrix (remote capability ×
+//   - PolicyFor: the retrieval policy matrix (remote capability ×
 //     waitForReady).
 //
 // # The lifecycle of one missing chunk

@@ -64,7 +64,8 @@ type Stats struct {
 func (s Stats) Pending() int { return s.Initial + s.Retrying }
 
 // Fetcher is upstream's ChunkFetcher (commonlib src/managers/ChunkFetcher.ts)
-// with the seed's retry, quiescence and claim-identity rules: it accepts
+// with the retry, quiescence and claim-identity rules of upstream's
+// docs/design_docs/chunk_retrieval_and_waiting.md: it accepts
 // missing identifiers, claims them synchronously, and fetches them from
 // its ChunkSource in throttled batches until each one is delivered,
 // answered missing by a current final probe, failed, expired or released.

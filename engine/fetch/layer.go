@@ -31,8 +31,9 @@ var (
 
 // Policy is what a read may do after a local miss: upstream's
 // computeChunkRetrievalMethod (commonlib
-// src/managers/EntryManager/EntryManagerImpls.ts) and the seed's policy
-// matrix.
+// src/managers/EntryManager/EntryManagerImpls.ts) and the policy matrix
+// of upstream's docs/design_docs/chunk_retrieval_and_waiting.md
+// (engine/FORMAT.md §8.2).
 type Policy struct {
 	// Dispatch: the read asks the Fetcher for a direct fetch.
 	Dispatch bool

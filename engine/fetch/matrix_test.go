@@ -10,7 +10,8 @@ import (
 	"github.com/livesync-go/livesync-go/engine/fetch"
 )
 
-// TestPolicyMatrix covers every row of the seed's policy matrix (the
+// TestPolicyMatrix covers every row of the retrieval policy matrix of
+// upstream's docs/design_docs/chunk_retrieval_and_waiting.md (the
 // "Either" rows once per value of useOnlyLocalChunk).
 // Obligation: "every row in the retrieval policy matrix".
 func TestPolicyMatrix(t *testing.T) {

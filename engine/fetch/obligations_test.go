@@ -1,6 +1,7 @@
 package fetch_test
 
-// One test per item of the seed's "Test Obligations" list (the policy
+// One test per item of the "Test Obligations" list of upstream's
+// docs/design_docs/chunk_retrieval_and_waiting.md (the policy
 // matrix row test is in matrix_test.go, the activity-only items in
 // engine/activity). Each quotes the obligation it covers.
 

@@ -1,5 +1,5 @@
-// Package holdback is the serving side of the purgatory (issue 7, item
-// 3): a store.Store decorator that a CouchDB-protocol endpoint serves,
+// Package holdback is the serving side of the purgatory: a store.Store
+// decorator that a CouchDB-protocol endpoint serves,
 // so that no client sees a note before its chunks. A metadata revision
 // whose chunks the store does not have is held: it is not in Changes,
 // AllDocs, BulkGet or Get until its chunks are stored, and when it is

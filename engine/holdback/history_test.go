@@ -31,7 +31,7 @@ func (r *rig) revsInfo(id string) []string {
 	return out
 }
 
-// Revision history through the hold-back (issue 12): a held revision is in
+// Revision history through the hold-back: a held revision is in
 // no _revs_info and cannot be read by ?rev= until released; Compact,
 // RevsLimit and SetRevsLimit reach the inner store, and compaction leaves
 // held revisions alone.

@@ -14,11 +14,10 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// Issue 7, item 3: "a metadata revision whose chunks the relay does not
-// have is held: other clients do not see it in _changes, _all_docs or
-// _bulk_get until its chunks are present; when it is released it appears
-// in the feed at a sequence no client checkpoint can have passed, so
-// nobody skips it."
+// A metadata revision whose chunks the relay does not have is held:
+// other clients do not see it in _changes, _all_docs or _bulk_get until
+// its chunks are present; when it is released it appears in the feed at a
+// sequence no client checkpoint can have passed, so nobody skips it.
 func TestPushedMetadataHiddenUntilChunks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, Config{}, Deps{})

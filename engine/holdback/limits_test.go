@@ -307,9 +307,9 @@ func chunkIDs(prefix string, n int) []string {
 	return out
 }
 
-// Issue 13 (second probe): "Hold-back memory is capped by document
-// count but not by document size. 20 held documents, each listing
-// 50,000 missing chunk ids, raised heap in use by 528 MiB." The chunk ids
+// Hold-back memory is capped by size, not only by document count (20
+// held documents, each listing 50,000 missing chunk ids, once raised the
+// heap in use by 528 MiB). The chunk ids
 // of held revisions are bounded per database and per user: a revision
 // past either limit is refused (TooManyHeld, naming the limit), ids count
 // once per revision and distinct within it, and leave with the revision

@@ -111,8 +111,8 @@ func pushVault(t *testing.T, r *rig, d *vaultDump) (visibleBeforeChunks []string
 	return visibleBeforeChunks
 }
 
-// DESIGN.md §5: "with the passphrase in its configuration it decrypts
-// metadata in memory to decide hold-back". The real plugin's E2EE vault
+// With the passphrase in its configuration the relay decrypts metadata in
+// memory to decide hold-back. The real plugin's E2EE vault
 // with path obfuscation: every note with chunks is held until its chunks
 // are pushed, and served unchanged (still encrypted) afterwards.
 func TestVaultE2EEWithPassphrase(t *testing.T) {

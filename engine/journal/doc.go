@@ -1,5 +1,5 @@
 // Package journal reads and writes the objects of LiveSync's object-storage
-// replicator ("journal sync", FORMAT.md §6): the journal packs
+// replicator ("journal sync", engine/FORMAT.md §6): the journal packs
 // "<ms>-docs.jsonl.gz", and the names of the two fixed objects beside them.
 // It mirrors commonlib src/replication/journal/JournalSyncCore.ts
 // (serializeDoc, the receive transform and _getRemoteJournals) and
@@ -15,7 +15,7 @@
 // a sequence of records, each terminated by a line feed: a chunk as
 // "~" + id + U+001F + data, any other document as its compact JSON.
 //
-// Typical reader (FORMAT.md §6.4):
+// Typical reader (engine/FORMAT.md §6.4):
 //
 //	keys = listing with names starting "_" dropped, sorted with ComparePackKeys
 //	for each key: recs, err := journal.Open(key, object, cipher, 0)

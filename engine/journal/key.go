@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Fixed object keys and the pack suffix (FORMAT.md §6.1), all relative to
+// Fixed object keys and the pack suffix (engine/FORMAT.md §6.1), all relative to
 // the bucket prefix.
 const (
 	// SyncParametersKey holds the sync parameters JSON (pbkdf2salt); it is

@@ -134,7 +134,7 @@ func (c *Codec) FileDocs(path string, data []byte, ctime, mtime int64) (Meta, []
 // error wrapping engine.ErrNotFound when the chunk is not available.
 type ChunkGetter func(id string) (string, error)
 
-// ReadFile reassembles a file from its metadata and chunks (FORMAT.md
+// ReadFile reassembles a file from its metadata and chunks (engine/FORMAT.md
 // §3.6): eden entries first, then get for each child; text documents are
 // joined and UTF-8 encoded, binary ones base64-decoded piece by piece
 // (or decoded from the legacy "%" form). The result must have the size the
@@ -282,7 +282,7 @@ func isPureTombstone(d Doc) bool {
 }
 
 // EncodeRemote converts a local document into the form a CouchDB remote
-// stores (FORMAT.md §4.4, §4.5): data compressed when Compression is on;
+// stores (engine/FORMAT.md §4.4, §4.5): data compressed when Compression is on;
 // with encryption, chunk and syncinfo data encrypted and flagged e_,
 // non-empty eden wrapped, and the path, times, size and children of
 // obfuscated (f:) metadata encrypted into path. _local documents and pure

@@ -8,7 +8,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/docid"
 )
 
-// Document types (the "type" field), FORMAT.md §1.2, commonlib
+// Document types (the "type" field), engine/FORMAT.md §1.2, commonlib
 // src/common/models/db.const.ts.
 const (
 	TypeNotes    = "notes"   // legacy inline note
@@ -115,13 +115,13 @@ func (d Doc) IsFileDoc() bool {
 }
 
 // EdenEntry is one chunk embedded in a metadata document by the obsolete
-// "eden" feature (FORMAT.md §1.9).
+// "eden" feature (engine/FORMAT.md §1.9).
 type EdenEntry struct {
 	Data  string  `json:"data"`
 	Epoch float64 `json:"epoch"`
 }
 
-// Meta is the metadata document of a file (FORMAT.md §1.3), in the local
+// Meta is the metadata document of a file (engine/FORMAT.md §1.3), in the local
 // (plaintext) form.
 type Meta struct {
 	ID       string

@@ -52,7 +52,7 @@ const (
 // case-insensitive ids, no encryption, V3 splitter, xxhash64 ids,
 // customChunkSize 0, minimumChunkSize 20, no compression.
 //
-// Every setting here is a "must match" tweak value (FORMAT.md §5.5): all
+// Every setting here is a "must match" tweak value (engine/FORMAT.md §5.5): all
 // devices of a vault use the same values, normally read from the remote's
 // milestone with FromTweakValues.
 type Settings struct {

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Defaults of Config, from the seeds (000: 3 min / 500 ms first attempt,
-// 30 min active, 24 h soft expiry, remembered expired events) and
-// DESIGN.md §4 (7 days of memory).
+// Defaults of Config: the first hunt 3 min after a pushed revision and
+// 500 ms after a pulled one, 30 min of active hunting, 24 h of soft
+// expiry, and expired or rejected revisions remembered for 7 days.
 const (
 	DefaultPushedDelay     = 3 * time.Minute
 	DefaultPulledDelay     = 500 * time.Millisecond

@@ -1,11 +1,13 @@
 // Package purgatory holds metadata revisions whose chunks are not all
 // local, so that a note is never served half-arrived, and releases them
-// when their chunks arrive by any path. It follows the seeds "Purgatory"
-// (001: late binding, remembered expiry) and "Proactive sync" (000:
-// timelines A–E, 3 min / 500 ms delays, 30 min active, 24 h soft expiry)
-// as DESIGN.md §4 maps them onto notes. Finding the chunks is the job of
-// a Hunter (engine/hunt); this package decides what is held, when it is
-// hunted, when it is released and when it is given up.
+// when their chunks arrive by any path: late binding (the newest complete
+// revision is released), remembered expiry, and the arrival timelines A–E
+// the tests name (A: metadata pushed before its chunks; B: chunks first;
+// C: metadata pulled, chunks hunted; D: chunks never arrive; E: a
+// soft-expired document revived), with 3 min / 500 ms first delays,
+// 30 min of active hunting and 24 h of soft expiry. Finding the chunks is
+// the job of a Hunter (engine/hunt); this package decides what is held,
+// when it is hunted, when it is released and when it is given up.
 //
 // # Use
 //

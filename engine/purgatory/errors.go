@@ -49,7 +49,7 @@ const (
 )
 
 // classify maps a Deps.Release error to its rule. Decided by error type,
-// never by text (STYLE.md 4).
+// never by text.
 func classify(err error) releaseClass {
 	switch {
 	case err == nil:

@@ -12,9 +12,9 @@ import (
 	"github.com/livesync-go/livesync-go/engine/hold"
 )
 
-// Seed 001, late binding: "An older state event's git data might arrive
-// after a newer one is received … Only release events when their
-// specific target state is achieved." Two revisions of one note share
+// Late binding: an older revision's chunks may arrive after a newer
+// revision was received, and a revision is released only once its own
+// chunks are all local. Two revisions of one note share
 // one entry; the needed set is the union; chunks arrive newest-first.
 func TestLateBindingNewerCompletesFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -99,8 +99,8 @@ func newHuntRig(t *testing.T, sources ...*fakeSource) *huntRig {
 	return &huntRig{rig: r, h: h}
 }
 
-// Issue 4 item 6: "two sources each holding half the chunks complete the
-// document" — here end to end, through the purgatory.
+// Two sources each holding half the chunks complete the document, end
+// to end through the purgatory.
 func TestHuntTwoSourcesEachHalf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()

@@ -12,8 +12,8 @@ import (
 
 const couch = "couch.example:5984" // the ThrottleKey of a pulled revision's source
 
-// Seed 000, Timeline A: "Event arrives first (user push expected) …
-// Git push arrives → event released". Here: a client pushes the metadata
+// Timeline A, the metadata arrives first and the chunks are expected
+// from the same pusher: a client pushes the metadata
 // before its chunks; the chunks follow in the same push within 3 minutes.
 func TestTimelineA_PushedMetadataChunksFollow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestTimelineA_PushedMetadataChunksFollow(t *testing.T) {
 	})
 }
 
-// Timeline B: "Git arrives first … event received → immediately served".
+// Timeline B: the chunks arrive first, so the metadata is served at once.
 func TestTimelineB_ChunksFirstServedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, Config{})
@@ -62,8 +62,9 @@ func TestTimelineB_ChunksFirstServedAtOnce(t *testing.T) {
 	})
 }
 
-// Timeline C: "State event received from relay X → enters purgatory;
-// 500ms delay; … Git data found on server2 (t=45s) → event released".
+// Timeline C: metadata pulled from one source enters the purgatory; after
+// 500 ms the hunt starts, finds the chunks on another source (t=45s), and
+// the revision is released.
 func TestTimelineC_PulledMetadataHuntFindsChunks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, Config{})

@@ -1,5 +1,5 @@
 // Package replicate is the CouchDB replication protocol of the engine
-// (PouchDB 9 semantics, FORMAT.md §5.3) between two engine.Endpoints: the
+// (PouchDB 9 semantics, engine/FORMAT.md §5.3) between two engine.Endpoints: the
 // local replica and a remote. It is transport-neutral; the remote's
 // E2EE/obfuscation/compression is the Transform decorator around its
 // Endpoint, so the replicator only ever moves documents.
@@ -56,8 +56,8 @@
 //
 // Pulls and syncs run inside Activity.RunFinite: they may deliver local
 // documents, and when they return the remote feed's end has been reached
-// and the hooks have run (seed "Meaning of Finite Replication
-// Completion"); the size fallback stays inside that boundary. A push-only
+// and the hooks have run (that is what completing a finite replication
+// means); the size fallback stays inside that boundary. A push-only
 // run delivers nothing locally and runs inside RunBounded.
 //
 // # Live

@@ -35,7 +35,7 @@ const (
 )
 
 // ChunksOnlineSelector is the Mango selector of a readChunksOnline pull:
-// every document except chunks (FORMAT.md §5.2 step 5, §5.6).
+// every document except chunks (engine/FORMAT.md §5.2 step 5, §5.6).
 var ChunksOnlineSelector = json.RawMessage(`{"type":{"$ne":"leaf"}}`)
 
 // ErrClosed is returned by runs started after Close.
@@ -67,8 +67,8 @@ func (d Direction) String() string {
 // Activity is the activity boundary a run enters (*activity.Tracker).
 // One-shot pulls and syncs and the live catch-up run inside RunFinite;
 // a push-only run cannot deliver a local document and runs inside
-// RunBounded (engine/activity, seed "Meaning of Finite Replication
-// Completion").
+// RunBounded (engine/activity: a finite run is complete when its
+// replicator has reached the latest sequence in its scope).
 type Activity interface {
 	RunFinite(ctx context.Context, label string, fn func(context.Context) error) error
 	RunBounded(ctx context.Context, label string, fn func(context.Context) error) error
@@ -345,7 +345,7 @@ func (r *Replicator) oneShot(ctx context.Context, dir Direction) (Result, error)
 }
 
 // runLeg runs one direction to the end of its source feed, shrinking the
-// batch sizes after a failed bulk write (FORMAT.md §5.3; commonlib
+// batch sizes after a failed bulk write (engine/FORMAT.md §5.3; commonlib
 // LiveSyncReplicator.ts: batch_size = ceil(b/2)+2, batches_limit =
 // ceil(l/2)+2 while either is above 5). Each attempt resumes from the
 // checkpoint of the previous one.

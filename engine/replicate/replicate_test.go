@@ -318,9 +318,9 @@ func TestHolderGetsPulledMetadataWithMissingChunks(t *testing.T) {
 	}
 }
 
-// TestOneShotRunsAreFinite checks the seed: "For a successful finite
-// operation, completion means that its replicator has reached the latest
-// sequence in the operation's scope" — the finite count is raised while
+// TestOneShotRunsAreFinite: a successful finite operation is complete
+// when its replicator has reached the latest sequence in the operation's
+// scope, so the finite count is raised while
 // any request of a pull or sync runs and is zero after; a push cannot
 // deliver a local document and is bounded only.
 func TestOneShotRunsAreFinite(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // Transform wraps a remote endpoint with the LiveSync remote transform
-// (E2EE, path obfuscation, compression; FORMAT.md §4.4–4.5): documents
+// (E2EE, path obfuscation, compression; engine/FORMAT.md §4.4–4.5): documents
 // from BulkGet are decoded with codec.DecodeRemote into the local
 // plaintext form, documents given to BulkDocs are encoded with
 // codec.EncodeRemote. Everything else — changes, revs diff, _local

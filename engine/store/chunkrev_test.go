@@ -105,7 +105,7 @@ func latin1MD5(s string) string {
 // Put give a new chunk, against the revisions the real plug-in library
 // gave the chunks of both vault dumps: "chunks are written locally with
 // new_edits: true, so PouchDB 9 computes a deterministic rev
-// 1-<md5hex(JSON.stringify(doc without _rev_tree))>" (FORMAT.md §1.4).
+// 1-<md5hex(JSON.stringify(doc without _rev_tree))>" (engine/FORMAT.md §1.4).
 //
 // The dumps were made under Node, whose build hashes latin1-truncated
 // code units; the plug-in in Obsidian hashes UTF-8. The two agree on

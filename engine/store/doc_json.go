@@ -142,7 +142,7 @@ func newRevHash(id, parent string, deleted bool, body []byte) string {
 // PouchDB's deterministic revisions (pouchdb-utils rev) hash exactly
 // that string; the chunk keeps the revision on its way to the remote,
 // encrypted or not. data is the plaintext (the local form), never the
-// "%=…" ciphertext. See FORMAT.md §1.4.
+// "%=…" ciphertext. See engine/FORMAT.md §1.4.
 //
 // This is the hash of the plug-in's browser build (Obsidian desktop and
 // mobile, spark-md5 over UTF-8). Its Node build hashes each UTF-16 code

@@ -59,7 +59,7 @@ const (
 
 // DefaultRevsLimit is the number of revisions kept per branch when
 // Options.RevsLimit is zero, the revs limit of the plugin's local
-// database (issue 5).
+// database.
 const DefaultRevsLimit = 100
 
 // KeepAllBodies, as Options.KeepBodies, keeps the body of every revision

@@ -18,7 +18,7 @@ const (
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxDocumentBytes is the document size limit when
 	// Config.MaxDocumentBytes is zero: 50,000,000 bytes, the value
-	// LiveSync provisions (FORMAT.md §5.1).
+	// LiveSync provisions (engine/FORMAT.md §5.1).
 	DefaultMaxDocumentBytes = 50_000_000
 	// DefaultCookieTimeout is the session lifetime when
 	// Config.CookieTimeout is zero: CouchDB's chttpd_auth/timeout, 600 s.

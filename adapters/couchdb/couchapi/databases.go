@@ -30,7 +30,7 @@ var (
 const maxNameLen = 238
 
 // ValidDatabaseName reports whether name follows CouchDB's database name
-// rule ^[a-z][a-z0-9_$()+-]*$ (FORMAT.md §5.1), at most 238 bytes.
+// rule ^[a-z][a-z0-9_$()+-]*$ (engine/FORMAT.md §5.1), at most 238 bytes.
 func ValidDatabaseName(name string) bool {
 	if name == "" || len(name) > maxNameLen || name[0] < 'a' || name[0] > 'z' {
 		return false

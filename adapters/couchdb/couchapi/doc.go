@@ -1,6 +1,6 @@
 // Package couchapi serves the CouchDB-protocol HTTP API of the relay: the
 // subset of CouchDB 3 that PouchDB replication and the Self-hosted LiveSync
-// plugin use (FORMAT.md §5, DESIGN.md §5), over engine/store.Store
+// plugin use (engine/FORMAT.md §5), over engine/store.Store
 // databases. It is a library so that cmd/livesync-relay and a later
 // Workers build share one handler.
 //

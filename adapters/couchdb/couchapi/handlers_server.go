@@ -132,7 +132,7 @@ func (s *Server) deleteSession(q *request) *apiError {
 
 // configSections is the server configuration as CouchDB would report it
 // with the relay's effective values: what LiveSync's setup wizard checks
-// (FORMAT.md §5.1; plugin utilCheckCouchDB.ts). The admins section lists
+// (engine/FORMAT.md §5.1; plugin utilCheckCouchDB.ts). The admins section lists
 // admin users (values hidden) to admins only.
 func (s *Server) configSections(caller *account) map[string]map[string]string {
 	boolStr := func(b bool) string { return strconv.FormatBool(b) }

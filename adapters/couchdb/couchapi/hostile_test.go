@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Issue 13: the API under hostile clients (login budgets, JSON-only
-// writes, session cookies, since and nesting).
+// The API under hostile clients (login budgets, JSON-only writes,
+// session cookies, since and nesting).
 
 // TestLimiterBudgets: a budget of failures per address and per known
 // user, spent before a check, given back on success, one back per
@@ -51,7 +51,7 @@ func TestLimiterBudgets(t *testing.T) {
 		t.Fatalf("alice past her budget, from an address that failed as her: ok %v wait %s, want refused, 10s", ok, wait)
 	}
 	// Past her budget, an address that did not fail as alice is still
-	// checked (issue 13: guessers must not lock her out), spending only
+	// checked (guessers must not lock her out), spending only
 	// its own budget: e has 3.
 	for i := range 3 {
 		if _, _, ok := lm.reserve("e", "alice", true, t0.Add(10*time.Second)); !ok {
@@ -80,8 +80,8 @@ func TestLimiterBudgets(t *testing.T) {
 	}
 }
 
-// Issue 13: guessers from several addresses who keep a user's budget
-// empty do not lock the user out. After 72 wrong passwords from 6
+// Guessers from several addresses who keep a user's budget empty do
+// not lock the user out. After 72 wrong passwords from 6
 // addresses (the user's budget of 30 spent, and one guess every 6 s
 // keeping it empty), the right password is checked and accepted from a
 // fresh address and from one that logged in before from a guessing
@@ -149,7 +149,7 @@ func TestClientAddress(t *testing.T) {
 	}
 }
 
-// Issue 13 item 4: wrong Basic credentials are failed logins; past the
+// Wrong Basic credentials are failed logins; past the
 // address's budget they are answered 429 with Retry-After without a
 // check, while a password verified before still passes at once.
 func TestLoginBudgetOverHTTP(t *testing.T) {
@@ -224,7 +224,7 @@ func TestVerifiedCacheSlides(t *testing.T) {
 	}
 }
 
-// Issue 13 item 8: POST and PUT bodies must be JSON (CouchDB's 415
+// POST and PUT bodies must be JSON (CouchDB's 415
 // bad_content_type), except the login form; nothing is stored.
 func TestJSONOnlyWrites(t *testing.T) {
 	_, c := newTestServer(t, nil)
@@ -292,7 +292,7 @@ func TestRefusedBodyClosesConnection(t *testing.T) {
 	}
 }
 
-// Issue 13 item 8: the session cookie is SameSite=Lax; None (with
+// The session cookie is SameSite=Lax; None (with
 // Secure) only for a CORS origin other than the server's own, over TLS.
 func TestSessionCookieSameSite(t *testing.T) {
 	s, c := newTestServer(t, nil)
@@ -344,8 +344,8 @@ func TestSessionCookieSameSite(t *testing.T) {
 	}
 }
 
-// Issue 13, smaller finding: "an AuthSession cookie with added `==`
-// padding is still accepted". A session cookie has one spelling.
+// An AuthSession cookie with added `==` padding is refused: a session
+// cookie has one spelling.
 func TestSessionCookieOneSpelling(t *testing.T) {
 	_, c := newTestServer(t, nil)
 	c.must(http.StatusCreated, http.MethodPut, "/a", nil)
@@ -357,8 +357,8 @@ func TestSessionCookieOneSpelling(t *testing.T) {
 	}
 }
 
-// Issue 13, smaller findings: "since=abc leaks internal error text in
-// the reason; since=9223372036854775807 is echoed back as last_seq".
+// since=abc is refused without internal error text in the reason, and
+// since=9223372036854775807 is not echoed back as last_seq.
 func TestChangesSinceHostile(t *testing.T) {
 	_, c := newTestServer(t, nil)
 	c.must(http.StatusCreated, http.MethodPut, "/a", nil)
@@ -382,8 +382,8 @@ func TestChangesSinceHostile(t *testing.T) {
 	}
 }
 
-// Issue 13, smaller finding: "100k-deep JSON is refused with the
-// misleading reason 'invalid UTF-8 JSON'".
+// 100k-deep JSON is refused for its nesting, not with the misleading
+// reason "invalid UTF-8 JSON".
 func TestDeepJSONReason(t *testing.T) {
 	_, c := newTestServer(t, nil)
 	c.must(http.StatusCreated, http.MethodPut, "/a", nil)

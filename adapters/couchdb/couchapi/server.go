@@ -17,7 +17,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// CORS answers, as LiveSync provisions CouchDB (FORMAT.md §5.1).
+// CORS answers, as LiveSync provisions CouchDB (engine/FORMAT.md §5.1).
 const (
 	corsMethods       = "GET, PUT, POST, HEAD, DELETE"
 	corsHeaders       = "accept, authorization, content-type, origin, referer"

@@ -13,7 +13,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// Cases for input a hostile or broken client may send (issue 13): batches
+// Cases for input a hostile or broken client may send: batches
 // of local edits, the id and revision size limits, and long _revisions.
 
 // testPutBatch: PutBatch writes each edit as Put would, in order; a

@@ -680,7 +680,7 @@ func testChunks(t *testing.T, st store.Store) {
 		t.Fatalf("chunk doc = %v", d)
 	}
 	// A new chunk's revision is the plug-in's: "1-" + md5 of the UTF-8
-	// bytes of JSON.stringify({_id, data, type}) (FORMAT.md §1.4; the
+	// bytes of JSON.stringify({_id, data, type}) (engine/FORMAT.md §1.4; the
 	// values were computed with Node's crypto and coreutils md5sum).
 	for id, want := range map[string]string{
 		"h:a":  "1-e0465aef5f90592392fa563b1b68abe0", // {"_id":"h:a","data":"alpha","type":"leaf"}
