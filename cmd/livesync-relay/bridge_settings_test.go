@@ -2,24 +2,23 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
+	ebridge "github.com/livesync-go/livesync-go/engine/bridge"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
 // "the bucket's throttle key runs bucket and prefix together
 // (…,vaultcv/,…)": "the throttle key separates endpoint, bucket and
-// prefix" (issue 14 item 4).
+// prefix".
 func TestBucketThrottleKey(t *testing.T) {
 	for _, c := range []struct {
 		cfg  minio.Config
@@ -35,32 +34,8 @@ func TestBucketThrottleKey(t *testing.T) {
 	}
 }
 
-// "the retry schedule for an error state is the same backoff as for a
-// transport error, not a fixed 60 s" (issue 14 item 4).
-func TestRetryBackoffForPermanentErrors(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		for _, permanent := range []bool{false, true} {
-			d := minRetry
-			var waits []time.Duration
-			for range 8 {
-				start := time.Now()
-				if !retry(t.Context(), &d, permanent) {
-					t.Fatal("retry ended early")
-				}
-				waits = append(waits, time.Since(start))
-			}
-			want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}
-			for i := range want {
-				if waits[i] != want[i]*time.Second {
-					t.Fatalf("permanent %v: waits %v, want %v s", permanent, waits, want)
-				}
-			}
-		}
-	})
-}
-
 // "upstream errors name the upstream, the database or bucket, and the
-// fix" (issue 14 item 4): a missing database showed only
+// fix": a missing database showed only
 // "no_db_file: engine: not found".
 func TestExplainMissingUpstreamDatabase(t *testing.T) {
 	couch := upstreamSpec{name: "b", kind: kindCouchDB, couch: couchdb.Config{URL: "http://couch.example:5984/", Database: "vault-b"}}
@@ -74,38 +49,15 @@ func TestExplainMissingUpstreamDatabase(t *testing.T) {
 		}
 	}
 	check(explainUpstreamErr(couch, noDB), `database "vault-b"`, "http://couch.example:5984", "create it there", `upstream "b"`, "no_db_file")
-	check(explainUpstreamErr(couch, &engine.Error{Op: "check database", Stage: engine.StageProtocol, Err: errNoUpstreamDatabase}),
+	check(explainUpstreamErr(couch, &engine.Error{Op: "check database", Stage: engine.StageProtocol, Err: ebridge.ErrNoUpstreamDatabase}),
 		`database "vault-b"`, "create it there")
 	bucket := upstreamSpec{name: "c", kind: kindS3, s3: minio.Config{Endpoint: "s3.example:9000", Bucket: "vaults", Prefix: "cv/"}}
 	noBucket := &engine.Error{Op: "read sync parameters", Stage: engine.StageStorage, Err: fmt.Errorf("%w: %w", minio.ErrNoBucket, engine.ErrNotFound)}
 	check(explainUpstreamErr(bucket, noBucket), `bucket "vaults"`, "http://s3.example:9000", "create it there", `upstream "c"`)
 }
 
-// The mismatch error names the keys, both values and the fix, and is
-// permanent (state "error").
-func TestSettingsDifferError(t *testing.T) {
-	err := error(&settingsDifferError{db: "vault", where: `upstream "d"`, diffs: negotiate.TweakMismatch(
-		tweaks(t, true), tweaks(t, false).WithDefaults())})
-	for _, w := range []string{`upstream "d"`, `database "vault"`, "encrypt: vault true, upstream false", "overwrites neither"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("%q lacks %q", err, w)
-		}
-	}
-	if !errors.Is(err, errSettingsDiffer) || !permanent(err) {
-		t.Error("a settings difference is not a permanent errSettingsDiffer")
-	}
-}
-
-func tweaks(t *testing.T, encrypt bool) negotiate.TweakValues {
-	tv := negotiate.NewVaultTweaks()
-	if err := tv.Set("encrypt", encrypt); err != nil {
-		t.Fatal(err)
-	}
-	return tv
-}
-
 // "The relay's own database always answers with the vault's real
-// milestone" (issue 14 item 1), and encodes with it: a client writes the
+// milestone", and encodes with it: a client writes the
 // sync parameters before its milestone, so the codec built at the salt
 // assumed E2EE with obfuscated paths until a restart. The milestone's
 // PREFERRED now rebuilds it at once.

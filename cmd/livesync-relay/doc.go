@@ -53,8 +53,8 @@
 // another salt is re-encrypted, which needs the vault passphrase; a
 // bucket's packs hold the plaintext form, so the journal runs over a
 // view that encodes and decodes with the vault's codec, which needs the
-// passphrase too (or e2ee = false for an unencrypted vault). bridge.go
-// says how, in detail.
+// passphrase too (or e2ee = false for an unencrypted vault). The package
+// doc of engine/bridge says how, in detail.
 //
 // # What is served
 //

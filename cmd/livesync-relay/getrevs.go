@@ -11,19 +11,3 @@ import (
 func (v *vaultStore) GetRevs(ctx context.Context, id string, opts store.RevsOptions) ([]store.RevDocs, error) {
 	return v.cur.Load().GetRevs(ctx, id, opts)
 }
-
-// GetRevs reads several revisions of one document, decoded.
-func (c *codecView) GetRevs(ctx context.Context, id string, opts store.RevsOptions) ([]store.RevDocs, error) {
-	res, err := c.v.GetRevs(ctx, id, opts)
-	if err != nil {
-		return nil, err
-	}
-	for i := range res {
-		for k, d := range res[i].Docs {
-			if res[i].Docs[k], err = c.decode(d); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return res, nil
-}

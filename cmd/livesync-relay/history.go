@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 )
 
@@ -30,17 +28,4 @@ func (v *vaultStore) RevsLimit(ctx context.Context) (int, error) {
 func (v *vaultStore) SetRevsLimit(ctx context.Context, n int) error {
 	_, err := write(v, func(s *holdback.Store) (struct{}, error) { return struct{}{}, s.SetRevsLimit(ctx, n) })
 	return err
-}
-
-// Compact is not used by a journal: compaction is the database's own.
-func (c *codecView) Compact(context.Context) error {
-	return fmt.Errorf("the relay's journal view does not compact the database: %w", engine.ErrUnsupported)
-}
-
-// RevsLimit returns the database's revs limit.
-func (c *codecView) RevsLimit(ctx context.Context) (int, error) { return c.v.RevsLimit(ctx) }
-
-// SetRevsLimit is not used by a journal: the limit is the database's own.
-func (c *codecView) SetRevsLimit(context.Context, int) error {
-	return fmt.Errorf("the relay's journal view does not change the revs limit: %w", engine.ErrUnsupported)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/holdback"
@@ -13,9 +12,4 @@ import (
 // _bulk_docs request without new_edits=false), through the hold-back.
 func (v *vaultStore) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
 	return write(v, func(s *holdback.Store) ([]engine.BulkDocResult, error) { return s.PutBatch(ctx, docs) })
-}
-
-// PutBatch is not used by a journal: it only replicates.
-func (c *codecView) PutBatch(context.Context, []json.RawMessage) ([]engine.BulkDocResult, error) {
-	return nil, fmt.Errorf("the relay's journal view does not edit documents: %w", engine.ErrUnsupported)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
+	ebridge "github.com/livesync-go/livesync-go/engine/bridge"
 	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -168,7 +170,7 @@ func TestUpstreamCouchForwardsBothWays(t *testing.T) {
 
 	a := startConfigured(t, t.TempDir(), e2eeVault+couchUpstream("b", b.url, "sync", ""), map[string]string{"TEST_UPSTREAM_PW": testAdminPW})
 	u := a.waitUpstream("vault", "b", isLive)
-	if u.Boundary != boundaryForward || u.Kind != kindCouchDB || u.Location != b.url+"/vault" {
+	if u.Boundary != ebridge.BoundaryForward || u.Kind != kindCouchDB || u.Location != b.url+"/vault" {
 		t.Fatalf("upstream: %+v", u)
 	}
 	if got := a.salt(); !bytes.Equal(got, salt) {
@@ -217,7 +219,7 @@ func TestUpstreamCouchReencrypts(t *testing.T) {
 	a.setSalt(saltA)
 	a.stop()
 	a = startConfigured(t, dirA, e2eeVault+couchUpstream("b", b.url, "sync", ""), map[string]string{"TEST_UPSTREAM_PW": testAdminPW})
-	if u := a.waitUpstream("vault", "b", isLive); u.Boundary != boundaryReencrypt {
+	if u := a.waitUpstream("vault", "b", isLive); u.Boundary != ebridge.BoundaryReencrypt {
 		t.Fatalf("boundary %q", u.Boundary)
 	}
 	codecA, codecB := e2eeCodec(t, saltA), e2eeCodec(t, saltB)
@@ -526,7 +528,7 @@ func TestUpstreamBucketBridges(t *testing.T) {
 	bk := memBucketFor(t, "bridge")
 	a := startConfigured(t, t.TempDir(), e2eeVault+bucketUpstream("c", "bridge", "sync", ""), nil)
 	u := a.waitUpstream("vault", "c", isLive)
-	if u.Boundary != boundaryEncode || u.Kind != kindS3 {
+	if u.Boundary != ebridge.BoundaryEncode || u.Kind != kindS3 {
 		t.Fatalf("upstream: %+v", u)
 	}
 	salt := a.salt() // created by the relay for the upstreams to share
@@ -606,7 +608,7 @@ func TestUpstreamHuntSplitAcrossSources(t *testing.T) {
 	if got := a.readNote(codec, meta.ID()); got != text {
 		t.Fatal("the released note does not read")
 	}
-	by := map[string]sourceStatus{}
+	by := map[string]ebridge.SourceStatus{}
 	for _, u := range d.Upstreams {
 		by[u.Name] = u.Hunt
 	}
@@ -667,7 +669,7 @@ func TestUpstreamGetsTheSaltAClientWritesLater(t *testing.T) {
 		s, _ := paramsSalt(body)
 		return code == 200 && bytes.Equal(s, salt)
 	})
-	a.waitUpstream("vault", "b", func(u upstreamStatus) bool { return u.State == stateLive && u.Boundary == boundaryForward })
+	a.waitUpstream("vault", "b", func(u upstreamStatus) bool { return u.State == stateLive && u.Boundary == ebridge.BoundaryForward })
 }
 
 // TestUpstreamChunksOnline: a pull with chunks_online brings metadata
@@ -756,4 +758,18 @@ func TestUpstreamBucketPlainVaultRefusesEncryptedDocs(t *testing.T) {
 	if n := bk.packs(); n != 1 {
 		t.Fatalf("%d packs: encrypted documents were sent", n)
 	}
+}
+
+// paramsSalt returns the salt of a sync-parameters document, nil when it
+// has none.
+func paramsSalt(raw []byte) ([]byte, error) {
+	p, err := negotiate.ParseSyncParameters(raw)
+	if err != nil {
+		return nil, err
+	}
+	salt, err := p.Salt()
+	if errors.Is(err, negotiate.ErrNoSalt) {
+		return nil, nil
+	}
+	return salt, err
 }

@@ -1,9 +1,64 @@
-package main
+package bridge
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+)
+
+// "the retry schedule for an error state is the same backoff as for a
+// transport error, not a fixed 60 s".
+func TestBackoffForPermanentErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, permanent := range []bool{false, true} {
+			d := MinRetry
+			var waits []time.Duration
+			for range 8 {
+				start := time.Now()
+				if !backoff(t.Context(), &d) {
+					t.Fatal("retry ended early")
+				}
+				waits = append(waits, time.Since(start))
+			}
+			want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}
+			for i := range want {
+				if waits[i] != want[i]*time.Second {
+					t.Fatalf("permanent %v: waits %v, want %v s", permanent, waits, want)
+				}
+			}
+		}
+	})
+}
+
+// The mismatch error names the keys, both values and the fix, and is
+// permanent (state "error").
+func TestSettingsDifferError(t *testing.T) {
+	err := error(&settingsDifferError{db: "vault", where: `upstream "d"`, diffs: negotiate.TweakMismatch(
+		tweaks(t, true), tweaks(t, false).WithDefaults())})
+	for _, w := range []string{`upstream "d"`, `database "vault"`, "encrypt: vault true, upstream false", "overwrites neither"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q lacks %q", err, w)
+		}
+	}
+	if !errors.Is(err, errSettingsDiffer) || !permanent(err) {
+		t.Error("a settings difference is not a permanent errSettingsDiffer")
+	}
+}
+
+func tweaks(t *testing.T, encrypt bool) negotiate.TweakValues {
+	tv := negotiate.NewVaultTweaks()
+	if err := tv.Set("encrypt", encrypt); err != nil {
+		t.Fatal(err)
+	}
+	return tv
+}
 
 // TestResetReason: what counts as a reset of a CouchDB upstream
-// (upstream_identity.go).
+// .
 func TestResetReason(t *testing.T) {
 	mem := upstreamMemory{Marker: "m1", UpdateSeq: "120"}
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 )
 
-// upstreamStatus is one upstream in /status. Nothing in it is secret:
+// UpstreamStatus is one upstream in a status snapshot (the relay's
+// /status). Nothing in it is secret:
 // locations carry no credentials and error texts no passwords.
-type upstreamStatus struct {
+type UpstreamStatus struct {
 	Name         string `json:"name"`
 	Kind         string `json:"kind"`
 	Mode         string `json:"mode"`
@@ -42,7 +43,7 @@ type upstreamStatus struct {
 	// while either side is behind.
 	Lag int `json:"lag"`
 	// Resets counts the resets of the upstream the relay noticed (its
-	// database recreated, restored or wiped: see upstream_identity.go);
+	// database recreated, restored or wiped);
 	// each restarts replication from zero in both directions.
 	Resets          uint64     `json:"resets"`
 	LastReset       *time.Time `json:"last_reset"`
@@ -54,11 +55,11 @@ type upstreamStatus struct {
 	LastErrorAt     *time.Time `json:"last_error_at"`
 	LastSuccess     *time.Time `json:"last_success"`
 	// Hunt is the upstream's throttle key in the database's hunt.
-	Hunt sourceStatus `json:"hunt"`
+	Hunt SourceStatus `json:"hunt"`
 }
 
-// sourceStatus is one throttle key of a database's hunt.
-type sourceStatus struct {
+// SourceStatus is one throttle key of a database's hunt.
+type SourceStatus struct {
 	ThrottleKey string `json:"throttle_key"`
 	CanFetch    bool   `json:"can_fetch"`
 	Requests    uint64 `json:"requests"`
@@ -78,8 +79,8 @@ type sourceStatus struct {
 	MaxWaitSeconds float64 `json:"max_wait_seconds"`
 }
 
-// huntStatus is a database's hunt in /status.
-type huntStatus struct {
+// HuntStatus is a database's hunt in /status.
+type HuntStatus struct {
 	Documents int    `json:"documents"`
 	Hunting   int    `json:"hunting"`
 	Waiting   int    `json:"waiting"`
@@ -89,56 +90,56 @@ type huntStatus struct {
 	Hedges    uint64 `json:"hedges"`
 	MemoHits  uint64 `json:"memo_hits"`
 	// Limits are the per-source limits every throttle key obeys.
-	Limits huntLimits `json:"limits"`
+	Limits HuntLimits `json:"limits"`
 }
 
-type huntLimits struct {
+type HuntLimits struct {
 	MaxInFlight   int     `json:"max_in_flight"`
 	MaxPerWindow  int     `json:"max_per_window"`
 	WindowSeconds float64 `json:"window_seconds"`
 }
 
-// snapshot returns the bridge's upstreams and hunt for /status and the
+// Snapshot returns the bridge's upstreams and hunt for /status and the
 // metrics.
-func (b *bridge) snapshot() ([]upstreamStatus, huntStatus) {
+func (b *Bridge) Snapshot() ([]UpstreamStatus, HuntStatus) {
 	hs := b.hunt.Stats()
-	sources := map[string]sourceStatus{}
+	sources := map[string]SourceStatus{}
 	for _, ks := range b.keys {
 		st := hs.Sources[ks.key]
-		mf, mw := ks.meter()
-		sources[ks.key] = sourceStatus{
-			ThrottleKey: ks.key, CanFetch: ks.CanFetchDirect(),
+		ms := ks.meter.Stats()
+		sources[ks.key] = SourceStatus{
+			ThrottleKey: ks.key, CanFetch: ks.src.CanFetchDirect(),
 			Requests: st.Requests, Found: st.Found, Missing: st.Missing, Failed: st.Failed, Canceled: st.Canceled, Chunks: st.Chunks,
 			InFlight: st.InFlight, InWindow: st.InWindow, Queued: st.Queued,
-			MaxInFlight: mf, MaxInWindow: mw, MaxWaitSeconds: st.MaxWait.Seconds(),
+			MaxInFlight: ms.MaxInFlight, MaxInWindow: ms.MaxInWindow, MaxWaitSeconds: st.MaxWait.Seconds(),
 		}
 	}
-	ups := make([]upstreamStatus, 0, len(b.ups))
+	ups := make([]UpstreamStatus, 0, len(b.ups))
 	for _, u := range b.ups {
-		ups = append(ups, u.status(sources[u.key], u.pushLag(b.ctx)))
+		ups = append(ups, u.status(sources[u.spec.ThrottleKey], u.pushLag(b.ctx)))
 	}
-	return ups, huntStatus{
+	return ups, HuntStatus{
 		Documents: hs.Docs, Hunting: hs.Hunting, Waiting: hs.Waiting, InFlight: hs.InFlight,
 		Completed: hs.Completed, Removed: hs.Removed, Hedges: hs.Hedges, MemoHits: hs.MemoHits,
-		Limits: huntLimits{MaxInFlight: b.huntCfg.MaxInFlight, MaxPerWindow: b.huntCfg.MaxPerWindow, WindowSeconds: b.huntCfg.Window.Seconds()},
+		Limits: HuntLimits{MaxInFlight: b.huntCfg.MaxInFlight, MaxPerWindow: b.huntCfg.MaxPerWindow, WindowSeconds: b.huntCfg.Window.Seconds()},
 	}
 }
 
-func (u *upstream) status(src sourceStatus, pushLag int) upstreamStatus {
+func (u *upstream) status(src SourceStatus, pushLag int) UpstreamStatus {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	pullLag := u.pullPending
-	switch u.spec.mode {
-	case modePull:
+	switch u.spec.Mode {
+	case ModePull:
 		pushLag = 0
-	case modePush:
+	case ModePush:
 		pullLag = 0
-	case modeSource:
+	case ModeSource:
 		pushLag, pullLag = 0, 0
 	}
-	s := upstreamStatus{
-		Name: u.spec.name, Kind: u.spec.kind, Mode: u.spec.mode, Location: u.spec.location(),
-		ChunksOnline: u.spec.chunksOnline, DirectFetch: u.spec.directFetch,
+	s := UpstreamStatus{
+		Name: u.spec.Name, Kind: u.spec.Kind, Mode: u.spec.Mode, Location: u.spec.Location,
+		ChunksOnline: u.spec.ChunksOnline, DirectFetch: u.spec.DirectFetch,
 		State: u.state, Boundary: u.boundary, LastSeq: u.pullSeq, PushSeq: u.pushSeq,
 		LagPush: pushLag, LagPull: pullLag, Lag: lag(pullLag, pushLag),
 		Resets: u.resets, LastReset: timePtr(u.lastReset), LastResetReason: u.lastResetReason,
@@ -166,10 +167,10 @@ func (u *upstream) pushLag(ctx context.Context) int {
 	u.mu.Lock()
 	seq, pending, c := u.pushSeq, u.pushPending, u.lagCache
 	u.mu.Unlock()
-	if u.spec.mode == modePull || u.spec.mode == modeSource {
+	if u.spec.Mode == ModePull || u.spec.Mode == ModeSource {
 		return pending
 	}
-	if u.couch == nil {
+	if u.spec.Couch == nil {
 		// A bucket: the relay's changes after the journal's send
 		// position (its checkpoint's lastLocalSeq), not the pack key.
 		j := u.journal.Load()
@@ -207,7 +208,7 @@ func (u *upstream) refreshPullLag(updateSeq string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.upSeq = updateSeq
-	if u.pullExact || u.spec.mode == modePush || u.state != stateLive && u.state != stateCatchingUp {
+	if u.pullExact || u.spec.Mode == ModePush || u.state != StateLive && u.state != StateCatchingUp {
 		return // a server that answers pending: the batches' count is exact
 	}
 	if n := seqLag(u.pullSeq, updateSeq); n >= 0 {
@@ -215,11 +216,13 @@ func (u *upstream) refreshPullLag(updateSeq string) {
 	}
 }
 
-// up reports whether the upstream works now (for the up metric).
-func (u *upstream) up() bool {
+// Up reports whether the i-th upstream (in configuration order) works
+// now: live or catching up (for the up metric).
+func (b *Bridge) Up(i int) bool {
+	u := b.ups[i]
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.state == stateLive || u.state == stateCatchingUp
+	return u.state == StateLive || u.state == StateCatchingUp
 }
 
 // lag adds the known pending counts; -1 when neither is known.
@@ -238,14 +241,14 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-// sourceName names the hunt source with throttle key key for /status and
+// SourceName names the hunt source with throttle key key for /status and
 // the metrics: its upstreams' names, joined by "+" when several share it.
-func (b *bridge) sourceName(key string) string {
+func (b *Bridge) SourceName(key string) string {
 	for _, ks := range b.keys {
 		if ks.key == key {
 			names := make([]string, len(ks.members))
 			for i, u := range ks.members {
-				names[i] = u.spec.name
+				names[i] = u.spec.Name
 			}
 			return strings.Join(names, "+")
 		}

@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"context"
@@ -19,34 +19,10 @@ import (
 	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
-// An upstream's identity, and what the relay does when it changes
-// (issue 14 item 2).
-//
-// CouchDB's GET /db answers instance_start_time "0" on CouchDB 2+, and so
-// does express-pouchdb and the relay's own server: it cannot tell a
-// recreated database from the old one. The relay therefore writes a
-// marker of its own, a random id in _local/<markerID> on the upstream,
-// and remembers it in its own database (_local/<memoryID>) with the
-// upstream's update_seq and a fingerprint of its salt. On every
-// reconnect, and every identityCheckInterval while live, it rereads
-// them:
-//
-//   - the marker gone or different, or the database gone, or update_seq
-//     below the one remembered: the upstream was reset (recreated,
-//     restored, rebuilt). The relay writes a new marker, and because the
-//     marker is part of the upstream's replication id (RemoteID), both
-//     directions start again from zero: the old checkpoints, including
-//     one the relay may have written onto the new database before it
-//     noticed, are no longer read. Revisions make the second pass
-//     idempotent. The handshake gives the salt back when it is missing.
-//   - a salt other than the one remembered: the upstream was re-keyed
-//     (a client set the vault up again there). The relay refuses, before
-//     writing anything, with the fingerprints of both salts.
-
-// identityCheckInterval is how often a live CouchDB upstream's marker and
+// IdentityCheckInterval is how often a live CouchDB upstream's marker and
 // update_seq are reread (one GET of a _local document and one of the
 // database's info).
-var identityCheckInterval = 5 * time.Second
+var IdentityCheckInterval = 5 * time.Second
 
 // errUpstreamReset ends a session whose upstream was reset; the next
 // session starts at once and replicates everything again.
@@ -78,7 +54,7 @@ func (u *upstream) markerID() string {
 // memoryID is the _local id, in the relay's database, of what it
 // remembers of the upstream.
 func (u *upstream) memoryID() string {
-	return "livesync-relay-upstream-" + shortHash(u.spec.location())
+	return "livesync-relay-upstream-" + shortHash(u.spec.Location)
 }
 
 func shortHash(s string) string {
@@ -134,12 +110,12 @@ type couchIdentity struct {
 // and the salt. engine.ErrNotFound: the database does not exist.
 func (u *upstream) readCouchIdentity(ctx context.Context, withSalt bool) (couchIdentity, error) {
 	var id couchIdentity
-	info, err := u.couch.Info(ctx)
+	info, err := u.spec.Couch.Info(ctx)
 	if err != nil {
 		return id, err
 	}
 	id.updateSeq = info.UpdateSeq
-	raw, err := u.couch.GetLocal(ctx, u.markerID())
+	raw, err := u.spec.Couch.GetLocal(ctx, u.markerID())
 	switch {
 	case err == nil:
 		var m struct {
@@ -151,7 +127,7 @@ func (u *upstream) readCouchIdentity(ctx context.Context, withSalt bool) (couchI
 		return id, err
 	}
 	if withSalt {
-		if _, id.salt, err = upstreamSalt(ctx, u.couch); err != nil {
+		if _, id.salt, err = upstreamSalt(ctx, u.spec.Couch); err != nil {
 			return id, err
 		}
 	}
@@ -181,12 +157,12 @@ func (u *upstream) rekeyed(mem upstreamMemory, salt []byte) error {
 		return nil
 	}
 	_, relaySalt, _ := u.b.relaySalt(context.Background())
-	return &engine.Error{Op: "check vault salt", DocID: u.spec.location(), Stage: engine.StageProtocol,
+	return &engine.Error{Op: "check vault salt", DocID: u.spec.Location, Stage: engine.StageProtocol,
 		Err: fmt.Errorf("%w: upstream %q now holds salt %s, it held %s when the relay last bridged it, and the relay database %q holds %s; "+
 			"a client set the vault up again there. The relay writes nothing to it: to bridge it again, delete its database "+
 			"(the relay recreates nothing, so create it empty; the relay then gives it the vault's salt and every document), "+
 			"or set up the relay database again with the new salt",
-			errUpstreamRekeyed, u.spec.name, saltFingerprint(salt), mem.Salt, u.b.db, saltFingerprint(relaySalt))}
+			errUpstreamRekeyed, u.spec.Name, saltFingerprint(salt), mem.Salt, u.b.db, saltFingerprint(relaySalt))}
 }
 
 // seqHead is the numeric head of a sequence: the whole of an integer
@@ -261,11 +237,11 @@ func (u *upstream) settleCouchIdentity(ctx context.Context, mem upstreamMemory, 
 	if marker == "" || reason != "" {
 		marker = rand.Text()
 		raw, _ := json.Marshal(map[string]string{"marker": marker, "relay": u.b.uuid, "database": u.b.db})
-		if err := u.couch.PutLocal(ctx, u.markerID(), raw); err != nil {
+		if err := u.spec.Couch.PutLocal(ctx, u.markerID(), raw); err != nil {
 			return "", fmt.Errorf("writing the relay's marker on the upstream: %w", err)
 		}
 	}
-	_, salt, err := upstreamSalt(ctx, u.couch)
+	_, salt, err := upstreamSalt(ctx, u.spec.Couch)
 	if err != nil {
 		return "", err
 	}
@@ -282,11 +258,11 @@ func (u *upstream) settleCouchIdentity(ctx context.Context, mem upstreamMemory, 
 	}
 	u.mu.Lock()
 	u.upSeq = seq
-	if u.spec.mode != modePush {
+	if u.spec.Mode != ModePush {
 		u.pullPending = seqLag(u.pullSeq, seq) // an upper bound until the first batch
 	}
 	u.mu.Unlock()
-	return u.spec.location() + "#" + marker, nil
+	return u.spec.Location + "#" + marker, nil
 }
 
 // noteReset records a reset in the status: both directions start again.
@@ -301,7 +277,7 @@ func (u *upstream) noteReset(reason string) {
 }
 
 // identityGate guards a CouchDB upstream's session: every
-// identityCheckInterval, and before the first request after a failed one
+// IdentityCheckInterval, and before the first request after a failed one
 // (the replicator reconnecting: the upstream may have come back empty
 // within its backoff delay), it rereads the marker, update_seq and salt,
 // and ends the session with errUpstreamReset (or the re-key refusal)
@@ -342,7 +318,7 @@ func (g *identityGate) check(ctx context.Context) error {
 	u := g.u
 	id, err := u.readCouchIdentity(ctx, true)
 	if errors.Is(err, engine.ErrNotFound) {
-		err = fmt.Errorf("%w: its database %q is gone", errUpstreamReset, u.spec.couch.Database)
+		err = fmt.Errorf("%w: its database %q is gone", errUpstreamReset, u.spec.Database)
 		g.stop(err)
 		return err
 	}
@@ -376,9 +352,9 @@ func (g *identityGate) stop(err error) {
 	g.end(err)
 }
 
-// watch runs check every identityCheckInterval until ctx ends.
+// watch runs check every IdentityCheckInterval until ctx ends.
 func (g *identityGate) watch(ctx context.Context) {
-	t := time.NewTicker(identityCheckInterval)
+	t := time.NewTicker(IdentityCheckInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -393,7 +369,7 @@ func (g *identityGate) watch(ctx context.Context) {
 	}
 }
 
-// checkBucketEpoch rereads a bucket's sync parameters after every pass:
+// checkBucketEpoch rereads a bucket's sync parameters before every pass:
 // a new journal epoch (its salt object rewritten, as after a wipe) ends
 // the session with errUpstreamReset, and the next one opens the journal
 // with the new epoch, which tells a wipe (the last pack the relay sent
@@ -401,7 +377,7 @@ func (g *identityGate) watch(ctx context.Context) {
 // kept the packs. A bucket emptied of everything gets a new salt here,
 // as any first client would give it.
 func (u *upstream) checkBucketEpoch(ctx context.Context) error {
-	params, err := u.bucket.EnsureSyncParameters(ctx)
+	params, err := u.spec.Bucket.EnsureSyncParameters(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"context"
@@ -9,41 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
-
-// Vault settings travel with the vault (issue 14 item 1).
-//
-// A vault's settings live in its milestone (FORMAT.md §1.8): the
-// PREFERRED tweak values (encryption, path obfuscation, chunking…), the
-// lock (locked, cleaned, accepted_nodes), and per-node entries. A device
-// reads PREFERRED on first contact to know how the vault is encoded. The
-// bridge keeps the vault-wide parts the same on the relay database and on
-// every upstream (negotiate.Reconcile); the per-node entries stay each
-// remote's, since they describe the devices that connected to it.
-//
-//   - Where the truth comes from: the relay database's milestone once it
-//     has a PREFERRED set. A relay database without one adopts the
-//     milestone of the first upstream, in configuration order, that has
-//     a PREFERRED set (before any upstream replicates), as it adopts the
-//     first CouchDB upstream's salt.
-//   - When: at every connection of an upstream (before its salt is
-//     settled and before anything replicates), and whenever a client
-//     writes the relay database's milestone (the upstreams connected at
-//     that moment are reconciled at once).
-//   - Disagreement: an upstream whose PREFERRED differs from the vault's
-//     on a must-match key (negotiate.TweakMismatch) is not overwritten
-//     and does not replicate: its state is "error", with the keys and
-//     both values in last_error, retried with the usual backoff until
-//     someone makes them agree.
-//   - Sync parameters: the salt is settled by the handshakes
-//     (couchHandshake, openJournal) as before: a same-salt CouchDB
-//     upstream forwards documents unchanged, another salt or a bucket is
-//     re-encrypted at the boundary. The milestone is never encrypted and
-//     crosses unchanged.
 
 // errSettingsDiffer: an upstream's vault settings disagree with the
 // vault's (see settingsDifferError).
@@ -73,17 +42,9 @@ func (e *settingsDifferError) Error() string {
 
 func (e *settingsDifferError) Unwrap() error { return errSettingsDiffer }
 
-// milestoneBucket is what reconciliation needs of a bucket upstream;
-// *minio.Bucket implements it (in-memory test buckets may not, and are
-// then not reconciled).
-type milestoneBucket interface {
-	ReadMilestone(ctx context.Context) (*negotiate.Milestone, error)
-	UpdateMilestone(ctx context.Context, me string, now time.Time, fn func(m *negotiate.Milestone, found bool) (bool, error)) (*negotiate.Milestone, error)
-}
-
 // relayMilestone reads the relay database's milestone (nil when it has
 // none).
-func (b *bridge) relayMilestone(ctx context.Context) (*negotiate.Milestone, error) {
+func (b *Bridge) relayMilestone(ctx context.Context) (*negotiate.Milestone, error) {
 	raw, err := b.v.GetLocal(ctx, milestoneLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
@@ -101,23 +62,11 @@ func (b *bridge) relayMilestone(ctx context.Context) (*negotiate.Milestone, erro
 	return m, nil
 }
 
-// writeRelayMilestone stores m as the relay database's milestone, in the
-// form couchapi serves _local documents (its _rev "0-N" one above the
-// stored one, see writeRelayParams).
-func (b *bridge) writeRelayMilestone(ctx context.Context, m *negotiate.Milestone) error {
-	n := int64(0)
-	if raw, err := b.v.GetLocal(ctx, milestoneLocalID); err == nil {
-		var cur struct {
-			Rev string `json:"_rev"`
-		}
-		if json.Unmarshal(raw, &cur) == nil {
-			if rest, ok := strings.CutPrefix(cur.Rev, "0-"); ok {
-				n, _ = strconv.ParseInt(rest, 10, 64)
-			}
-		}
-	}
+// writeRelayMilestone stores m as the database's milestone (with
+// nextLocalRev).
+func (b *Bridge) writeRelayMilestone(ctx context.Context, m *negotiate.Milestone) error {
 	c := m.Clone()
-	c.ID, c.Rev = negotiate.MilestoneDocID, "0-"+strconv.FormatInt(n+1, 10)
+	c.ID, c.Rev = negotiate.MilestoneDocID, b.nextLocalRev(ctx, milestoneLocalID)
 	if c.Type == "" {
 		c.Type = negotiate.TypeMilestoneInfo
 	}
@@ -129,7 +78,7 @@ func (b *bridge) writeRelayMilestone(ctx context.Context, m *negotiate.Milestone
 }
 
 // couchMilestone reads a CouchDB upstream's milestone (nil when absent).
-func couchMilestone(ctx context.Context, db *couchdb.DB) (*negotiate.Milestone, error) {
+func couchMilestone(ctx context.Context, db CouchDB) (*negotiate.Milestone, error) {
 	raw, err := db.GetLocal(ctx, milestoneLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
@@ -147,11 +96,11 @@ func couchMilestone(ctx context.Context, db *couchdb.DB) (*negotiate.Milestone, 
 // readUpstreamMilestone reads an upstream's milestone; ok is false for a
 // bucket that cannot hold one (an in-memory test bucket).
 func (u *upstream) readUpstreamMilestone(ctx context.Context) (m *negotiate.Milestone, ok bool, err error) {
-	if u.couch != nil {
-		m, err = couchMilestone(ctx, u.couch)
+	if u.spec.Couch != nil {
+		m, err = couchMilestone(ctx, u.spec.Couch)
 		return m, true, err
 	}
-	mb, ok := u.bucket.(milestoneBucket)
+	mb, ok := u.spec.Bucket.(MilestoneBucket)
 	if !ok {
 		return nil, false, nil
 	}
@@ -163,7 +112,7 @@ func (u *upstream) readUpstreamMilestone(ctx context.Context) (m *negotiate.Mile
 // vault settings of the first upstream (in configuration order) whose
 // milestone has one. Failures are logged; each upstream's handshake
 // reconciles again.
-func (b *bridge) adoptFirstSettings(ctx context.Context) {
+func (b *Bridge) adoptFirstSettings(ctx context.Context) {
 	rm, err := b.relayMilestone(ctx)
 	if err != nil || negotiate.VaultOf(rm).HasPreferred {
 		return
@@ -179,9 +128,9 @@ func (b *bridge) adoptFirstSettings(ctx context.Context) {
 		err = u.reconcileSettings(cctx)
 		cancel()
 		if err != nil {
-			b.log.Warn("adopting an upstream's vault settings failed", "upstream", u.spec.name, "err", err)
+			b.log.Warn("adopting an upstream's vault settings failed", "upstream", u.spec.Name, "err", err)
 		} else {
-			b.log.Info("the database had no vault settings: adopted the upstream's milestone", "upstream", u.spec.name)
+			b.log.Info("the database had no vault settings: adopted the upstream's milestone", "upstream", u.spec.Name)
 		}
 		return
 	}
@@ -206,7 +155,7 @@ func (u *upstream) reconcileSettings(ctx context.Context) error {
 	vault, remote := negotiate.VaultOf(rm), negotiate.VaultOf(um)
 	res := negotiate.Reconcile(vault, remote, u.settingsBase)
 	if len(res.Diffs) > 0 {
-		return &settingsDifferError{db: b.db, where: "upstream " + strconv.Quote(u.spec.name) + " (" + u.spec.location() + ")", diffs: res.Diffs}
+		return engine.Permanent(&settingsDifferError{db: b.db, where: "upstream " + strconv.Quote(u.spec.Name) + " (" + u.spec.Location + ")", diffs: res.Diffs})
 	}
 	if !res.Vault.Equal(vault) {
 		var ranges map[string]negotiate.ChunkRange
@@ -242,7 +191,7 @@ func (u *upstream) reconcileSettings(ctx context.Context) error {
 // plugin writes it; a conditional update on a bucket, which rereads and
 // refuses a PREFERRED that changed meanwhile.
 func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Milestone, v negotiate.VaultSettings, ranges map[string]negotiate.ChunkRange) error {
-	if u.couch != nil {
+	if u.spec.Couch != nil {
 		m := um
 		if m == nil {
 			m = &negotiate.Milestone{ID: negotiate.MilestoneDocID, Type: negotiate.TypeMilestoneInfo, Created: time.Now().UnixMilli()}
@@ -252,9 +201,9 @@ func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Mile
 		if err != nil {
 			return err
 		}
-		return u.couch.PutLocal(ctx, milestoneLocalID, withoutMeta(raw))
+		return u.spec.Couch.PutLocal(ctx, milestoneLocalID, withoutMeta(raw))
 	}
-	mb := u.bucket.(milestoneBucket)
+	mb := u.spec.Bucket.(MilestoneBucket)
 	_, err := mb.UpdateMilestone(ctx, "", time.Now(), func(m *negotiate.Milestone, found bool) (bool, error) {
 		cur := negotiate.VaultOf(m)
 		if !found {
@@ -262,7 +211,7 @@ func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Mile
 		}
 		if cur.HasPreferred && v.HasPreferred {
 			if d := negotiate.TweakMismatch(v.Preferred, cur.Preferred.WithDefaults()); len(d) > 0 {
-				return false, &settingsDifferError{db: u.b.db, where: "upstream " + strconv.Quote(u.spec.name), diffs: d}
+				return false, &settingsDifferError{db: u.b.db, where: "upstream " + strconv.Quote(u.spec.Name), diffs: d}
 			}
 		}
 		return m.SetVault(v, ranges) || !found, nil
@@ -270,10 +219,10 @@ func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Mile
 	return err
 }
 
-// settingsChanged is called after a client wrote the relay database's
+// SettingsChanged is called after a client wrote the database's
 // milestone: the connected upstreams are reconciled soon after (by
 // reconcileLoop).
-func (b *bridge) settingsChanged() {
+func (b *Bridge) SettingsChanged() {
 	select {
 	case b.settingsWake <- struct{}{}:
 	default:
@@ -284,11 +233,11 @@ func (b *bridge) settingsChanged() {
 // database's milestone was written, until ctx ends. An upstream that now
 // disagrees has its session ended, so that its next handshake reports
 // the difference. When the milestone changed the vault codec's settings
-// (vaultStore.rekey), every session ends: they encode and re-encrypt
+// (the database rebuilt it), every session ends: they encode and re-encrypt
 // with the codec they started with.
-func (b *bridge) reconcileLoop(ctx context.Context) {
+func (b *Bridge) reconcileLoop(ctx context.Context) {
 	codecSettings := func() livesync.Settings {
-		if c, _ := b.v.currentCodec(); c != nil {
+		if c, _ := b.v.Codec(); c != nil {
 			return c.Settings()
 		}
 		return livesync.Settings{}
@@ -308,7 +257,7 @@ func (b *bridge) reconcileLoop(ctx context.Context) {
 			}
 		}
 		for _, u := range b.ups {
-			if u.source() == nil {
+			if u.chunks.Load() == nil {
 				continue // not connected: its handshake reconciles
 			}
 			cctx, cancel := context.WithTimeout(ctx, saltStepTimeout)
@@ -323,14 +272,4 @@ func (b *bridge) reconcileLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// endSession ends the upstream's current session; its runner connects
-// again at once.
-func (u *upstream) endSession() {
-	u.sessMu.Lock()
-	if u.sessCancel != nil {
-		u.sessCancel()
-	}
-	u.sessMu.Unlock()
 }
