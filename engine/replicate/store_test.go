@@ -45,26 +45,7 @@ func testReadChunksOnline(t *testing.T) {
 		"notes/b.md":   "# B\n\nsecond note, a bit longer than the first one\n",
 		"Daily/ü 1.md": "ünïcödé\n",
 	}
-	for path, content := range files {
-		meta, chunks, err := codec.FileDocs(path, []byte(content), 1, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var docs []json.RawMessage
-		for _, c := range chunks {
-			d := livesync.ChunkDoc(c)
-			d["_rev"] = json.RawMessage(`"1-aaaa"`)
-			b, _ := d.MarshalJSON()
-			docs = append(docs, b)
-		}
-		m := meta.Doc()
-		m["_rev"] = json.RawMessage(`"1-bbbb"`)
-		b, _ := m.MarshalJSON()
-		docs = append(docs, b)
-		if _, err := remote.BulkDocs(ctx, docs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, remote, codec, files)
 
 	local, err := store.NewMemory(store.Options{Name: "local"})
 	if err != nil {
@@ -75,29 +56,7 @@ func testReadChunksOnline(t *testing.T) {
 	p, err := purgatory.New(purgatory.Config{}, purgatory.Deps{
 		Local: local,
 		Release: func(ctx context.Context, doc, rev string) error {
-			raw, err := local.Get(ctx, doc, store.GetOptions{Rev: rev})
-			if err != nil {
-				return err
-			}
-			d, err := livesync.ParseDoc(raw)
-			if err != nil {
-				return err
-			}
-			m, err := livesync.ParseMeta(d)
-			if err != nil {
-				return err
-			}
-			data, err := livesync.ReadFile(m, func(id string) (string, error) {
-				got, err := local.GetChunks(ctx, []engine.ChunkID{id})
-				if err != nil {
-					return "", err
-				}
-				c, ok := got[id]
-				if !ok {
-					return "", engine.ErrNotFound
-				}
-				return c.Data, nil
-			})
+			m, data, err := readFile(ctx, local, doc, rev)
 			if err != nil {
 				return err
 			}
@@ -145,4 +104,59 @@ func testReadChunksOnline(t *testing.T) {
 	if len(releasedDocs) != len(files) {
 		t.Errorf("released %v, want every file", releasedDocs)
 	}
+}
+
+// writeFiles writes files (path -> content) to remote as the plugin
+// would: each file's chunks, then its metadata.
+func writeFiles(t *testing.T, remote engine.Endpoint, codec *livesync.Codec, files map[string]string) {
+	t.Helper()
+	for path, content := range files {
+		meta, chunks, err := codec.FileDocs(path, []byte(content), 1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []json.RawMessage
+		for _, c := range chunks {
+			d := livesync.ChunkDoc(c)
+			d["_rev"] = json.RawMessage(`"1-aaaa"`)
+			b, _ := d.MarshalJSON()
+			docs = append(docs, b)
+		}
+		m := meta.Doc()
+		m["_rev"] = json.RawMessage(`"1-bbbb"`)
+		b, _ := m.MarshalJSON()
+		docs = append(docs, b)
+		if _, err := remote.BulkDocs(context.Background(), docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readFile reads revision rev of metadata document doc from st and the
+// file it describes.
+func readFile(ctx context.Context, st store.Store, doc, rev string) (livesync.Meta, []byte, error) {
+	raw, err := st.Get(ctx, doc, store.GetOptions{Rev: rev})
+	if err != nil {
+		return livesync.Meta{}, nil, err
+	}
+	d, err := livesync.ParseDoc(raw)
+	if err != nil {
+		return livesync.Meta{}, nil, err
+	}
+	m, err := livesync.ParseMeta(d)
+	if err != nil {
+		return livesync.Meta{}, nil, err
+	}
+	data, err := livesync.ReadFile(m, func(id string) (string, error) {
+		got, err := st.GetChunks(ctx, []engine.ChunkID{id})
+		if err != nil {
+			return "", err
+		}
+		c, ok := got[id]
+		if !ok {
+			return "", engine.ErrNotFound
+		}
+		return c.Data, nil
+	})
+	return m, data, err
 }
