@@ -79,7 +79,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 	}
 
 	t.Run("healthy", func(t *testing.T) {
-		db := loadVaultDump(t, e2ee.vaultDump)
+		db := loadVaultDump(t, couchServer, e2ee.vaultDump)
 		before := remoteState(db)
 		r, rep := doctor(t, map[string]string{"LIVESYNC_PASSPHRASE": vpass}, c.url(db.Name()), "--store", filepath.Join(t.TempDir(), "none.db"))
 		if r.code != 0 || !rep.OK {
@@ -109,7 +109,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 	})
 
 	t.Run("wrong password", func(t *testing.T) {
-		db := freshDB(t, nil)
+		db := freshDB(t, couchServer, nil)
 		r, rep := doctor(t, map[string]string{"LIVESYNC_PASSWORD": "wrong"}, c.url(db.Name()))
 		expect(t, r, rep, 5, "login", "problem", `"admin" is refused`, "password")
 	})
@@ -120,7 +120,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 	})
 
 	t.Run("wrong passphrase", func(t *testing.T) {
-		db := loadVaultDump(t, e2ee.vaultDump)
+		db := loadVaultDump(t, couchServer, e2ee.vaultDump)
 		r, rep := doctor(t, map[string]string{"LIVESYNC_PASSPHRASE": "not it"}, c.url(db.Name()))
 		expect(t, r, rep, 6, "passphrase", "problem", "passphrase is wrong")
 		if rep.finding("chunks", "skipped") == "" {
@@ -129,7 +129,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 	})
 
 	t.Run("salt reset", func(t *testing.T) {
-		db := loadVaultDump(t, e2ee.vaultDump)
+		db := loadVaultDump(t, couchServer, e2ee.vaultDump)
 		store := filepath.Join(t.TempDir(), "s.db")
 		env := map[string]string{"LIVESYNC_PASSPHRASE": vpass}
 		c.ok(t, work, env, "pull", c.url(db.Name()), "--store", store, "--quiet")
@@ -144,7 +144,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 	})
 
 	t.Run("settings mismatch", func(t *testing.T) {
-		db := loadVaultDump(t, e2ee.vaultDump)
+		db := loadVaultDump(t, couchServer, e2ee.vaultDump)
 		store := filepath.Join(t.TempDir(), "s.db")
 		c.ok(t, work, nil, "put", "x.md", "-", "--store", store) // a plain vault
 		r, rep := doctor(t, map[string]string{"LIVESYNC_PASSPHRASE": vpass}, c.url(db.Name()), "--store", store)
@@ -157,7 +157,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 			name, word = "cleaned", "cleaned up by another device"
 		}
 		t.Run(name, func(t *testing.T) {
-			db := freshDB(t, nil)
+			db := freshDB(t, couchServer, nil)
 			if _, _, err := db.Handshake(ctxT(t), couchdb.HandshakeOptions{NodeID: "owner"}); err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func testCLIDoctor(t *testing.T, c *cliRunner) {
 	}
 
 	t.Run("missing chunks", func(t *testing.T) {
-		db := loadVaultDump(t, plain.vaultDump)
+		db := loadVaultDump(t, couchServer, plain.vaultDump)
 		// Delete the chunks of notes/large.md and tiny.md on the server.
 		ctx := ctxT(t)
 		page, err := db.Changes(ctx, engine.ChangesRequest{})

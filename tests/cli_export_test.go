@@ -17,7 +17,7 @@ func testCLIExportVaultDumps(t *testing.T, c *cliRunner) {
 	}{{"plain", ""}, {"e2ee", "vector-passphrase"}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			v := readVectorVault(t, tc.kind)
-			db := loadVaultDump(t, v.vaultDump)
+			db := loadVaultDump(t, couchServer, v.vaultDump)
 			env := map[string]string{}
 			if tc.passphrase != "" {
 				env["LIVESYNC_PASSPHRASE"] = tc.passphrase

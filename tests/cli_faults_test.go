@@ -20,11 +20,11 @@ func testCLIFaults(t *testing.T, c *cliRunner) {
 	work := t.TempDir()
 	// An encrypted vault on the server, written by the CLI.
 	vault := dbName(t)
-	t.Cleanup(func() { _ = openDB(t, vault, false, nil).Destroy(ctxT(t)) })
+	t.Cleanup(func() { _ = openDB(t, couchServer, vault, false, nil).Destroy(ctxT(t)) })
 	good := map[string]string{"LIVESYNC_PASSPHRASE": pass}
 	c.ok(t, work, good, "put", "a.md", "-", "--store", filepath.Join(work, "owner.db"), "--encrypt", "--obfuscate-paths")
 	c.ok(t, work, good, "push", c.url(vault), "--store", filepath.Join(work, "owner.db"), "--quiet")
-	vdb := openDB(t, vault, false, nil)
+	vdb := openDB(t, couchServer, vault, false, nil)
 	docCount := func() int64 {
 		info, err := vdb.Info(ctxT(t))
 		if err != nil {
@@ -43,7 +43,7 @@ func testCLIFaults(t *testing.T, c *cliRunner) {
 	// as upstream's markRemoteLocked writes it).
 	plainStore := filepath.Join(work, "plain.db")
 	c.ok(t, work, nil, "put", "p.md", "-", "--store", plainStore)
-	locked := freshDB(t, nil)
+	locked := freshDB(t, couchServer, nil)
 	ownerStore := filepath.Join(work, "locked-owner.db")
 	c.ok(t, work, nil, "put", "o.md", "-", "--store", ownerStore)
 	c.ok(t, work, nil, "push", c.url(locked.Name()), "--store", ownerStore, "--quiet")
@@ -121,7 +121,7 @@ func testCLIDiskFull(t *testing.T, c *cliRunner) {
 		t.Skip("no unshare(1): cannot make a tiny filesystem")
 	}
 	v := readVectorVault(t, "e2ee")
-	db := loadVaultDump(t, v.vaultDump)
+	db := loadVaultDump(t, couchServer, v.vaultDump)
 	work := t.TempDir()
 	tiny := filepath.Join(work, "tiny")
 	saved := filepath.Join(work, "saved.db")
@@ -152,7 +152,7 @@ cp "$1/store.db" "$4"; exit $code`
 // --json prints one object on stdout.
 func testCLIOutput(t *testing.T, c *cliRunner) {
 	v := readVectorVault(t, "plain")
-	db := loadVaultDump(t, v.vaultDump)
+	db := loadVaultDump(t, couchServer, v.vaultDump)
 	work := t.TempDir()
 	r := c.ok(t, work, nil, "pull", c.url(db.Name()), "--store", filepath.Join(work, "a.db"))
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")

@@ -29,7 +29,7 @@ var hostilePaths = []string{
 // then chunks and metadata, new_edits=false), and returns the database.
 func loadHostileVault(t *testing.T) *couchdb.DB {
 	t.Helper()
-	db := freshDB(t, nil)
+	db := freshDB(t, couchServer, nil)
 	ctx := ctxT(t)
 	settings := livesync.Settings{}
 	salt, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "hostile", Settings: settings.TweakValues(), CreateIfMissing: true})

@@ -114,7 +114,7 @@ func deleteDocs(t *testing.T, c *cliRunner, db *couchdb.DB, ids map[string]bool)
 // remote only warns), except the chunks no remote has, which it names.
 func testCLIHuntFromCouch(t *testing.T, c *cliRunner) {
 	v := readVectorVault(t, "plain")
-	db := loadVaultDump(t, v.vaultDump)
+	db := loadVaultDump(t, couchServer, v.vaultDump)
 	inputs := dumpInputs(t, v.vaultDump)
 	_, metas := decodeDocs(t, dbDocs(t, db), remoteCodec(t, db, ""))
 	// tiny.md's chunks are on no remote.
@@ -204,7 +204,7 @@ func testCLIHuntSplit(t *testing.T, c *cliRunner) {
 	env := s3CLIEnv(e, pass)
 	work := t.TempDir()
 	name := dbName(t)
-	db := openDB(t, name, false, nil)
+	db := openDB(t, couchServer, name, false, nil)
 	t.Cleanup(func() { _ = db.Destroy(ctxT(t)) })
 	c.ok(t, work, env, "import", src, c.url(name), "--encrypt", "--quiet")
 	_, metas := decodeDocs(t, dbDocs(t, db), remoteCodec(t, db, pass))

@@ -48,7 +48,7 @@ func testCLIImportPouchDB(t *testing.T, c *cliRunner) {
 				env["LIVESYNC_PASSPHRASE"] = tc.passphrase
 			}
 			name := dbName(t)
-			db := openDB(t, name, false, nil)
+			db := openDB(t, couchServer, name, false, nil)
 			t.Cleanup(func() { _ = db.Destroy(ctxT(t)) })
 			rec := startBulkRecorder(t, c)
 			args := append([]string{"import", src, rec.url(name), "--quiet"}, tc.flags...)
@@ -60,7 +60,7 @@ func testCLIImportPouchDB(t *testing.T, c *cliRunner) {
 
 			// A real PouchDB 9 client replicates it; the engine decodes
 			// the copy back to the inputs.
-			copyDocs := pouchReplicate(t, name)
+			copyDocs := pouchReplicate(t, couchServer, name)
 			codec := remoteCodec(t, db, tc.passphrase)
 			got, metas := decodeDocs(t, copyDocs, codec)
 			sameFiles(t, got, want)

@@ -436,7 +436,7 @@ func TestCLIDoctorAdvice(t *testing.T) {
 	// A database that does not exist: the advised push creates it.
 	name := dbName(t)
 	missing := c.url(name)
-	mdb := openDB(t, name, false, nil)
+	mdb := openDB(t, couchServer, name, false, nil)
 	t.Cleanup(func() { _ = mdb.Destroy(context.Background()) })
 	advice := doctorFinding(t, c, work, env, "database", missing, "--store", store)
 	if len(advice) != 1 || advice[0][0] != "push" {
@@ -448,7 +448,7 @@ func TestCLIDoctorAdvice(t *testing.T) {
 	// A remote whose preferred settings differ (a plain vault) from the
 	// replica's (end-to-end encrypted): a fresh replica adopts the
 	// remote's; a rebuild imposes the replica's.
-	plain := loadVaultDump(t, readVectorVault(t, "plain").vaultDump)
+	plain := loadVaultDump(t, couchServer, readVectorVault(t, "plain").vaultDump)
 	advice = doctorFinding(t, c, work, env, "settings", c.url(plain.Name()), "--store", store)
 	if len(advice) != 2 || advice[0][0] != "pull" || !slices.Contains(advice[1], "--rebuild") {
 		t.Fatalf("advice for different settings: %q", advice)

@@ -30,7 +30,7 @@ func TestCLIPushRebuild(t *testing.T) {
 		e := couchServer(t)
 		c := &cliRunner{bin: bin, home: t.TempDir(), couch: e}
 		work := t.TempDir()
-		db := loadVaultDump(t, v.vaultDump)
+		db := loadVaultDump(t, couchServer, v.vaultDump)
 		url := c.url(db.Name())
 		env := map[string]string{"LIVESYNC_PASSPHRASE": pass}
 

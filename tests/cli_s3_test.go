@@ -168,7 +168,7 @@ func testCLIS3JournalVectors(t *testing.T, c *cliRunner) {
 // through the same replica (sync both ways).
 func testCLIS3CouchToBucket(t *testing.T, c *cliRunner) {
 	v := readVectorVault(t, "e2ee")
-	db := loadVaultDump(t, v.vaultDump)
+	db := loadVaultDump(t, couchServer, v.vaultDump)
 	inputs := dumpInputs(t, v.vaultDump)
 	b, e := freshBucket(t)
 	env := s3CLIEnv(e, "vector-passphrase")

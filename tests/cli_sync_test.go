@@ -29,7 +29,7 @@ func testCLISyncRoundTrip(t *testing.T, c *cliRunner) {
 	storeA, storeB, storeC := filepath.Join(work, "a.db"), filepath.Join(work, "b.db"), filepath.Join(work, "c.db")
 	db1, db2 := dbName(t), dbName(t)
 	for _, name := range []string{db1, db2} {
-		db := openDB(t, name, false, nil)
+		db := openDB(t, couchServer, name, false, nil)
 		t.Cleanup(func() { _ = db.Destroy(ctxT(t)) })
 	}
 
@@ -47,10 +47,10 @@ func testCLISyncRoundTrip(t *testing.T, c *cliRunner) {
 		}
 	}
 	// The two databases hold the vault under different salts.
-	s1 := remoteCodec(t, openDB(t, db1, false, nil), pass)
-	s2 := remoteCodec(t, openDB(t, db2, false, nil), pass)
-	f1, _ := decodeDocs(t, dbDocs(t, openDB(t, db1, false, nil)), s1)
-	f2, _ := decodeDocs(t, dbDocs(t, openDB(t, db2, false, nil)), s2)
+	s1 := remoteCodec(t, openDB(t, couchServer, db1, false, nil), pass)
+	s2 := remoteCodec(t, openDB(t, couchServer, db2, false, nil), pass)
+	f1, _ := decodeDocs(t, dbDocs(t, openDB(t, couchServer, db1, false, nil)), s1)
+	f2, _ := decodeDocs(t, dbDocs(t, openDB(t, couchServer, db2, false, nil)), s2)
 	sameFiles(t, f1, inputs)
 	sameFiles(t, f2, inputs)
 
@@ -102,7 +102,7 @@ func testCLISyncRoundTrip(t *testing.T, c *cliRunner) {
 // engine/fetch and keeps them, and status counts what is still held.
 func testCLIMetadataOnly(t *testing.T, c *cliRunner) {
 	v := readVectorVault(t, "plain")
-	db := loadVaultDump(t, v.vaultDump)
+	db := loadVaultDump(t, couchServer, v.vaultDump)
 	inputs := dumpInputs(t, v.vaultDump)
 	work := t.TempDir()
 	store := filepath.Join(work, "s.db")
@@ -137,8 +137,8 @@ func testCLIMetadataOnly(t *testing.T, c *cliRunner) {
 // reconnecting after the server goes away and comes back; Ctrl-C ends it
 // with exit 0 and the pulled files are in the replica.
 func testCLIWatch(t *testing.T, c *cliRunner) {
-	db := freshDB(t, nil)
-	proxy := startProxy(t)
+	db := freshDB(t, couchServer, nil)
+	proxy := startProxy(t, couchServer)
 	work := t.TempDir()
 	watchStore, writerStore := filepath.Join(work, "w.db"), filepath.Join(work, "x.db")
 	viaProxy := strings.Replace(proxy.URL(), "://", "://"+c.couch.user+"@", 1) + "/" + db.Name()
@@ -239,7 +239,7 @@ func testCLIConfigFile(t *testing.T, c *cliRunner) {
 	os.WriteFile(filepath.Join(dir, "pw"), []byte(c.couch.password+"\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "pass"), []byte(pass+"\n"), 0o600)
 	name := dbName(t)
-	t.Cleanup(func() { _ = openDB(t, name, false, nil).Destroy(ctxT(t)) })
+	t.Cleanup(func() { _ = openDB(t, couchServer, name, false, nil).Destroy(ctxT(t)) })
 	cfg := fmt.Sprintf(`store = "replica/store.db"
 default_remote = "home"
 device_name = "cli-test"
@@ -269,12 +269,12 @@ obfuscate_paths = true
 		t.Errorf("cat: %q", got)
 	}
 	// The vault is encrypted as the configuration says.
-	codec := remoteCodec(t, openDB(t, name, false, nil), pass)
+	codec := remoteCodec(t, openDB(t, couchServer, name, false, nil), pass)
 	if !codec.Settings().Encrypt || !codec.Settings().PathObfuscation {
 		t.Errorf("settings on the server: %+v", codec.Settings())
 	}
 	// The milestone names the device as configured.
-	raw, _ := openDB(t, name, false, nil).GetLocal(ctxT(t), "obsydian_livesync_milestone")
+	raw, _ := openDB(t, couchServer, name, false, nil).GetLocal(ctxT(t), "obsydian_livesync_milestone")
 	if !strings.Contains(string(raw), `"device_name":"cli-test"`) {
 		t.Errorf("milestone: %s", raw)
 	}

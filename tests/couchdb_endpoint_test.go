@@ -39,8 +39,10 @@ func seed(t *testing.T, db *couchdb.DB) {
 	}
 }
 
-func TestCouchDBInfoAndChangesPaging(t *testing.T) {
-	db := freshDB(t, nil)
+func TestCouchDBInfoAndChangesPaging(t *testing.T) { testCouchDBInfoAndChangesPaging(t, couchServer) }
+
+func testCouchDBInfoAndChangesPaging(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	seed(t, db)
 	info, err := db.Info(ctx)
@@ -81,8 +83,10 @@ func TestCouchDBInfoAndChangesPaging(t *testing.T) {
 	}
 }
 
-func TestCouchDBChangesSelector(t *testing.T) {
-	db := freshDB(t, nil)
+func TestCouchDBChangesSelector(t *testing.T) { testCouchDBChangesSelector(t, couchServer) }
+
+func testCouchDBChangesSelector(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	seed(t, db)
 	page, err := db.Changes(ctx, engine.ChangesRequest{Selector: raw(`{"type":{"$ne":"leaf"}}`)})
@@ -103,8 +107,10 @@ func TestCouchDBChangesSelector(t *testing.T) {
 	}
 }
 
-func TestCouchDBChangesWait(t *testing.T) {
-	db := freshDB(t, nil)
+func TestCouchDBChangesWait(t *testing.T) { testCouchDBChangesWait(t, couchServer) }
+
+func testCouchDBChangesWait(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	seed(t, db)
 	info, _ := db.Info(ctx)
@@ -131,10 +137,12 @@ func TestCouchDBChangesWait(t *testing.T) {
 	}
 }
 
-func TestCouchDBRevsDiffAndBulkGet(t *testing.T) {
+func TestCouchDBRevsDiffAndBulkGet(t *testing.T) { testCouchDBRevsDiffAndBulkGet(t, couchServer) }
+
+func testCouchDBRevsDiffAndBulkGet(t *testing.T, srv couchFactory) {
 	for _, noBulkGet := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoBulkGet=%v", noBulkGet), func(t *testing.T) {
-			db := freshDB(t, func(c *couchdb.Config) { c.NoBulkGet = noBulkGet })
+			db := freshDB(t, srv, func(c *couchdb.Config) { c.NoBulkGet = noBulkGet })
 			ctx := ctxT(t)
 			seed(t, db)
 			diff, err := db.RevsDiff(ctx, map[string][]string{
@@ -188,8 +196,10 @@ func TestCouchDBRevsDiffAndBulkGet(t *testing.T) {
 	}
 }
 
-func TestCouchDBLocalDocs(t *testing.T) {
-	db := freshDB(t, nil)
+func TestCouchDBLocalDocs(t *testing.T) { testCouchDBLocalDocs(t, couchServer) }
+
+func testCouchDBLocalDocs(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	if _, err := db.GetLocal(ctx, "checkpoint"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("absent _local: %v, want ErrNotFound", err)
@@ -221,29 +231,35 @@ func TestCouchDBLocalDocs(t *testing.T) {
 	}
 }
 
-func TestCouchDBMissingDatabase(t *testing.T) {
-	db := openDB(t, dbName(t), false, nil)
+func TestCouchDBMissingDatabase(t *testing.T) { testCouchDBMissingDatabase(t, couchServer) }
+
+func testCouchDBMissingDatabase(t *testing.T, srv couchFactory) {
+	db := openDB(t, srv, dbName(t), false, nil)
 	_, err := db.Info(ctxT(t))
 	if !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("info of a missing database: %v, want ErrNotFound", err)
 	}
 }
 
-func TestCouchDBWrongPassword(t *testing.T) {
-	name := freshDB(t, nil).Name()
-	db := openDB(t, name, false, func(c *couchdb.Config) { c.Password += "-wrong" })
+func TestCouchDBWrongPassword(t *testing.T) { testCouchDBWrongPassword(t, couchServer) }
+
+func testCouchDBWrongPassword(t *testing.T, srv couchFactory) {
+	name := freshDB(t, srv, nil).Name()
+	db := openDB(t, srv, name, false, func(c *couchdb.Config) { c.Password += "-wrong" })
 	_, err := db.Info(ctxT(t))
 	var ee *engine.Error
 	if !errors.As(err, &ee) || ee.Stage != engine.StageAuth {
 		t.Fatalf("wrong password: %v, want an auth-stage error", err)
 	}
-	if strings.Contains(err.Error(), couchServer(t).password) {
+	if strings.Contains(err.Error(), srv(t).password) {
 		t.Fatal("error message contains the password")
 	}
 }
 
-func TestCouchDBCookieAuth(t *testing.T) {
-	db := freshDB(t, func(c *couchdb.Config) { c.Auth = couchdb.AuthCookie })
+func TestCouchDBCookieAuth(t *testing.T) { testCouchDBCookieAuth(t, couchServer) }
+
+func testCouchDBCookieAuth(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, func(c *couchdb.Config) { c.Auth = couchdb.AuthCookie })
 	ctx := ctxT(t)
 	seed(t, db)
 	page, err := db.Changes(ctx, engine.ChangesRequest{Selector: raw(`{"type":"leaf"}`)})
@@ -256,7 +272,7 @@ func TestCouchDBCookieAuth(t *testing.T) {
 	if _, err := db.Info(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bad := openDB(t, db.Name(), false, func(c *couchdb.Config) { c.Auth = couchdb.AuthCookie; c.Password += "-wrong" })
+	bad := openDB(t, srv, db.Name(), false, func(c *couchdb.Config) { c.Auth = couchdb.AuthCookie; c.Password += "-wrong" })
 	_, err = bad.Changes(ctx, engine.ChangesRequest{})
 	var ee *engine.Error
 	if !errors.As(err, &ee) || ee.Stage != engine.StageAuth {
@@ -266,8 +282,8 @@ func TestCouchDBCookieAuth(t *testing.T) {
 
 // setServerConfig sets a server configuration value (CouchDB 3 node
 // config, or the express-pouchdb /_config) and returns the old value.
-func setServerConfig(t *testing.T, section, key, value string) (old string, ok bool) {
-	e := couchServer(t)
+func setServerConfig(t *testing.T, srv couchFactory, section, key, value string) (old string, ok bool) {
+	e := srv(t)
 	for _, base := range []string{"/_node/_local/_config/", "/_config/"} {
 		u := e.url + base + url.PathEscape(section) + "/" + url.PathEscape(key)
 		body, _ := json.Marshal(value)
@@ -296,20 +312,22 @@ func setServerConfig(t *testing.T, section, key, value string) (old string, ok b
 	return "", false
 }
 
-func TestCouchDBTooLarge(t *testing.T) {
-	db := freshDB(t, nil)
-	old, ok := setServerConfig(t, "couchdb", "max_document_size", "2000")
+func TestCouchDBTooLarge(t *testing.T) { testCouchDBTooLarge(t, couchServer) }
+
+func testCouchDBTooLarge(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
+	old, ok := setServerConfig(t, srv, "couchdb", "max_document_size", "2000")
 	if !ok {
 		t.Skip("the server's configuration cannot be changed; 413 not tested")
 	}
-	oldReq, okReq := setServerConfig(t, "chttpd", "max_http_request_size", "2000")
+	oldReq, okReq := setServerConfig(t, srv, "chttpd", "max_http_request_size", "2000")
 	t.Cleanup(func() {
 		if old == "" {
 			old = "50000000" // FORMAT.md §5.1
 		}
-		setServerConfig(t, "couchdb", "max_document_size", old)
+		setServerConfig(t, srv, "couchdb", "max_document_size", old)
 		if okReq && oldReq != "" {
-			setServerConfig(t, "chttpd", "max_http_request_size", oldReq)
+			setServerConfig(t, srv, "chttpd", "max_http_request_size", oldReq)
 		}
 	})
 	big := fmt.Sprintf(`{"_id":"big","_rev":"1-a","type":"leaf","data":"%s"}`, strings.Repeat("x", 10000))
@@ -346,10 +364,12 @@ func (c *countingRT) count(method string) int {
 
 // PutLocal writes with the _rev it last saw (one request per rewrite) and
 // falls back to reading the stored _rev when another writer moved it.
-func TestCouchDBPutLocalRemembersRev(t *testing.T) {
+func TestCouchDBPutLocalRemembersRev(t *testing.T) { testCouchDBPutLocalRemembersRev(t, couchServer) }
+
+func testCouchDBPutLocalRemembersRev(t *testing.T, srv couchFactory) {
 	rt := &countingRT{next: http.DefaultTransport, mu: make(chan struct{}, 1), n: map[string]int{}}
-	db := freshDB(t, func(c *couchdb.Config) { c.HTTPClient = &http.Client{Transport: rt} })
-	other := openDB(t, db.Name(), false, nil)
+	db := freshDB(t, srv, func(c *couchdb.Config) { c.HTTPClient = &http.Client{Transport: rt} })
+	other := openDB(t, srv, db.Name(), false, nil)
 	ctx := ctxT(t)
 	for i := range 3 {
 		if err := db.PutLocal(ctx, "cp", raw(fmt.Sprintf(`{"last_seq":"%d"}`, i))); err != nil {

@@ -22,8 +22,12 @@ func tweaks(t *testing.T, encrypt bool) negotiate.TweakValues {
 }
 
 func TestHandshakeFreshDatabaseCreatesSaltOnce(t *testing.T) {
+	testHandshakeFreshDatabaseCreatesSaltOnce(t, couchServer)
+}
+
+func testHandshakeFreshDatabaseCreatesSaltOnce(t *testing.T, srv couchFactory) {
 	name := dbName(t)
-	db := openDB(t, name, false, nil)
+	db := openDB(t, srv, name, false, nil)
 	ctx := ctxT(t)
 	opts := couchdb.HandshakeOptions{NodeID: "node-a", Settings: tweaks(t, false), CreateIfMissing: true}
 	salt, v, err := db.Handshake(ctx, opts)
@@ -63,8 +67,10 @@ func TestHandshakeFreshDatabaseCreatesSaltOnce(t *testing.T) {
 	}
 }
 
-func TestHandshakeMissingDatabase(t *testing.T) {
-	db := openDB(t, dbName(t), false, nil)
+func TestHandshakeMissingDatabase(t *testing.T) { testHandshakeMissingDatabase(t, couchServer) }
+
+func testHandshakeMissingDatabase(t *testing.T, srv couchFactory) {
+	db := openDB(t, srv, dbName(t), false, nil)
 	_, _, err := db.Handshake(ctxT(t), couchdb.HandshakeOptions{NodeID: "n", Settings: tweaks(t, false)})
 	if !errors.Is(err, couchdb.ErrNoDatabase) {
 		t.Fatalf("missing database: %v, want ErrNoDatabase", err)
@@ -74,8 +80,12 @@ func TestHandshakeMissingDatabase(t *testing.T) {
 // A failed read of the sync parameters (here: a wrong password) is an
 // error and never creates a salt (upstream issue #1147).
 func TestHandshakeFailedReadNeverCreatesSalt(t *testing.T) {
-	good := freshDB(t, nil)
-	bad := openDB(t, good.Name(), false, func(c *couchdb.Config) { c.Password += "-wrong" })
+	testHandshakeFailedReadNeverCreatesSalt(t, couchServer)
+}
+
+func testHandshakeFailedReadNeverCreatesSalt(t *testing.T, srv couchFactory) {
+	good := freshDB(t, srv, nil)
+	bad := openDB(t, srv, good.Name(), false, func(c *couchdb.Config) { c.Password += "-wrong" })
 	ctx := ctxT(t)
 	_, _, err := bad.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "n", Settings: tweaks(t, false), CreateIfMissing: true})
 	var ee *engine.Error
@@ -87,8 +97,10 @@ func TestHandshakeFailedReadNeverCreatesSalt(t *testing.T) {
 	}
 }
 
-func TestHandshakeKeepsExistingSalt(t *testing.T) {
-	db := freshDB(t, nil)
+func TestHandshakeKeepsExistingSalt(t *testing.T) { testHandshakeKeepsExistingSalt(t, couchServer) }
+
+func testHandshakeKeepsExistingSalt(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	want := make([]byte, 32)
 	want[0] = 7
@@ -102,8 +114,10 @@ func TestHandshakeKeepsExistingSalt(t *testing.T) {
 	}
 }
 
-func TestHandshakeLockedRemote(t *testing.T) {
-	db := freshDB(t, nil)
+func TestHandshakeLockedRemote(t *testing.T) { testHandshakeLockedRemote(t, couchServer) }
+
+func testHandshakeLockedRemote(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	owner := couchdb.HandshakeOptions{NodeID: "owner", Settings: tweaks(t, false)}
 	if _, _, err := db.Handshake(ctx, owner); err != nil {
@@ -136,8 +150,10 @@ func TestHandshakeLockedRemote(t *testing.T) {
 	}
 }
 
-func TestHandshakeTweakMismatch(t *testing.T) {
-	db := freshDB(t, nil)
+func TestHandshakeTweakMismatch(t *testing.T) { testHandshakeTweakMismatch(t, couchServer) }
+
+func testHandshakeTweakMismatch(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	if _, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "a", Settings: tweaks(t, false)}); err != nil {
 		t.Fatal(err)

@@ -45,9 +45,11 @@ type vaultDump struct {
 // new_edits=false, then reads every file back through the adapter: the
 // salt from the sync parameters, metadata by changes + bulk get, chunks
 // fetched by id, decoded by livesync.Codec, compared byte for byte.
-func TestInteropVaultDumpE2EE(t *testing.T) {
+func TestInteropVaultDumpE2EE(t *testing.T) { testInteropVaultDumpE2EE(t, couchServer) }
+
+func testInteropVaultDumpE2EE(t *testing.T, srv couchFactory) {
 	d := readVaultDump(t)
-	db := loadVaultDump(t, d)
+	db := loadVaultDump(t, srv, d)
 	ctx := ctxT(t)
 
 	// The handshake reads the plugin's sync parameters: same salt.
@@ -158,8 +160,10 @@ func containsID(ids []string, id string) bool {
 	return false
 }
 
-func TestChunkSourceFoundMissing(t *testing.T) {
-	db := freshDB(t, nil)
+func TestChunkSourceFoundMissing(t *testing.T) { testChunkSourceFoundMissing(t, couchServer) }
+
+func testChunkSourceFoundMissing(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	seed(t, db)
 	// A deleted chunk counts as missing.
@@ -183,7 +187,7 @@ func TestChunkSourceFoundMissing(t *testing.T) {
 	if _, err := src.FetchChunks(ctx, make([]string, 101)); err == nil {
 		t.Fatal("101 ids accepted")
 	}
-	local := openDB(t, db.Name(), false, func(c *couchdb.Config) { c.LocalChunksOnly = true })
+	local := openDB(t, srv, db.Name(), false, func(c *couchdb.Config) { c.LocalChunksOnly = true })
 	if local.ChunkSource(nil).CanFetchDirect() {
 		t.Fatal("LocalChunksOnly still fetches direct")
 	}

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,18 +13,15 @@ import (
 
 type couchEnv struct{ url, user, password string }
 
-// servers maps a top-level test's name to the server it and its subtests
-// use instead of the environment's (the relay tests run these suites
-// against an in-process relay: see useServer in relay_env_test.go).
-var servers sync.Map
+// couchFactory returns the CouchDB-protocol server a test runs against.
+// Tests that run against more than one server take it as a parameter:
+// couchServer (the environment's) or a relay's (relay.server).
+type couchFactory func(t *testing.T) couchEnv
 
 // couchServer returns the server named by the environment. Without one it
 // fails under CI and skips otherwise.
 func couchServer(t *testing.T) couchEnv {
 	t.Helper()
-	if e, ok := servers.Load(strings.SplitN(t.Name(), "/", 2)[0]); ok {
-		return e.(couchEnv)
-	}
 	e := couchEnv{os.Getenv("LIVESYNC_TEST_COUCHDB_URL"), os.Getenv("LIVESYNC_TEST_COUCHDB_USER"), os.Getenv("LIVESYNC_TEST_COUCHDB_PASSWORD")}
 	if e.url == "" {
 		if os.Getenv("CI") != "" {
@@ -36,6 +31,11 @@ func couchServer(t *testing.T) couchEnv {
 		t.Skip("LIVESYNC_TEST_COUCHDB_URL not set; run scripts/test, or see README.md \"Integration tests\"")
 	}
 	return e
+}
+
+// fixedServer is the factory of a server that is already running.
+func fixedServer(e couchEnv) couchFactory {
+	return func(*testing.T) couchEnv { return e }
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -50,11 +50,12 @@ func dbName(t *testing.T) string {
 	return "lsgo-test-" + hex.EncodeToString(b)
 }
 
-// openDB opens a database with cfg adjusted by mod; with create it also
-// creates the database and destroys it at the end of the test.
-func openDB(t *testing.T, name string, create bool, mod func(*couchdb.Config)) *couchdb.DB {
+// openDB opens a database on srv's server with cfg adjusted by mod; with
+// create it also creates the database and destroys it at the end of the
+// test.
+func openDB(t *testing.T, srv couchFactory, name string, create bool, mod func(*couchdb.Config)) *couchdb.DB {
 	t.Helper()
-	e := couchServer(t)
+	e := srv(t)
 	cfg := couchdb.Config{URL: e.url, Database: name, User: e.user, Password: e.password}
 	if mod != nil {
 		mod(&cfg)
@@ -78,6 +79,6 @@ func openDB(t *testing.T, name string, create bool, mod func(*couchdb.Config)) *
 	return db
 }
 
-func freshDB(t *testing.T, mod func(*couchdb.Config)) *couchdb.DB {
-	return openDB(t, dbName(t), true, mod)
+func freshDB(t *testing.T, srv couchFactory, mod func(*couchdb.Config)) *couchdb.DB {
+	return openDB(t, srv, dbName(t), true, mod)
 }

@@ -37,9 +37,9 @@ type tcpProxy struct {
 	wg    sync.WaitGroup
 }
 
-func startProxy(t *testing.T) *tcpProxy {
+func startProxy(t *testing.T, srv couchFactory) *tcpProxy {
 	t.Helper()
-	u, err := url.Parse(couchServer(t).url)
+	u, err := url.Parse(srv(t).url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,9 +223,11 @@ func checkLocalDocs(t *testing.T, st store.Store) int {
 // a second pull resumes from its checkpoint: it lists and fetches only
 // what the first one had not written, and the store ends with exactly the
 // 2,000 documents.
-func TestFaultServerCutMidPull(t *testing.T) {
-	proxy := startProxy(t)
-	direct := freshDB(t, nil)
+func TestFaultServerCutMidPull(t *testing.T) { testFaultServerCutMidPull(t, couchServer) }
+
+func testFaultServerCutMidPull(t *testing.T, srv couchFactory) {
+	proxy := startProxy(t, srv)
+	direct := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	docs := make([]json.RawMessage, faultDocs)
 	for i := range docs {
@@ -241,7 +243,7 @@ func TestFaultServerCutMidPull(t *testing.T) {
 			t.Fatalf("load %s: %s", r.ID, r.Error)
 		}
 	}
-	db := openDB(t, direct.Name(), false, func(c *couchdb.Config) { c.URL = proxy.URL() })
+	db := openDB(t, srv, direct.Name(), false, func(c *couchdb.Config) { c.URL = proxy.URL() })
 
 	path := filepath.Join(t.TempDir(), "vault.db")
 	st, err := boltstore.Open(path, boltstore.Options{})
@@ -315,9 +317,11 @@ func TestFaultServerCutMidPull(t *testing.T) {
 // TestFaultWrongPassphrase (issue 6): pulling the plugin's E2EE vault with
 // a wrong passphrase fails with a decrypt error that names a document and
 // says the passphrase may be wrong.
-func TestFaultWrongPassphrase(t *testing.T) {
+func TestFaultWrongPassphrase(t *testing.T) { testFaultWrongPassphrase(t, couchServer) }
+
+func testFaultWrongPassphrase(t *testing.T, srv couchFactory) {
 	d := readVaultDump(t)
-	db := loadVaultDump(t, d)
+	db := loadVaultDump(t, srv, d)
 	codec := handshakeCodec(t, db, "go-wrong", dumpSettings(t, d, "not-"+d.FixedValues.Passphrase))
 	st := newMemoryStore(t)
 	r, err := replicate.New(replicate.Config{Local: st, Remote: replicate.Transform(db, codec), RemoteID: db.Name()})
@@ -350,8 +354,10 @@ func TestFaultWrongPassphrase(t *testing.T) {
 // (milestone locked, this node not accepted) refuses the handshake with
 // negotiate.ErrNodeLocked and a message that says what to do; a tweak
 // mismatch does the same with *negotiate.TweakMismatchError.
-func TestFaultLockedRemote(t *testing.T) {
-	db := freshDB(t, nil)
+func TestFaultLockedRemote(t *testing.T) { testFaultLockedRemote(t, couchServer) }
+
+func testFaultLockedRemote(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	if _, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "owner", Settings: tweaks(t, false)}); err != nil {
 		t.Fatal(err)
@@ -418,8 +424,10 @@ func (s *sizeEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]
 // batches of 25 is refused with 413 and replicate's fallback shrinks the
 // batches until they pass; a single document larger than the limit ends
 // the push with engine.ErrTooLarge and a message that says to send less.
-func TestFaultPushTooLarge(t *testing.T) {
-	db := freshDB(t, nil)
+func TestFaultPushTooLarge(t *testing.T) { testFaultPushTooLarge(t, couchServer) }
+
+func testFaultPushTooLarge(t *testing.T, srv couchFactory) {
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	st := newMemoryStore(t)
 	const n = 60
@@ -428,18 +436,18 @@ func TestFaultPushTooLarge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old, ok := setServerConfig(t, "couchdb", "max_document_size", "4000")
+	old, ok := setServerConfig(t, srv, "couchdb", "max_document_size", "4000")
 	if !ok {
 		t.Fatal("the server's configuration cannot be changed; 413 not tested")
 	}
-	oldReq, okReq := setServerConfig(t, "chttpd", "max_http_request_size", "4000")
+	oldReq, okReq := setServerConfig(t, srv, "chttpd", "max_http_request_size", "4000")
 	t.Cleanup(func() {
 		if old == "" {
 			old = "50000000" // FORMAT.md §5.1
 		}
-		setServerConfig(t, "couchdb", "max_document_size", old)
+		setServerConfig(t, srv, "couchdb", "max_document_size", old)
 		if okReq && oldReq != "" {
-			setServerConfig(t, "chttpd", "max_http_request_size", oldReq)
+			setServerConfig(t, srv, "chttpd", "max_http_request_size", oldReq)
 		}
 	})
 

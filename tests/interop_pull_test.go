@@ -64,9 +64,9 @@ func dumpSettings(t *testing.T, d vaultDump, passphrase string) livesync.Setting
 
 // loadVaultDump writes the dump's remote documents (new_edits=false) and
 // _local documents into a fresh database.
-func loadVaultDump(t *testing.T, d vaultDump) *couchdb.DB {
+func loadVaultDump(t *testing.T, srv couchFactory, d vaultDump) *couchdb.DB {
 	t.Helper()
-	db := freshDB(t, nil)
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	var docs []json.RawMessage
 	for _, r := range d.Remote.AllDocs {
@@ -224,9 +224,11 @@ var stores = []struct {
 // E2EE + obfuscated vault dump, loaded into the server, pulled by the
 // replicator through the remote transform into a fresh store (memory and
 // bbolt), and every input file reconstructed from the local store alone.
-func TestInteropPullE2EE(t *testing.T) {
+func TestInteropPullE2EE(t *testing.T) { testInteropPullE2EE(t, couchServer) }
+
+func testInteropPullE2EE(t *testing.T, srv couchFactory) {
 	d := readVaultDump(t)
-	db := loadVaultDump(t, d)
+	db := loadVaultDump(t, srv, d)
 	codec := handshakeCodec(t, db, "go-puller", dumpSettings(t, d, d.FixedValues.Passphrase))
 	want := dumpInputs(t, d)
 	for _, s := range stores {
@@ -246,9 +248,11 @@ func TestInteropPullE2EE(t *testing.T) {
 // fetch layer fetches the chunks from the server by id in a few batched
 // requests, persists them in the store, and every file reads back byte for
 // byte.
-func TestInteropPullChunksOnline(t *testing.T) {
+func TestInteropPullChunksOnline(t *testing.T) { testInteropPullChunksOnline(t, couchServer) }
+
+func testInteropPullChunksOnline(t *testing.T, srv couchFactory) {
 	d := readVaultDump(t)
-	db := loadVaultDump(t, d)
+	db := loadVaultDump(t, srv, d)
 	codec := handshakeCodec(t, db, "go-puller", dumpSettings(t, d, d.FixedValues.Passphrase))
 	want := dumpInputs(t, d)
 	st := newMemoryStore(t)

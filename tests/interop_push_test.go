@@ -39,12 +39,12 @@ type pushedVault struct {
 // pushes them with replicate.Push through replicate.Transform: E2EE chunks,
 // obfuscated paths. A later test (a PouchDB client replicating the
 // database) reuses it.
-func pushE2EEVault(t *testing.T) pushedVault {
+func pushE2EEVault(t *testing.T, srv couchFactory) pushedVault {
 	t.Helper()
 	d := readVaultDump(t)
 	settings := dumpSettings(t, d, d.FixedValues.Passphrase)
 	inputs := dumpInputs(t, d)
-	db := freshDB(t, nil)
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	salt, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "go-pusher", Settings: settings.TweakValues(), CreateIfMissing: true})
 	if err != nil {
@@ -93,10 +93,12 @@ func pushE2EEVault(t *testing.T) pushedVault {
 // only ciphertext (no path, no content, every chunk e_); a fresh store
 // pulls the database back through a second handshake (same salt) and
 // every file decodes to its input byte for byte.
-func TestInteropPushE2EE(t *testing.T) {
-	v := pushE2EEVault(t)
+func TestInteropPushE2EE(t *testing.T) { testInteropPushE2EE(t, couchServer) }
+
+func testInteropPushE2EE(t *testing.T, srv couchFactory) {
+	v := pushE2EEVault(t, srv)
 	d := readVaultDump(t)
-	db := openDB(t, v.Name, false, nil)
+	db := openDB(t, srv, v.Name, false, nil)
 	ctx := ctxT(t)
 
 	// The same paths, passphrase and settings give the plugin's ids.

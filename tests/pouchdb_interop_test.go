@@ -50,10 +50,10 @@ func pouchClient(t *testing.T) (node, script string) {
 // pouchReplicate runs replicate.mjs: a PouchDB 9 replicate.from of the
 // database into a memory PouchDB with LiveSync's settings. It returns the
 // copy's documents.
-func pouchReplicate(t *testing.T, dbName string) []json.RawMessage {
+func pouchReplicate(t *testing.T, srv couchFactory, dbName string) []json.RawMessage {
 	t.Helper()
 	node, script := pouchClient(t)
-	e := couchServer(t)
+	e := srv(t)
 	out := filepath.Join(t.TempDir(), "copy.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -128,7 +128,9 @@ func enginePushFiles(t *testing.T, db *couchdb.DB, codec *livesync.Codec, files 
 // readChunksOnline off) into a memory PouchDB, and decodes that copy —
 // salt from the server's sync parameters — back to the inputs byte for
 // byte.
-func TestPouchDBInteropE2EE(t *testing.T) {
+func TestPouchDBInteropE2EE(t *testing.T) { testPouchDBInteropE2EE(t, couchServer) }
+
+func testPouchDBInteropE2EE(t *testing.T, srv couchFactory) {
 	pouchClient(t) // fail or skip before touching the server
 	b, err := os.ReadFile(filepath.Join(vectors, "vault-dump-e2ee.json"))
 	if err != nil {
@@ -169,7 +171,7 @@ func TestPouchDBInteropE2EE(t *testing.T) {
 	if !settings.Encrypt || !settings.PathObfuscation {
 		t.Fatalf("settings lack E2EE or path obfuscation: %+v", settings.TweakValues())
 	}
-	db := freshDB(t, nil)
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	// The empty database gets a new salt from the handshake, as the plugin
 	// would create it.
@@ -188,7 +190,7 @@ func TestPouchDBInteropE2EE(t *testing.T) {
 	}
 	t.Logf("pushed %d documents; the server holds %d", pushed.DocsWritten, info.DocCount)
 
-	copyDocs := pouchReplicate(t, db.Name())
+	copyDocs := pouchReplicate(t, srv, db.Name())
 	if int64(len(copyDocs)) != info.DocCount {
 		t.Fatalf("the PouchDB copy has %d documents, the server %d", len(copyDocs), info.DocCount)
 	}

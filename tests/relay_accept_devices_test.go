@@ -33,15 +33,15 @@ func TestRelayAcceptance(t *testing.T) {
 	pouchClient(t)
 	bin := buildRelay(t)
 	p := startRelayProcess(t, bin, t.TempDir())
-	useServer(t, relayCredentials(t, p))
+	srv := fixedServer(relayCredentials(t, p))
 
-	t.Run("TwoDevices", testAcceptTwoDevices)
-	t.Run("DumpReadBack", testAcceptDumpReadBack)
+	t.Run("TwoDevices", func(t *testing.T) { testAcceptTwoDevices(t, srv) })
+	t.Run("DumpReadBack", func(t *testing.T) { testAcceptDumpReadBack(t, srv) })
 	t.Run("HoldBack", func(t *testing.T) {
 		// E2EE without path obfuscation: the chunk lists are readable,
 		// the relay holds without a passphrase.
 		settings := livesync.Settings{Encrypt: true, Passphrase: "accept-holdback"}
-		testAcceptHoldBack(t, couchServer(t), freshDB(t, nil), settings, "holdback")
+		testAcceptHoldBack(t, srv(t), freshDB(t, srv, nil), settings, "holdback")
 	})
 	t.Run("HoldBackObfuscated", func(t *testing.T) {
 		// E2EE with path obfuscation: only a relay that has the vault
@@ -313,10 +313,10 @@ func remoteDocs(t *testing.T, codec *livesync.Codec, path string, data []byte, r
 // the relay hold the same documents and revisions, and the engine decodes
 // B's copy back to the input files byte for byte. B edits a note
 // (engine-encoded, put into B's PouchDB) and syncs; A's next sync has it.
-func testAcceptTwoDevices(t *testing.T) {
-	e := couchServer(t)
+func testAcceptTwoDevices(t *testing.T, srv couchFactory) {
+	e := srv(t)
 	d := readVaultDump(t)
-	db := openDB(t, "vault", false, nil) // the database the relay created at first start
+	db := openDB(t, srv, "vault", false, nil) // the database the relay created at first start
 	ctx := ctxT(t)
 	// What the handshake of the device that made the vault wrote.
 	for _, l := range d.Remote.LocalDocs {
@@ -403,10 +403,10 @@ func testAcceptTwoDevices(t *testing.T) {
 // _bulk_docs (new_edits=false) is read back by a LiveSync-configured
 // PouchDB client (selector pull, chunks by _all_docs keys): the same
 // documents, revisions and bodies, decoding to the input files.
-func testAcceptDumpReadBack(t *testing.T) {
+func testAcceptDumpReadBack(t *testing.T, srv couchFactory) {
 	d := readVaultDump(t)
-	db := loadVaultDump(t, d)
-	c := startDevice(t, couchServer(t), db.Name(), "C")
+	db := loadVaultDump(t, srv, d)
+	c := startDevice(t, srv(t), db.Name(), "C")
 	r := c.sync()
 	codec := handshakeCodec(t, db, "accept-reader", dumpSettings(t, d, d.FixedValues.Passphrase))
 	n := c.fetchChunks(codec)

@@ -30,7 +30,7 @@ func TestRelayBridgeSettings(t *testing.T) {
 	v := readVectorVault(t, "e2ee")
 	inputs := dumpInputs(t, v.vaultDump)
 	nameB := dbName(t)
-	b := openDB(t, nameB, true, nil)
+	b := openDB(t, couchServer, nameB, true, nil)
 	t.Cleanup(func() { _ = b.Destroy(ctxT(t)) })
 	pass := map[string]string{"LIVESYNC_PASSPHRASE": upPassphrase}
 	c.ok(t, t.TempDir(), pass, "import", writeInputs(t, v), c.url(nameB), "--encrypt", "--obfuscate-paths", "--quiet")
@@ -45,7 +45,7 @@ func TestRelayBridgeSettings(t *testing.T) {
 
 	// D: another database whose milestone disagrees (not encrypted).
 	nameD := dbName(t)
-	d := openDB(t, nameD, true, nil)
+	d := openDB(t, couchServer, nameD, true, nil)
 	t.Cleanup(func() { _ = d.Destroy(ctxT(t)) })
 	plain := negotiate.NewVaultTweaks()
 	_ = plain.Set("encrypt", false)

@@ -64,12 +64,8 @@ func startRelay(t *testing.T, mod func(*couchapi.Config)) *relay {
 	return r
 }
 
-// useServer makes couchServer (and so openDB, freshDB…) return e for t
-// and its subtests.
-func useServer(t *testing.T, e couchEnv) {
-	servers.Store(t.Name(), e)
-	t.Cleanup(func() { servers.Delete(t.Name()) })
-}
+// server is the factory of r's server, for the tests that take one.
+func (r *relay) server() couchFactory { return fixedServer(r.env) }
 
 func (r *relay) current() *couchapi.Server {
 	r.mu.Lock()
@@ -147,48 +143,47 @@ func (w testWriter) Write(p []byte) (int, error) {
 // environment names (express-pouchdb in CI).
 var relaySuite = []struct {
 	name string
-	fn   func(*testing.T)
+	fn   func(*testing.T, couchFactory)
 }{
-	{"TestCouchDBInfoAndChangesPaging", TestCouchDBInfoAndChangesPaging},
-	{"TestCouchDBChangesSelector", TestCouchDBChangesSelector},
-	{"TestCouchDBChangesWait", TestCouchDBChangesWait},
-	{"TestCouchDBRevsDiffAndBulkGet", TestCouchDBRevsDiffAndBulkGet},
-	{"TestCouchDBLocalDocs", TestCouchDBLocalDocs},
-	{"TestCouchDBMissingDatabase", TestCouchDBMissingDatabase},
-	{"TestCouchDBWrongPassword", TestCouchDBWrongPassword},
-	{"TestCouchDBCookieAuth", TestCouchDBCookieAuth},
-	{"TestCouchDBTooLarge", TestCouchDBTooLarge},
-	{"TestCouchDBPutLocalRemembersRev", TestCouchDBPutLocalRemembersRev},
-	{"TestHandshakeFreshDatabaseCreatesSaltOnce", TestHandshakeFreshDatabaseCreatesSaltOnce},
-	{"TestHandshakeMissingDatabase", TestHandshakeMissingDatabase},
-	{"TestHandshakeFailedReadNeverCreatesSalt", TestHandshakeFailedReadNeverCreatesSalt},
-	{"TestHandshakeKeepsExistingSalt", TestHandshakeKeepsExistingSalt},
-	{"TestHandshakeLockedRemote", TestHandshakeLockedRemote},
-	{"TestHandshakeTweakMismatch", TestHandshakeTweakMismatch},
-	{"TestInteropVaultDumpE2EE", TestInteropVaultDumpE2EE},
-	{"TestChunkSourceFoundMissing", TestChunkSourceFoundMissing},
-	{"TestInteropPullE2EE", TestInteropPullE2EE},
-	{"TestInteropPullChunksOnline", TestInteropPullChunksOnline},
-	{"TestInteropPushE2EE", TestInteropPushE2EE},
-	{"TestFaultServerCutMidPull", TestFaultServerCutMidPull},
-	{"TestFaultWrongPassphrase", TestFaultWrongPassphrase},
-	{"TestFaultLockedRemote", TestFaultLockedRemote},
-	{"TestFaultPushTooLarge", TestFaultPushTooLarge},
-	{"TestKivikDocuments", TestKivikDocuments},
-	{"TestKivikChangesAndAllDocs", TestKivikChangesAndAllDocs},
-	{"TestKivikReplicationCalls", TestKivikReplicationCalls},
-	{"TestKivikSessions", TestKivikSessions},
-	{"TestPouchDBInteropE2EE", TestPouchDBInteropE2EE},
-	{"TestPouchDBLiveSyncRoundTrip", TestPouchDBLiveSyncRoundTrip},
-	{"TestPouchDBLiveReplication", TestPouchDBLiveReplication},
+	{"TestCouchDBInfoAndChangesPaging", testCouchDBInfoAndChangesPaging},
+	{"TestCouchDBChangesSelector", testCouchDBChangesSelector},
+	{"TestCouchDBChangesWait", testCouchDBChangesWait},
+	{"TestCouchDBRevsDiffAndBulkGet", testCouchDBRevsDiffAndBulkGet},
+	{"TestCouchDBLocalDocs", testCouchDBLocalDocs},
+	{"TestCouchDBMissingDatabase", testCouchDBMissingDatabase},
+	{"TestCouchDBWrongPassword", testCouchDBWrongPassword},
+	{"TestCouchDBCookieAuth", testCouchDBCookieAuth},
+	{"TestCouchDBTooLarge", testCouchDBTooLarge},
+	{"TestCouchDBPutLocalRemembersRev", testCouchDBPutLocalRemembersRev},
+	{"TestHandshakeFreshDatabaseCreatesSaltOnce", testHandshakeFreshDatabaseCreatesSaltOnce},
+	{"TestHandshakeMissingDatabase", testHandshakeMissingDatabase},
+	{"TestHandshakeFailedReadNeverCreatesSalt", testHandshakeFailedReadNeverCreatesSalt},
+	{"TestHandshakeKeepsExistingSalt", testHandshakeKeepsExistingSalt},
+	{"TestHandshakeLockedRemote", testHandshakeLockedRemote},
+	{"TestHandshakeTweakMismatch", testHandshakeTweakMismatch},
+	{"TestInteropVaultDumpE2EE", testInteropVaultDumpE2EE},
+	{"TestChunkSourceFoundMissing", testChunkSourceFoundMissing},
+	{"TestInteropPullE2EE", testInteropPullE2EE},
+	{"TestInteropPullChunksOnline", testInteropPullChunksOnline},
+	{"TestInteropPushE2EE", testInteropPushE2EE},
+	{"TestFaultServerCutMidPull", testFaultServerCutMidPull},
+	{"TestFaultWrongPassphrase", testFaultWrongPassphrase},
+	{"TestFaultLockedRemote", testFaultLockedRemote},
+	{"TestFaultPushTooLarge", testFaultPushTooLarge},
+	{"TestKivikDocuments", testKivikDocuments},
+	{"TestKivikChangesAndAllDocs", testKivikChangesAndAllDocs},
+	{"TestKivikReplicationCalls", testKivikReplicationCalls},
+	{"TestKivikSessions", testKivikSessions},
+	{"TestPouchDBInteropE2EE", testPouchDBInteropE2EE},
+	{"TestPouchDBLiveSyncRoundTrip", testPouchDBLiveSyncRoundTrip},
+	{"TestPouchDBLiveReplication", testPouchDBLiveReplication},
 }
 
 // TestRelayConformance runs relaySuite against an in-process relay: the
 // same tests, the same assertions as against express-pouchdb.
 func TestRelayConformance(t *testing.T) {
-	r := startRelay(t, nil)
-	useServer(t, r.env)
+	srv := startRelay(t, nil).server()
 	for _, tc := range relaySuite {
-		t.Run(tc.name, tc.fn)
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, srv) })
 	}
 }

@@ -17,9 +17,9 @@ import (
 // fresh database on it, destroyed when the test ends. These tests use
 // kivik directly, as a third-party CouchDB client would, against
 // express-pouchdb and the relay alike.
-func kivikDB(t *testing.T) (*kivik.Client, *kivik.DB) {
+func kivikDB(t *testing.T, srv couchFactory) (*kivik.Client, *kivik.DB) {
 	t.Helper()
-	e := couchServer(t)
+	e := srv(t)
 	c, err := kivik.New("couch", e.url, kivikcouch.BasicAuth(e.user, e.password), kivikcouch.OptionNoRequestCompression())
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +38,10 @@ func kivikDB(t *testing.T) (*kivik.Client, *kivik.DB) {
 	return c, c.DB(name)
 }
 
-func TestKivikDocuments(t *testing.T) {
-	c, db := kivikDB(t)
+func TestKivikDocuments(t *testing.T) { testKivikDocuments(t, couchServer) }
+
+func testKivikDocuments(t *testing.T, srv couchFactory) {
+	c, db := kivikDB(t, srv)
 	ctx := ctxT(t)
 	if ok, err := c.DBExists(ctx, db.Name()); err != nil || !ok {
 		t.Fatalf("DBExists: %v %v", ok, err)
@@ -101,8 +103,10 @@ func TestKivikDocuments(t *testing.T) {
 	}
 }
 
-func TestKivikChangesAndAllDocs(t *testing.T) {
-	_, db := kivikDB(t)
+func TestKivikChangesAndAllDocs(t *testing.T) { testKivikChangesAndAllDocs(t, couchServer) }
+
+func testKivikChangesAndAllDocs(t *testing.T, srv couchFactory) {
+	_, db := kivikDB(t, srv)
 	ctx := ctxT(t)
 	docs := []any{
 		map[string]any{"_id": "a", "type": "plain"},
@@ -179,8 +183,10 @@ func TestKivikChangesAndAllDocs(t *testing.T) {
 	}
 }
 
-func TestKivikReplicationCalls(t *testing.T) {
-	_, db := kivikDB(t)
+func TestKivikReplicationCalls(t *testing.T) { testKivikReplicationCalls(t, couchServer) }
+
+func testKivikReplicationCalls(t *testing.T, srv couchFactory) {
+	_, db := kivikDB(t, srv)
 	ctx := ctxT(t)
 	repl := []any{
 		json.RawMessage(`{"_id":"d","_rev":"2-b","_revisions":{"start":2,"ids":["b","a"]},"v":"b"}`),
@@ -250,8 +256,10 @@ func TestKivikReplicationCalls(t *testing.T) {
 	}
 }
 
-func TestKivikSessions(t *testing.T) {
-	e := couchServer(t)
+func TestKivikSessions(t *testing.T) { testKivikSessions(t, couchServer) }
+
+func testKivikSessions(t *testing.T, srv couchFactory) {
+	e := srv(t)
 	ctx := ctxT(t)
 	c, err := kivik.New("couch", e.url, kivikcouch.CookieAuth(e.user, e.password))
 	if err != nil {

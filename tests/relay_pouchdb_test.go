@@ -23,11 +23,11 @@ import (
 // (a real PouchDB 9 client configured as LiveSync configures it; its
 // header describes the modes) against the test's server, with the
 // server's credentials in the environment.
-func livesyncClient(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
+func livesyncClient(t *testing.T, srv couchFactory, ctx context.Context, args ...string) *exec.Cmd {
 	t.Helper()
 	node, script := pouchClient(t)
 	js := filepath.Join(filepath.Dir(script), "livesync-client.mjs")
-	e := couchServer(t)
+	e := srv(t)
 	cmd := exec.CommandContext(ctx, node, append([]string{js, "--url", e.url}, args...)...)
 	cmd.Env = append(os.Environ(), "LIVESYNC_TEST_COUCHDB_USER="+e.user, "LIVESYNC_TEST_COUCHDB_PASSWORD="+e.password)
 	return cmd
@@ -78,11 +78,13 @@ func allDocsOf(t *testing.T, db *couchdb.DB) map[string]string {
 // keys include_docs in batches of 100 as the plugin's ChunkFetcher does)
 // and pushes its copy to a second database. Both databases then hold the
 // same documents, revisions and histories.
-func TestPouchDBLiveSyncRoundTrip(t *testing.T) {
+func TestPouchDBLiveSyncRoundTrip(t *testing.T) { testPouchDBLiveSyncRoundTrip(t, couchServer) }
+
+func testPouchDBLiveSyncRoundTrip(t *testing.T, srv couchFactory) {
 	pouchClient(t)
 	d := readVaultDump(t)
-	db := loadVaultDump(t, d)
-	db2 := freshDB(t, nil)
+	db := loadVaultDump(t, srv, d)
+	db2 := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	// The chunk ids the plugin would fetch: the children of every file's
 	// metadata, readable once decrypted (paths are obfuscated).
@@ -129,7 +131,7 @@ func TestPouchDBLiveSyncRoundTrip(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := livesyncClient(t, cctx, "--mode", "roundtrip", "--db", db.Name(), "--db2", db2.Name(), "--chunks", chunksFile)
+	cmd := livesyncClient(t, srv, cctx, "--mode", "roundtrip", "--db", db.Name(), "--db2", db2.Name(), "--chunks", chunksFile)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -160,9 +162,11 @@ func TestPouchDBLiveSyncRoundTrip(t *testing.T) {
 // the server: a document written on the server after the client caught up
 // reaches it, a chunk does not (readChunksOnline), and a document the
 // client writes reaches the server.
-func TestPouchDBLiveReplication(t *testing.T) {
+func TestPouchDBLiveReplication(t *testing.T) { testPouchDBLiveReplication(t, couchServer) }
+
+func testPouchDBLiveReplication(t *testing.T, srv couchFactory) {
 	pouchClient(t)
-	db := freshDB(t, nil)
+	db := freshDB(t, srv, nil)
 	ctx := ctxT(t)
 	seed := []json.RawMessage{
 		raw(`{"_id":"early","_rev":"1-a","type":"plain","path":"early.md"}`),
@@ -173,7 +177,7 @@ func TestPouchDBLiveReplication(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	cmd := livesyncClient(t, cctx, "--mode", "sync", "--db", db.Name(), "--wait-for", "late")
+	cmd := livesyncClient(t, srv, cctx, "--mode", "sync", "--db", db.Name(), "--wait-for", "late")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

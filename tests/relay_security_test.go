@@ -59,7 +59,6 @@ func TestRelaySecurity(t *testing.T) {
 			couchapi.User{Name: "alice", Password: "alice pass", Databases: []string{"vault-a"}},
 			couchapi.User{Name: "bob", Password: "bob pass", Databases: []string{"vault-b"}})
 	})
-	useServer(t, r.env)
 	ctx := ctxT(t)
 	open := func(name, user, pass string, auth couchdb.Auth) *couchdb.DB {
 		db, err := couchdb.New(couchdb.Config{URL: r.env.url, Database: name, User: user, Password: pass, Auth: auth})
@@ -141,8 +140,7 @@ func TestRelaySecurity(t *testing.T) {
 // chunked; the adapter reports engine.ErrTooLarge with advice.
 func TestRelayRequestTooLarge(t *testing.T) {
 	r := startRelay(t, func(c *couchapi.Config) { c.MaxRequestBytes = 64 << 10 })
-	useServer(t, r.env)
-	db := freshDB(t, nil)
+	db := freshDB(t, r.server(), nil)
 	ctx := ctxT(t)
 	var docs []string
 	for i := range 40 {

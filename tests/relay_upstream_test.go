@@ -32,7 +32,7 @@ func TestRelayUpstreams(t *testing.T) {
 // client: the handshake gives it its salt.
 func upCouchClient(t *testing.T, name string) (*couchdb.DB, *livesync.Codec, []byte) {
 	t.Helper()
-	db := openDB(t, name, true, nil)
+	db := openDB(t, couchServer, name, true, nil)
 	salt, _, err := db.Handshake(ctxT(t), couchdb.HandshakeOptions{NodeID: "upstream-test-" + name, Settings: upSettings.TweakValues()})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func testUpstreamFailingSource(t *testing.T, bin string) {
 func testUpstreamStatus(t *testing.T, bin string) {
 	ce, se := couchServer(t), s3Server(t)
 	good, _, _ := upCouchClient(t, dbName(t))
-	bad := openDB(t, dbName(t), true, nil)
+	bad := openDB(t, couchServer, dbName(t), true, nil)
 	bk, _ := freshBucket(t)
 	const wrongPW, wrongSecret = "wrong-couch-password-0xC0FFEE", "wrong-s3-secret-0xBADBAD"
 	r := upStartRelay(t, bin, "",
