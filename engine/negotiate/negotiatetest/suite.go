@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,42 @@ func PortSuite(t *testing.T, newPort func(t *testing.T) negotiate.Port, my negot
 	t.Run("Records", func(t *testing.T) { testRecords(t, newPort(t)) })
 	t.Run("Handshake", func(t *testing.T) { testHandshake(t, newPort(t), my) })
 	t.Run("LockUnlock", func(t *testing.T) { testLockUnlock(t, newPort(t), my) })
+	t.Run("Race", func(t *testing.T) { testRace(t, newPort(t), my) })
+}
+
+// testRace: clients that run the handshake at the same time on a new
+// remote end with one salt, and every one registered in the milestone
+// (lost writes are redone from a fresh read).
+func testRace(t *testing.T, p negotiate.Port, my negotiate.ChunkRange) {
+	const n = 6
+	salts := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := negotiate.HandshakeOptions{NodeID: fmt.Sprint("racer-", i), Range: my, Settings: negotiate.NewVaultTweaks()}
+			var r negotiate.HandshakeResult
+			r, errs[i] = negotiate.Handshake(t.Context(), p, o)
+			salts[i] = r.Salt
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || !bytes.Equal(salts[i], salts[0]) || len(salts[i]) != negotiate.SaltSize {
+			t.Fatalf("racer %d: %v (same salt as racer 0: %v)", i, errs[i], bytes.Equal(salts[i], salts[0]))
+		}
+	}
+	m, err := negotiate.ReadMilestone(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, ok := m.NodeChunkInfo[fmt.Sprint("racer-", i)]; !ok {
+			t.Fatalf("racer %d is not in the milestone: %v", i, m.NodeChunkInfo)
+		}
+	}
 }
 
 // probe reads the "probe" member of a record.
