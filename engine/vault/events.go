@@ -47,10 +47,15 @@ const (
 	HuntFound
 	// HeldCount: the number of held files changed (Event.Held).
 	HeldCount
+	// SyncStarted and SyncStopped: a sync with Event.Remote began or
+	// ended (Event.Direction; Event.Err is why it stopped, nil when a
+	// one-shot sync completed).
+	SyncStarted
+	SyncStopped
 )
 
 var kindNames = [...]string{"", "created", "changed", "deleted", "held", "released",
-	"sync-progress", "sync-written", "sync-retrying", "sync-polled", "pack-quarantined", "hunt-found", "held-count"}
+	"sync-progress", "sync-written", "sync-retrying", "sync-polled", "pack-quarantined", "hunt-found", "held-count", "sync-started", "sync-stopped"}
 
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) {
@@ -93,6 +98,8 @@ type Event struct {
 	Hunt *HuntProgress
 	// Held is the number of held files (HeldCount).
 	Held int
+	// Err is why a sync stopped (SyncStopped).
+	Err error
 }
 
 // Retry is a failure a sync handles itself by trying again.

@@ -18,7 +18,8 @@ func isSystemID(id string) bool { return docid.IsSystemID(id) }
 // openJournal opens the journal of a journal remote over the replica;
 // the link is its Holder, Arrivals and Progress, passing them to the run
 // in progress. Chunks are fetched by id through the journal's pack index
-// only when the remote says it can fetch by id (Remote.Chunks not nil).
+// only when the remote allows it (DirectFetcher, else Remote.Chunks not
+// nil).
 func (l *Link) openJournal(settings livesync.Settings, salt []byte, params negotiate.SyncParameters) error {
 	var cipher journal.Cipher
 	if settings.Encrypt {
@@ -29,6 +30,9 @@ func (l *Link) openJournal(settings livesync.Settings, salt []byte, params negot
 		cipher = c
 	}
 	direct := l.remote.Chunks(l.codec) != nil
+	if d, ok := l.remote.(DirectFetcher); ok {
+		direct = d.DirectFetch()
+	}
 	j, err := journalsync.New(journalsync.Config{Local: l.v.st, Remote: l.remote.Objects(), Cipher: cipher,
 		Epoch: negotiate.JournalEpoch(params), DirectFetch: direct, Log: l.v.log, Now: l.v.opts.Now,
 		Activity: l.v.act, Holder: l, Arrivals: l, Progress: l.progress})

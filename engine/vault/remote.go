@@ -34,10 +34,10 @@ type Remote interface {
 	Objects() journalsync.Objects
 	// Chunks returns the remote's source for fetching chunks by id,
 	// decoding with codec (the vault's settings and the remote's salt), or
-	// nil when the remote cannot fetch by id. For a journal only nil or
-	// not matters: not nil turns direct fetch on, and the vault fetches
-	// through the pack index of the journal it keeps over the replica
-	// (journalsync.Journal.ChunkSource).
+	// nil when the remote cannot fetch by id. A journal's chunks are
+	// fetched through the pack index of the journal the vault keeps over
+	// the replica (journalsync.Journal.ChunkSource), when the remote
+	// allows it: see DirectFetcher.
 	Chunks(codec *livesync.Codec) engine.ChunkSource
 	// Reset deletes everything the remote holds (a database is destroyed
 	// and created again, a bucket's objects under its prefix deleted), so
@@ -45,4 +45,11 @@ type Remote interface {
 	Reset(ctx context.Context) error
 	// Close releases the remote's connections.
 	Close() error
+}
+
+// DirectFetcher is implemented by journal remotes that say whether their
+// chunks may be fetched by id (a bucket's direct_fetch). A journal
+// remote without it allows fetch by id when Chunks returns a source.
+type DirectFetcher interface {
+	DirectFetch() bool
 }

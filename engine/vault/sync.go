@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
@@ -125,6 +123,7 @@ func (v *Vault) Replicate(ctx context.Context, l *Link, dir replicate.Direction,
 		return SyncResult{}, ErrMetadataOnlyJournal
 	}
 	r := &run{v: v, t: v.newTracker(l.ID())}
+	v.emit(Event{Kind: SyncStarted, Remote: l.ID(), Direction: dir})
 	var res SyncResult
 	if l.journal != nil {
 		res, err = v.replicateJournal(ctx, l, dir, o, r)
@@ -135,10 +134,11 @@ func (v *Vault) Replicate(ctx context.Context, l *Link, dir replicate.Direction,
 	if herr := r.t.commit(context.WithoutCancel(ctx)); herr != nil && err == nil {
 		err = herr
 	}
-	if err != nil || o.Live {
-		return res, err
+	if err == nil && !o.Live {
+		err = v.remember(ctx, l, dir, res)
 	}
-	return res, v.remember(ctx, l, dir, res)
+	v.emit(Event{Kind: SyncStopped, Remote: l.ID(), Direction: dir, Err: err})
+	return res, err
 }
 
 // remember records a one-shot sync in the replica's memory of l.
@@ -169,7 +169,7 @@ func (v *Vault) replicateEndpoint(ctx context.Context, l *Link, dir replicate.Di
 	written := func(d replicate.Direction) func(int) {
 		return func(n int) { v.emit(Event{Kind: SyncWritten, Remote: l.ID(), Direction: d, Written: n}) }
 	}
-	var localEP, remoteEP engine.Endpoint = countWrites{v.st, written(replicate.Pull)}, countWrites{chunksFirst{l.remote.Endpoint()}, written(replicate.Push)}
+	var localEP, remoteEP engine.Endpoint = countWrites{v.st, written(replicate.Pull)}, countWrites{l.remote.Endpoint(), written(replicate.Push)}
 	cfg := replicate.Config{Local: localEP, Remote: replicate.Transform(remoteEP, l.codec),
 		LocalID: node, RemoteID: l.ID(), Log: v.log, ReadOnlyRemote: l.readOnly, Activity: v.act,
 		Progress: func(p replicate.Progress) {
@@ -204,52 +204,6 @@ func (v *Vault) replicateEndpoint(ctx context.Context, l *Link, dir replicate.Di
 		res, err = rep.Sync(ctx)
 	}
 	return SyncResult{Result: res}, err
-}
-
-// chunksFirst is a remote endpoint whose bulk writes send a batch's chunks
-// in one request and, only once the server has stored all of them, its
-// other documents in a second: a server (CouchDB sorts a request's
-// documents by id) never holds metadata whose chunks were not stored
-// first, even if a push stops between the two requests. A chunk the
-// server refuses fails the batch, so its metadata is not sent.
-type chunksFirst struct{ engine.Endpoint }
-
-func (c chunksFirst) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
-	var chunks, others []json.RawMessage
-	for _, d := range docs {
-		if docid.IsChunkID(rawDocID(d)) {
-			chunks = append(chunks, d)
-		} else {
-			others = append(others, d)
-		}
-	}
-	if len(chunks) == 0 || len(others) == 0 {
-		return c.Endpoint.BulkDocs(ctx, docs)
-	}
-	res, err := c.Endpoint.BulkDocs(ctx, chunks)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range res {
-		if r.Error != "" {
-			return nil, &engine.Error{Op: "bulk write chunks", DocID: r.ID, Stage: engine.StageProtocol,
-				Err: fmt.Errorf("the server refused a chunk (%s: %s); the metadata naming it is not sent", r.Error, r.Reason)}
-		}
-	}
-	more, err := c.Endpoint.BulkDocs(ctx, others)
-	if err != nil {
-		return nil, err
-	}
-	return append(res, more...), nil
-}
-
-// rawDocID reads a document's _id.
-func rawDocID(raw json.RawMessage) string {
-	var d struct {
-		ID string `json:"_id"`
-	}
-	_ = json.Unmarshal(raw, &d)
-	return d.ID
 }
 
 // countWrites reports the documents each bulk write stored (a live

@@ -272,6 +272,18 @@ func TestLiveSyncStopsOnContext(t *testing.T) {
 				if err := <-done; !errors.Is(err, context.Canceled) {
 					t.Fatalf("live sync ended with %v", err)
 				}
+				var states []string
+				for _, e := range b.ev.ev {
+					if e.Kind == SyncStarted || e.Kind == SyncStopped {
+						states = append(states, e.Kind.String())
+						if e.Kind == SyncStopped && !errors.Is(e.Err, context.Canceled) {
+							t.Errorf("stopped with %v", e.Err)
+						}
+					}
+				}
+				if !equal(states, []string{"sync-started", "sync-stopped"}) {
+					t.Fatalf("states %v", states)
+				}
 			})
 		})
 	}
@@ -297,4 +309,24 @@ func TestCloseStopsLiveSync(t *testing.T) {
 			t.Fatalf("Pull after Close: %v", err)
 		}
 	})
+}
+
+func TestReadThroughJournalPackIndex(t *testing.T) {
+	ctx := t.Context()
+	r := vaulttest.NewJournal("mem://bucket/vault", true)
+	a := newDevice(t, Options{Settings: &livesync.Settings{}})
+	la := a.attach(t, r, AttachOptions{Create: true})
+	a.write(t, "x.md", "in a pack")
+	if _, err := a.v.Push(ctx, la, SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := newDevice(t, Options{})
+	lb := b.attach(t, r, AttachOptions{})
+	if lb.Chunks() == nil {
+		t.Fatal("a journal with direct fetch has a chunk source")
+	}
+	putMetaOnly(t, b.st, "x.md", "in a pack")
+	if got := b.read(t, "x.md"); got != "in a pack" {
+		t.Fatalf("read %q", got)
+	}
 }

@@ -152,17 +152,17 @@ func (r *Remote) Objects() journalsync.Objects {
 }
 
 // Chunks is a source reading the endpoint's chunks (remote form decoded
-// with codec). For a journal it only says whether direct fetch is on:
-// the vault fetches through the journal's pack index.
+// with codec); nil for a journal, whose chunks the vault fetches through
+// its journal's pack index (DirectFetch).
 func (r *Remote) Chunks(codec *livesync.Codec) engine.ChunkSource {
 	if r.objects != nil {
-		if !r.direct {
-			return nil
-		}
-		return source{r: r, codec: codec}
+		return nil
 	}
 	return source{r: r, codec: codec}
 }
+
+// DirectFetch says whether a journal's chunks may be fetched by id.
+func (r *Remote) DirectFetch() bool { return r.objects != nil && r.direct }
 
 // Reset deletes everything the remote holds.
 func (r *Remote) Reset(context.Context) error {
