@@ -47,12 +47,16 @@ func (e *MissingChunksError) Unwrap() error {
 
 // fetchMissing reads the chunks ids of m through the fetch layer: local
 // ones from the replica, the others from the attached remotes, kept in
-// the replica on arrival. A held file read whole is released.
+// the replica on arrival. Without a remote that can fetch by id, the
+// read waits while a finite sync of the vault runs (it may bring them),
+// as upstream's readers wait for an observable producer. A held file
+// read whole is released.
 func (v *Vault) fetchMissing(ctx context.Context, m livesync.Meta, ids []string, local int) (map[string]engine.Chunk, error) {
-	if !v.fetcher.CanFetchDirect() {
+	direct := v.fetcher.CanFetchDirect()
+	if !direct && v.act.State().Finite == 0 {
 		return nil, &MissingChunksError{Path: m.Path, Missing: len(ids) - local, Total: len(ids), NoFetch: v.noFetchRemotes()}
 	}
-	res, err := v.layer.Get(ctx, ids, fetch.ReadOptions{})
+	res, err := v.layer.Get(ctx, ids, fetch.ReadOptions{WaitForReady: true})
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +78,9 @@ func (v *Vault) fetchMissing(ctx context.Context, m livesync.Meta, ids []string,
 		}
 	}
 	if missing > 0 {
+		if !direct {
+			return nil, &MissingChunksError{Path: m.Path, Missing: missing, Total: len(ids), NoFetch: v.noFetchRemotes(), Err: firstErr}
+		}
 		return nil, &MissingChunksError{Path: m.Path, Missing: missing, Total: len(ids), Fetched: true, Err: firstErr}
 	}
 	v.noteArrived(ctx, []string{m.ID})

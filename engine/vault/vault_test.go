@@ -279,3 +279,38 @@ func TestCloseLeavesNothing(t *testing.T) {
 		// synctest.Test fails if a goroutine of the bubble is left.
 	})
 }
+
+// Without a remote that can fetch by id, a read waits while a finite
+// sync of the vault runs, and gets the chunks it brought.
+func TestReadWaitsForFiniteSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st, _ := store.NewMemory(store.Options{})
+		defer st.Close()
+		v, err := Open(ctx, st, Options{Settings: &livesync.Settings{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		chunks := putMetaOnly(t, st, "late.md", "arrives during the sync")
+		got := make(chan string, 1)
+		err = v.act.RunFinite(ctx, "pull", func(ctx context.Context) error {
+			go func() {
+				b, err := v.Read(context.Background(), "late.md")
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				got <- string(b)
+			}()
+			synctest.Wait() // the read waits
+			return st.PutChunks(ctx, chunks)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := <-got; s != "arrives during the sync" {
+			t.Fatalf("read %q", s)
+		}
+	})
+}
