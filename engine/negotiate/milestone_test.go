@@ -68,13 +68,7 @@ func TestRegister(t *testing.T) {
 	other := ShouldMatchTemplate()
 	_ = other.Set("encrypt", true)
 
-	for _, tc := range []struct {
-		name  string
-		edit  func(m *Milestone, cur *TweakValues, info *DeviceInfo, my *ChunkRange)
-		at    time.Time
-		want  bool
-		check func(t *testing.T, before, m *Milestone)
-	}{
+	for _, tc := range []registerCase{
 		{name: "nothing changed within 60 s", at: t0.Add(30 * time.Second), want: false},
 		{name: "exactly 60 s is not stale", at: t0.Add(60 * time.Second), want: false},
 		{name: "60.001 s is stale: last_connected rewritten", at: t0.Add(60*time.Second + time.Millisecond), want: true,
@@ -158,32 +152,44 @@ func TestRegister(t *testing.T) {
 				}
 			}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := stored.Clone()
-			c := cur.Clone()
-			info, my := dev, CouchDBChunkRange
-			if tc.edit != nil {
-				tc.edit(m, &c, &info, &my)
-			}
-			before := m.Clone()
-			got := m.Register("me", my, info, c, tc.at)
-			if got != tc.want {
-				t.Fatalf("Register = %v, want %v", got, tc.want)
-			}
-			if !got {
-				b1, _ := json.Marshal(before)
-				b2, _ := json.Marshal(m)
-				if string(b1) != string(b2) {
-					t.Errorf("milestone changed without a write-back:\n%s\n%s", b1, b2)
-				}
-			}
-			if got && m.TweakValues["me"].Has("passphrase") {
-				t.Error("non-template key stored")
-			}
-			if tc.check != nil {
-				tc.check(t, before, m)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, stored, cur) })
+	}
+}
+
+// registerCase is one case of TestRegister: the milestone as stored,
+// changed by edit, registered again at at.
+type registerCase struct {
+	name  string
+	edit  func(m *Milestone, cur *TweakValues, info *DeviceInfo, my *ChunkRange)
+	at    time.Time
+	want  bool
+	check func(t *testing.T, before, m *Milestone)
+}
+
+func (tc registerCase) run(t *testing.T, stored *Milestone, cur TweakValues) {
+	m := stored.Clone()
+	c := cur.Clone()
+	info, my := dev, CouchDBChunkRange
+	if tc.edit != nil {
+		tc.edit(m, &c, &info, &my)
+	}
+	before := m.Clone()
+	got := m.Register("me", my, info, c, tc.at)
+	if got != tc.want {
+		t.Fatalf("Register = %v, want %v", got, tc.want)
+	}
+	if !got {
+		b1, _ := json.Marshal(before)
+		b2, _ := json.Marshal(m)
+		if string(b1) != string(b2) {
+			t.Errorf("milestone changed without a write-back:\n%s\n%s", b1, b2)
+		}
+	}
+	if got && m.TweakValues["me"].Has("passphrase") {
+		t.Error("non-template key stored")
+	}
+	if tc.check != nil {
+		tc.check(t, before, m)
 	}
 }
 
