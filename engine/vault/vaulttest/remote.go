@@ -1,14 +1,13 @@
 // Package vaulttest holds in-memory remotes for tests and examples of the
 // vault client (engine/vault): a replication endpoint kept in an
 // in-memory store, and a journal bucket kept in memory, each with the
-// handshake's records in memory. They satisfy vault.Remote.
+// handshake's records in a negotiatetest.MemPort. They satisfy
+// vault.Remote.
 package vaulttest
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -16,86 +15,22 @@ import (
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/negotiate/negotiatetest"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
-
-// Port is a negotiate.Port kept in memory: the handshake's records with
-// a version counter each. The zero value is a remote that does not
-// exist yet; it is safe for concurrent use.
-type Port struct {
-	mu      sync.Mutex
-	exists  bool
-	records map[negotiate.Record]json.RawMessage
-	vers    map[negotiate.Record]int
-}
-
-// NewPort returns a Port for a remote that exists (created empty).
-func NewPort() *Port { return &Port{exists: true} }
-
-func (p *Port) Exists(context.Context) (bool, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exists, nil
-}
-
-func (p *Port) Create(context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.exists = true
-	return nil
-}
-
-func (p *Port) Progress(context.Context) (string, error) { return "", nil }
-
-func (p *Port) Read(_ context.Context, r negotiate.Record) (json.RawMessage, string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.exists {
-		return nil, "", &engine.Error{Op: "read", DocID: string(r), Stage: engine.StageProtocol, Err: fmt.Errorf("%w: %w", negotiate.ErrNoDatabase, engine.ErrNotFound)}
-	}
-	raw, ok := p.records[r]
-	if !ok {
-		return nil, "", &engine.Error{Op: "read", DocID: string(r), Stage: engine.StageProtocol, Err: engine.ErrNotFound}
-	}
-	return append(json.RawMessage(nil), raw...), strconv.Itoa(p.vers[r]), nil
-}
-
-func (p *Port) Write(_ context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cur := ""
-	if _, ok := p.records[r]; ok {
-		cur = strconv.Itoa(p.vers[r])
-	}
-	if cur != version {
-		return "", &engine.Error{Op: "write", DocID: string(r), Stage: engine.StageProtocol, Err: negotiate.ErrConflict}
-	}
-	if p.records == nil {
-		p.records, p.vers = map[negotiate.Record]json.RawMessage{}, map[negotiate.Record]int{}
-	}
-	p.records[r] = append(json.RawMessage(nil), raw...)
-	p.vers[r]++
-	return strconv.Itoa(p.vers[r]), nil
-}
-
-// Reset forgets every record.
-func (p *Port) Reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.records, p.vers = nil, nil
-}
 
 // Remote is a replication endpoint kept in an in-memory store (the
 // remote form of the documents, as a CouchDB database holds them), or a
 // journal kept in memory.
 type Remote struct {
-	id   string
-	port *Port
+	id string
 
 	mu      sync.Mutex
+	port    *negotiatetest.MemPort
 	st      store.Store            // the endpoint (nil for a journal)
 	objects *enginetest.MemObjects // the journal (nil for an endpoint)
 	direct  bool                   // a journal's chunks may be fetched by id
+	journal bool                   // a journal (set once)
 }
 
 // NewRemote returns an empty replication endpoint named id.
@@ -104,23 +39,29 @@ func NewRemote(id string) *Remote {
 	if err != nil {
 		panic(err)
 	}
-	return &Remote{id: id, port: NewPort(), st: st}
+	return &Remote{id: id, port: negotiatetest.NewMemPort(false), st: st}
 }
 
 // NewJournal returns an empty journal bucket named id; direct says
 // whether its chunks may be fetched by id.
 func NewJournal(id string, direct bool) *Remote {
-	return &Remote{id: id, port: NewPort(), objects: enginetest.NewMemObjects("vault/", id), direct: direct}
+	return &Remote{id: id, port: negotiatetest.NewMemPort(true), objects: enginetest.NewMemObjects("vault/", id), direct: direct, journal: true}
 }
 
-func (r *Remote) ID() string                { return r.id }
-func (r *Remote) Negotiate() negotiate.Port { return r.port }
+func (r *Remote) ID() string { return r.id }
+
+// Negotiate is the remote's handshake port (negotiatetest.MemPort).
+func (r *Remote) Negotiate() negotiate.Port { return r.Port() }
 
 // Port is the remote's handshake port (to lock it in tests).
-func (r *Remote) Port() *Port { return r.port }
+func (r *Remote) Port() *negotiatetest.MemPort {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.port
+}
 
 func (r *Remote) ChunkRange() negotiate.ChunkRange {
-	if r.objects != nil {
+	if r.journal {
 		return negotiate.JournalChunkRange
 	}
 	return negotiate.CouchDBChunkRange
@@ -145,6 +86,8 @@ func (r *Remote) Store() store.Store {
 
 // Objects is the journal, nil for an endpoint.
 func (r *Remote) Objects() journalsync.Objects {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.objects == nil {
 		return nil
 	}
@@ -155,21 +98,21 @@ func (r *Remote) Objects() journalsync.Objects {
 // with codec); nil for a journal, whose chunks the vault fetches through
 // its journal's pack index (DirectFetch).
 func (r *Remote) Chunks(codec *livesync.Codec) engine.ChunkSource {
-	if r.objects != nil {
+	if r.journal {
 		return nil
 	}
 	return source{r: r, codec: codec}
 }
 
 // DirectFetch says whether a journal's chunks may be fetched by id.
-func (r *Remote) DirectFetch() bool { return r.objects != nil && r.direct }
+func (r *Remote) DirectFetch() bool { return r.journal && r.direct }
 
 // Reset deletes everything the remote holds.
 func (r *Remote) Reset(context.Context) error {
-	r.port.Reset()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.objects != nil {
+	r.port = negotiatetest.NewMemPort(r.journal)
+	if r.journal {
 		r.objects = enginetest.NewMemObjects("vault/", r.id)
 		return nil
 	}
