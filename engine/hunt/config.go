@@ -8,8 +8,8 @@ import (
 )
 
 // Defaults of Config, from the seed "GRASP-02 Proactive Sync: Purgatory
-// Git Data Fetching" (throttle, backoff, memo, hedge) mapped onto chunk
-// sources by DESIGN.md §4.
+// Git Data Fetching" (throttle, backoff, memo, hedge), with the seed's
+// git servers become chunk sources.
 const (
 	DefaultMaxInFlight  = 5
 	DefaultMaxPerWindow = 30

@@ -1,7 +1,7 @@
 // Package hunt finds the missing chunks of held documents across every
-// chunk source: the proactive hunt of the purgatory (issue 4, the seed
-// "GRASP-02 Proactive Sync: Purgatory Git Data Fetching" mapped onto
-// notes by DESIGN.md §4). The purgatory (engine/purgatory) holds a
+// chunk source: the proactive hunt of the purgatory (the seed "GRASP-02
+// Proactive Sync: Purgatory Git Data Fetching", with a git object's
+// sources become a note's chunk sources). The purgatory (engine/purgatory) holds a
 // metadata revision whose chunks are not all local and calls Enqueue with
 // the document's missing chunk ids; the hunt asks sources for them,
 // persists what it finds, reports it through Deps.OnDelivered (the
