@@ -55,52 +55,6 @@ func (s *fakeSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 func (s *fakeSource) CanFetchDirect() bool { return !s.off }
 func (s *fakeSource) ThrottleKey() string  { return s.key }
 
-type fakeObjects struct {
-	fl *flaky
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (o *fakeObjects) List(ctx context.Context, after string) ([]string, error) {
-	if err := o.fl.call("list"); err != nil {
-		return nil, err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var keys []string
-	for k := range o.m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys, nil
-}
-
-func (o *fakeObjects) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := o.fl.call("get"); err != nil {
-		return nil, err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	b, ok := o.m[key]
-	if !ok {
-		return nil, engine.ErrNotFound
-	}
-	return b, nil
-}
-
-func (o *fakeObjects) Put(ctx context.Context, key string, body []byte) error {
-	if err := o.fl.call("put"); err != nil {
-		return err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.m[key] = slices.Clone(body)
-	return nil
-}
-
-func (o *fakeObjects) Prefix() string { return "" }
-func (o *fakeObjects) ID() string     { return "fake" }
-
 // fakeEndpoint answers every request with empty results after its
 // flaky failures; BulkGet returns docs, BulkDocs keeps what it got.
 type fakeEndpoint struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 )
 
 // TestMeteredCounts: requests, ids, errors (not cancellations), and the
@@ -103,7 +104,7 @@ func TestMeteredLimit(t *testing.T) {
 // method.
 func TestMeteredPorts(t *testing.T) {
 	m := &Meter{}
-	o := MeteredObjects(&fakeObjects{fl: &flaky{}, m: map[string][]byte{}}, m)
+	o := MeteredObjects(enginetest.NewMemObjects("", "fake"), m)
 	_ = o.Put(t.Context(), "p", []byte("x"))
 	_, _ = o.Get(t.Context(), "p")
 	_, _ = o.List(t.Context(), "")

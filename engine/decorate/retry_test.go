@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 )
 
 var (
@@ -173,7 +174,20 @@ func TestRetryDecorators(t *testing.T) {
 		if err != nil || len(res.Found) != 1 || len(res.Missing) != 1 || src.fl.calls["fetch"] != 3 {
 			t.Fatalf("source: %+v, %v after %d calls", res, err, src.fl.calls["fetch"])
 		}
-		obj := &fakeObjects{fl: &flaky{n: 1, err: errTransport}, m: map[string][]byte{}}
+		// The first call of each method fails. The hooks run one call at
+		// a time here: Put's and List's under the bucket's lock, Get's
+		// before it.
+		obj := enginetest.NewMemObjects("", "fake")
+		calls := map[string]int{}
+		failFirst := func(op string) error {
+			if calls[op]++; calls[op] == 1 {
+				return errTransport
+			}
+			return nil
+		}
+		obj.FailPut(func(string) error { return failFirst("put") })
+		obj.FailList(func(int) error { return failFirst("list") })
+		obj.OnGet(func(key string) { obj.FailGet(key, failFirst("get")) })
 		o := RetryObjects(obj, Policy{})
 		if err := o.Put(ctx, "p1", []byte("x")); err != nil {
 			t.Fatal(err)
@@ -185,8 +199,8 @@ func TestRetryDecorators(t *testing.T) {
 			t.Fatalf("list: %v %v", keys, err)
 		}
 		for _, op := range []string{"put", "get", "list"} {
-			if obj.fl.calls[op] != 2 {
-				t.Errorf("%s: %d calls, want 2", op, obj.fl.calls[op])
+			if calls[op] != 2 {
+				t.Errorf("%s: %d calls, want 2", op, calls[op])
 			}
 		}
 		ep := &fakeEndpoint{fl: &flaky{n: 1, err: errTransport}}
