@@ -17,7 +17,8 @@ import (
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/negotiate/negotiatetest"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 	"github.com/livesync-go/livesync-go/engine/vault"
@@ -26,6 +27,39 @@ import (
 // newMemBucket returns an empty in-memory journal bucket under "vault/".
 func newMemBucket() *enginetest.MemObjects {
 	return enginetest.NewMemObjects("vault/", "http://127.0.0.1:9000,bucketvault/,r")
+}
+
+// memJournal is a journal remote over an in-memory bucket, named
+// s3://h/b/vault/.
+type memJournal struct {
+	mb   *enginetest.MemObjects
+	port *negotiatetest.MemPort
+}
+
+func (m memJournal) ID() string                                { return "s3://h/b/vault/" }
+func (m memJournal) Negotiate() negotiate.Port                 { return m.port }
+func (m memJournal) ChunkRange() negotiate.ChunkRange          { return negotiate.JournalChunkRange }
+func (m memJournal) Endpoint() engine.Endpoint                 { return nil }
+func (m memJournal) Objects() journalsync.Objects              { return m.mb }
+func (m memJournal) Chunks(*livesync.Codec) engine.ChunkSource { return nil }
+func (m memJournal) Reset(context.Context) error               { return nil }
+func (m memJournal) Close() error                              { return nil }
+
+// attachJournal opens a vault over st and attaches the bucket mb to it
+// as the CLI does (the link names bucket "b" in its errors).
+func attachJournal(t *testing.T, st store.Store, mb *enginetest.MemObjects) *link {
+	t.Helper()
+	ctx := context.Background()
+	v, err := vault.Open(ctx, st, vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	l, err := v.Attach(ctx, memJournal{mb: mb, port: negotiatetest.NewMemPort(true)}, vault.AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &link{Link: l, v: v, bucket: "b"}
 }
 
 // sendFiles writes each file into a new store and sends it as its own
@@ -38,18 +72,19 @@ func sendFiles(t *testing.T, b *enginetest.MemObjects, files ...string) []string
 		t.Fatal(err)
 	}
 	defer st.Close()
-	codec, err := livesync.New(livesync.Config{})
+	now := time.UnixMilli(1700000000000)
+	v, err := vault.Open(ctx, st, vault.Options{Settings: &livesync.Settings{}, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.UnixMilli(1700000000000)
+	defer v.Close()
 	j, err := journalsync.New(journalsync.Config{Local: st, Remote: b, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
 	for _, f := range files {
-		if _, err := putFile(ctx, st, codec, f, []byte("content of "+f+"\n"), now.UnixMilli()); err != nil {
+		if _, err := v.Write(ctx, f, []byte("content of "+f+"\n"), vault.WriteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := j.Send(ctx); err != nil {
@@ -75,8 +110,8 @@ func TestPollBackoff(t *testing.T) {
 		{time.Second, 1, 2 * time.Second},
 		{10 * time.Minute, 3, 10 * time.Minute}, // never below the interval
 	} {
-		if got := pollBackoff(tc.interval, tc.n); got != tc.want {
-			t.Errorf("pollBackoff(%s, %d) = %s, want %s", tc.interval, tc.n, got, tc.want)
+		if got := vault.PollBackoff(tc.interval, tc.n); got != tc.want {
+			t.Errorf("PollBackoff(%s, %d) = %s, want %s", tc.interval, tc.n, got, tc.want)
 		}
 	}
 }
@@ -91,32 +126,32 @@ func TestBucketWatchBackoff(t *testing.T) {
 		}
 		defer st.Close()
 		mb := newMemBucket()
+		l := attachJournal(t, st, mb)
+		first := mb.Lists()
 		mb.FailList(func(n int) error {
-			if n >= 2 && n <= 4 {
+			if n-first >= 2 && n-first <= 4 {
 				return &engine.Error{Op: "list packs", Stage: engine.StageTransport, Err: errors.New("connection reset by peer")}
 			}
 			return nil
 		})
-		br, err := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		start := time.Now()
 		var events []string
-		o := replicateOptions{live: true, interval: 10 * time.Second,
-			polled: func(journalsync.Result) {
+		stop := l.v.Watch(ctx, func(e vault.Event) {
+			switch e.Kind {
+			case vault.SyncPolled:
 				events = append(events, fmt.Sprintf("ok@%s", time.Since(start)))
 				if len(events) == 6 {
 					cancel()
 				}
-			},
-			retrying: func(err error, wait time.Duration) {
-				code, _ := classify(err)
-				events = append(events, fmt.Sprintf("fail@%s exit %d wait %s", time.Since(start), code, wait))
-			}}
-		_, err = br.Replicate(ctx, st, "node", replicate.Pull, o)
+			case vault.SyncRetrying:
+				code, _ := classify(l.wrap(e.Retry.Err))
+				events = append(events, fmt.Sprintf("fail@%s exit %d wait %s", time.Since(start), code, e.Retry.Delay))
+			}
+		})
+		defer stop()
+		_, err = l.v.Pull(ctx, l.Link, vault.SyncOptions{Live: true, Interval: 10 * time.Second})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("watch ended with %v, want context.Canceled", err)
 		}
@@ -134,16 +169,17 @@ func TestBucketWatchStopsOnAuth(t *testing.T) {
 		st, _ := store.NewMemory(store.Options{Name: "w"})
 		defer st.Close()
 		mb := newMemBucket()
+		l := attachJournal(t, st, mb)
+		first := mb.Lists()
 		mb.FailList(func(n int) error {
-			if n == 2 {
+			if n-first == 2 {
 				return &engine.Error{Op: "list packs", Stage: engine.StageAuth, Err: errors.New("minio: access denied (S3 AccessDenied, HTTP 403)")}
 			}
 			return nil
 		})
-		br, _ := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
 		start := time.Now()
-		_, err := br.Replicate(context.Background(), st, "node", replicate.Sync, replicateOptions{live: true, interval: 5 * time.Second})
-		code, msg := classify(err)
+		_, err := l.v.Sync(context.Background(), l.Link, vault.SyncOptions{Live: true, Interval: 5 * time.Second})
+		code, msg := classify(l.wrap(err))
 		if code != exitAuth || !strings.Contains(msg, `bucket "b"`) || time.Since(start) != 5*time.Second {
 			t.Errorf("after %s: exit %d: %s", time.Since(start), code, msg)
 		}
@@ -166,22 +202,23 @@ func TestBucketQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	br, err := newBucketRemote("s3://h/b/vault/", "b", journalsync.Config{Local: st, Remote: mb})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := attachJournal(t, st, mb)
 	var packs []string
-	res, err := br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{packs: func(p journalsync.Progress) {
-		packs = append(packs, fmt.Sprintf("%d/%d %d+%d", p.Packs, p.Total, p.Docs, p.Chunks))
-	}})
+	stop := l.v.Watch(ctx, func(e vault.Event) {
+		if p := e.Pack; e.Kind == vault.SyncProgress && p != nil {
+			packs = append(packs, fmt.Sprintf("%d/%d %d+%d", p.Packs, p.Total, p.Docs, p.Chunks))
+		}
+	})
+	res, err := l.v.Pull(ctx, l.Link, vault.SyncOptions{})
+	stop()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.quarantined) != 1 || res.quarantined[0].Key != keys[1] || res.quarantined[0].Stage != string(engine.StageDecode) || !res.newlyQuarantined(res.quarantined[0]) {
-		t.Fatalf("quarantined: %+v", res.quarantined)
+	if len(res.Quarantined) != 1 || res.Quarantined[0].Key != keys[1] || res.Quarantined[0].Stage != string(engine.StageDecode) || !res.NewlyQuarantined(res.Quarantined[0]) {
+		t.Fatalf("quarantined: %+v", res.Quarantined)
 	}
-	if res.Pull.DocsWritten != 4 || res.Pull.LastSeq != keys[2] || res.journal.PacksReceived != 2 {
-		t.Errorf("result: %+v, journal %+v", res.Result, *res.journal)
+	if res.Pull.DocsWritten != 4 || res.Pull.LastSeq != keys[2] || res.Journal.PacksReceived != 2 {
+		t.Errorf("result: %+v, journal %+v", res.Result, *res.Journal)
 	}
 	if want := []string{"1/3 1+1", "2/3 1+1", "3/3 2+2"}; !slices.Equal(packs, want) {
 		t.Errorf("progress %q, want %q", packs, want)
@@ -198,21 +235,16 @@ func TestBucketQuarantine(t *testing.T) {
 		t.Errorf("a CouchDB remote has no quarantine: %+v %v", q, err)
 	}
 
-	res, err = br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{})
-	if err != nil || len(res.quarantined) != 1 || res.newlyQuarantined(res.quarantined[0]) {
-		t.Errorf("second pull: %+v %v", res.quarantined, err)
+	res, err = l.v.Pull(ctx, l.Link, vault.SyncOptions{})
+	if err != nil || len(res.Quarantined) != 1 || res.NewlyQuarantined(res.Quarantined[0]) {
+		t.Errorf("second pull: %+v %v", res.Quarantined, err)
 	}
 	mb.Set(keys[1], good)
-	res, err = br.Replicate(ctx, st, "node", replicate.Pull, replicateOptions{retryQuarantined: true})
-	if err != nil || len(res.quarantined) != 0 || res.journal.PacksReceived != 1 || journalOutcome(res) != nil {
+	res, err = l.v.Pull(ctx, l.Link, vault.SyncOptions{RetryQuarantined: true})
+	if err != nil || len(res.Quarantined) != 0 || res.Journal.PacksReceived != 1 || journalOutcome(res) != nil {
 		t.Errorf("retry after the repair: %+v %v", res, err)
 	}
-	v, err := vault.Open(ctx, st, vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	files, err := v.List(ctx, "", vault.ListOptions{Deleted: true})
+	files, err := l.v.List(ctx, "", vault.ListOptions{Deleted: true})
 	if err != nil || len(files) != 3 {
 		t.Errorf("files after the retry: %d %v", len(files), err)
 	}
@@ -235,7 +267,7 @@ func TestStatusListsQuarantine(t *testing.T) {
 	}
 	rec, _ := json.Marshal(vaultRecord{Tweaks: newVaultSettings(vaultConfig{}).TweakValues(),
 		Remotes: map[string]*remoteState{"s3://h:9000/b/vault/": {LastPull: s.now, LastPullSeq: keys[1], JournalID: mb.ID(), JournalPrefix: mb.Prefix()}}})
-	if err := bs.PutLocal(ctx, vaultLocalID, rec); err != nil {
+	if err := bs.PutLocal(ctx, vault.RecordID, rec); err != nil {
 		t.Fatal(err)
 	}
 	bs.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // remoteError names the remote an error came from, so that the one line
@@ -152,12 +153,14 @@ func classify(err error) (int, string) {
 			name = fmt.Sprintf(" %q", re.bucket)
 		}
 		return exitRefused, fmt.Sprintf("%sthe bucket%s does not exist: create it on the server (livesync never creates buckets), or fix the bucket name", prefix(remote), name)
-	case errors.Is(err, minio.ErrMilestoneRace):
+	case errors.Is(err, negotiate.ErrMilestoneRace) && re != nil && re.bucket != "":
 		return exitRefused, prefix(remote) + "other devices kept rewriting the bucket's milestone at the same moment; run the command again"
-	case errors.Is(err, errNoVaultYet), errors.Is(err, errRekeyedMeanwhile), errors.Is(err, errNotAVault):
-		return exitRefused, prefix(remote) + innermost(err)
-	case errors.Is(err, couchdb.ErrMilestoneRace):
+	case errors.Is(err, negotiate.ErrMilestoneRace):
 		return exitRefused, prefix(remote) + "other devices kept rewriting the remote's milestone at the same moment; run the command again"
+	case errors.Is(err, vault.ErrRekeyedMeanwhile):
+		return exitRefused, prefix(remote) + rekeyedMeanwhile
+	case errors.Is(err, vault.ErrNoVaultYet), errors.Is(err, errNotAVault):
+		return exitRefused, prefix(remote) + innermost(err)
 	case errors.Is(err, couchdb.ErrNoDatabase):
 		return exitRefused, prefix(remote) + "the database does not exist (push, sync or import create it)"
 	case errors.Is(err, couchdb.ErrSaltRace):

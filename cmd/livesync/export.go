@@ -270,28 +270,24 @@ func exportReplica(c *command, remoteArg string, o exportOptions) error {
 		defer rep.Close()
 		// A throwaway replica only reads the remote (no trace, no
 		// joining a locked one); a --store replica is a device.
-		rem, err := c.connect(spec, rep, connectOptions{readOnly: c.cf.store == ""})
+		l, err := c.connect(spec, rep, connectOptions{readOnly: c.cf.store == ""})
 		if err != nil {
 			return err
 		}
-		defer rem.Close()
-		node, err := rep.nodeID(env.ctx)
+		res, err := c.replicate(rep, l, replicate.Pull, vault.SyncOptions{})
+		// The files are exported from what the pull brought: no chunk is
+		// fetched on demand.
+		l.Close()
 		if err != nil {
 			return err
 		}
-		pr := newProgress(env, c.cf.quiet, false)
-		res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{progress: pr.update, packs: pr.pack})
-		pr.finish()
-		if err != nil {
-			return err
-		}
-		extra["remote"] = rem.ID()
+		extra["remote"] = l.ID()
 		extra["pulled"] = progressJSON(res.Pull)
-		if res.journal != nil {
-			extra["quarantined"] = quarantineJSON(res.quarantined)
+		if res.Journal != nil {
+			extra["quarantined"] = quarantineJSON(res.Quarantined)
 		}
-		for _, q := range res.quarantined {
-			warnQuarantined(env, rem.ID(), q, res.newlyQuarantined(q))
+		for _, q := range res.Quarantined {
+			warnQuarantined(env, l.ID(), q, res.NewlyQuarantined(q))
 		}
 		pullErr = journalOutcome(res)
 	}

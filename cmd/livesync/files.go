@@ -12,10 +12,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/activity"
-	"github.com/livesync-go/livesync-go/engine/fetch"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
@@ -109,14 +106,14 @@ func remoteFiles(c *command, arg string) ([]vault.File, error) {
 		return nil, err
 	}
 	defer rep.Close()
-	rem, err := c.connect(spec, rep, connectOptions{readOnly: true})
+	l, err := c.connect(spec, rep, connectOptions{readOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer rem.Close()
-	metas, err := rem.Files(c.ctx)
+	defer l.Close()
+	metas, err := l.Files(c.ctx)
 	if err != nil {
-		return nil, err
+		return nil, l.wrap(err)
 	}
 	var files []vault.File
 	for _, m := range metas {
@@ -177,7 +174,13 @@ func (r *replica) fileErr(p string, err error) error {
 	switch {
 	case errors.As(err, &pe) && pe.Remote == "":
 		return &passphraseError{remote: "the local replica " + r.path, docID: pe.DocID, what: pe.What}
-	case errors.As(err, &me) && !me.Fetched && len(me.NoFetch) == 0:
+	case errors.As(err, &me) && me.Fetched:
+		return fmt.Errorf("%d of %d chunks are neither local nor on the remote: %w", me.Missing, me.Total, me.Err)
+	case errors.As(err, &me) && len(me.NoFetch) > 0:
+		return fmt.Errorf("%d of %d chunks of %q are not in the local replica, and %s cannot fetch chunks by id "+
+			"(a journal bucket needs direct_fetch = true, or ?direct-fetch=1 in its URL): pull them instead: %w",
+			me.Missing, me.Total, me.Path, strings.Join(me.NoFetch, ", "), engine.ErrMissingChunk)
+	case errors.As(err, &me):
 		return fmt.Errorf("%d of %d chunks of %q are not in the local replica: pull them, or give --remote to fetch them: %w",
 			me.Missing, me.Total, me.Path, engine.ErrMissingChunk)
 	case errors.Is(err, engine.ErrNotFound) && p != "":
@@ -221,29 +224,21 @@ func runCat(env *cliEnv, args []string) error {
 		return err
 	}
 	defer rep.Close()
-	var rem remote
 	if *remoteArg != "" {
 		spec, err := c.remote(*remoteArg)
 		if err != nil {
 			return err
 		}
-		if rem, err = c.connect(spec, rep, connectOptions{readOnly: true}); err != nil {
+		l, err := c.connect(spec, rep, connectOptions{readOnly: true})
+		if err != nil {
 			return err
 		}
-		defer rem.Close()
+		defer l.Close()
 	}
 	if _, err := c.localVault(rep); err != nil {
 		return err
 	}
-	var data []byte
-	if rem == nil {
-		data, err = rep.v.Read(env.ctx, p)
-	} else {
-		var f vault.File
-		if f, err = rep.v.Stat(env.ctx, p); err == nil {
-			data, err = readFile(env.ctx, rep.st, f.Meta, rem)
-		}
-	}
+	data, err := rep.v.Read(env.ctx, p)
 	if err != nil {
 		return rep.fileErr(p, err)
 	}
@@ -251,82 +246,6 @@ func runCat(env *cliEnv, args []string) error {
 		return &localError{"stdout", err}
 	}
 	return nil
-}
-
-// readFile reassembles a file from the replica's chunks; with a remote,
-// missing chunks are fetched from it through engine/fetch (batched,
-// throttled, retried as LiveSync does) and kept in the replica.
-func readFile(ctx context.Context, st store.Store, m livesync.Meta, rem remote) ([]byte, error) {
-	ids := distinct(m.Children)
-	have, err := st.GetChunks(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	if len(have) < len(ids) {
-		if rem != nil && rem.Chunks() == nil {
-			return nil, fmt.Errorf("%d of %d chunks of %q are not in the local replica, and %s cannot fetch chunks by id "+
-				"(a journal bucket needs direct_fetch = true, or ?direct-fetch=1 in its URL): pull them instead: %w",
-				len(ids)-len(have), len(ids), m.Path, rem.ID(), engine.ErrMissingChunk)
-		}
-		if rem == nil {
-			return nil, fmt.Errorf("%d of %d chunks of %q are not in the local replica: pull them, or give --remote to fetch them: %w",
-				len(ids)-len(have), len(ids), m.Path, engine.ErrMissingChunk)
-		}
-		if have, err = fetchChunks(ctx, st, rem.Chunks(), ids); err != nil {
-			return nil, err
-		}
-	}
-	return livesync.ReadFile(m, func(id string) (string, error) {
-		c, ok := have[id]
-		if !ok {
-			return "", engine.ErrNotFound
-		}
-		return c.Data, nil
-	})
-}
-
-// fetchChunks reads ids through the fetch layer: local ones from st, the
-// others from src, persisted into st on arrival.
-func fetchChunks(ctx context.Context, st store.Store, src engine.ChunkSource, ids []string) (map[string]engine.Chunk, error) {
-	act := activity.New(nil)
-	defer act.Close()
-	claims := fetch.NewCoordinator()
-	defer claims.Close()
-	f, err := fetch.New(fetch.Config{}, fetch.Deps{Source: src, Local: st, Activity: act, Claims: claims})
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	layer, err := fetch.NewLayer(fetch.LayerConfig{}, fetch.LayerDeps{Local: st, Activity: act, Claims: claims, Fetcher: f})
-	if err != nil {
-		return nil, err
-	}
-	defer layer.Close()
-	res, err := layer.Get(ctx, ids, fetch.ReadOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]engine.Chunk, len(ids))
-	missing := 0
-	var firstErr error
-	for i, r := range res {
-		if r.OK {
-			out[ids[i]] = r.Chunk
-			continue
-		}
-		var ee *engine.Error
-		if errors.As(r.Err, &ee) && (ee.Stage == engine.StageTransport || ee.Stage == engine.StageAuth) {
-			return nil, r.Err
-		}
-		missing++
-		if firstErr == nil {
-			firstErr = r.Err
-		}
-	}
-	if missing > 0 {
-		return nil, fmt.Errorf("%d of %d chunks are neither local nor on the remote: %w", missing, len(ids), firstErr)
-	}
-	return out, nil
 }
 
 func runPut(env *cliEnv, args []string) error {
@@ -402,79 +321,6 @@ func runPut(env *cliEnv, args []string) error {
 		fmt.Fprintf(env.stdout, "%s: %d bytes, %d %s (%d new), revision %s\n", safe(p), len(data), n, plural(n, "chunk", "chunks"), res.NewChunks, res.Meta.Rev)
 	}
 	return nil
-}
-
-// putResult is what putFile did.
-type putResult struct {
-	meta      livesync.Meta
-	newChunks int
-	unchanged bool
-}
-
-// putFile writes a file into the replica as LiveSync does: its chunks
-// first, then its metadata as a new revision of the file's document
-// (keeping its ctime). A file whose content is unchanged gets no new
-// revision.
-func putFile(ctx context.Context, st store.Store, codec *livesync.Codec, p string, data []byte, mtime int64) (putResult, error) {
-	meta, chunks, err := codec.FileDocs(p, data, mtime, mtime)
-	if err != nil {
-		return putResult{}, err
-	}
-	var prevRev string
-	switch raw, err := st.Get(ctx, meta.ID, store.GetOptions{}); {
-	case err == nil:
-		d, perr := livesync.ParseDoc(raw)
-		if perr == nil && d.IsFileDoc() {
-			if old, perr := livesync.ParseMeta(d); perr == nil {
-				if !old.Deleted && old.Size == meta.Size && slicesEqual(old.Children, meta.Children) && old.Type == meta.Type {
-					return putResult{meta: old, unchanged: true}, nil
-				}
-				if !old.Deleted && old.CTime != 0 {
-					meta.CTime = old.CTime
-				}
-			}
-		}
-		prevRev = d.Rev()
-	case !errors.Is(err, engine.ErrNotFound):
-		return putResult{}, err
-	}
-	ids := make([]string, len(chunks))
-	for i, c := range chunks {
-		ids[i] = c.ID
-	}
-	have, err := st.GetChunks(ctx, ids)
-	if err != nil {
-		return putResult{}, err
-	}
-	// Chunks before the metadata that names them (FORMAT.md §3.1): a
-	// replica (and, replicated in sequence order, a remote) never holds
-	// metadata whose chunks were not written first.
-	if err := st.PutChunks(ctx, chunks); err != nil {
-		return putResult{}, err
-	}
-	meta.Rev = prevRev
-	b, err := meta.Doc().MarshalJSON()
-	if err != nil {
-		return putResult{}, err
-	}
-	rev, err := st.Put(ctx, b)
-	if err != nil {
-		return putResult{}, err
-	}
-	meta.Rev = rev
-	return putResult{meta: meta, newChunks: len(chunks) - len(have)}, nil
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func runRm(env *cliEnv, args []string) error {

@@ -47,6 +47,7 @@ func (c *command) parse(args []string) error {
 	}
 	c.pos = pos
 	c.json = c.cf.json
+	c.log = c.logger(c.cf)
 	return nil
 }
 
@@ -101,26 +102,6 @@ func (c *command) remote(arg string) (remoteSpec, error) {
 		return remoteSpec{}, err
 	}
 	return resolveRemote(cfg, arg)
-}
-
-// connect connects rep to the remote of spec with the command's flags
-// and this device's name; o says what else the command asks.
-func (c *command) connect(spec remoteSpec, rep *replica, o connectOptions) (remote, error) {
-	cfg, err := c.config()
-	if err != nil {
-		return nil, err
-	}
-	o.flags, o.deviceName = c.cf, cfg.DeviceName
-	rem, err := c.cliEnv.connect(spec, rep, o)
-	if err == nil && !rep.v.HasVault() && rep.vault != nil {
-		// The handshake recorded the remote's vault in the replica.
-		err = rep.reopen(c.ctx, nil)
-	}
-	if err != nil && rem != nil {
-		rem.Close()
-		return nil, err
-	}
-	return rem, err
 }
 
 // parseArgs parses flags anywhere on the command line ("pull home --json"

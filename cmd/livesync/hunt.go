@@ -437,7 +437,8 @@ func retryHunt(c *command, rep *replica, rec *heldRecord, files []heldFile, name
 			return err
 		}
 		if len(missing) == 0 {
-			if _, rerr := readFile(ctx, rep.st, f.meta, nil); rerr != nil {
+			if _, rerr := rep.v.ReadMeta(ctx, f.meta); rerr != nil {
+				rerr = rep.fileErr("", rerr)
 				f.missing = nil
 				held = append(held, stillHeld{f, []string{"its chunks are all here but it does not read: " + rerr.Error()}})
 				continue

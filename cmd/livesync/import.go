@@ -13,6 +13,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 func runImport(env *cliEnv, args []string) error {
@@ -237,75 +238,33 @@ func importRemote(c *command, dir, remoteArg string, hidden bool, newVault vault
 		return err
 	}
 	defer rep.Close()
-	rem, err := c.connect(spec, rep, connectOptions{create: true, newVault: newVault})
+	l, err := c.connect(spec, rep, connectOptions{create: true, newVault: newVault})
 	if err != nil {
 		return err
 	}
-	defer rem.Close()
-	node, err := rep.nodeID(env.ctx)
-	if err != nil {
-		return err
-	}
-	pr := newProgress(env, c.cf.quiet, false)
+	defer l.Close()
 	// A journal bucket cannot leave chunks out: it receives whole packs.
-	if _, err := rem.Replicate(env.ctx, rep.st, node, replicate.Pull, replicateOptions{metadataOnly: true, progress: pr.update, packs: pr.pack}); err != nil {
+	if _, err := c.replicate(rep, l, replicate.Pull, vault.SyncOptions{MetadataOnly: l.Journal() == nil}); err != nil {
 		return err
 	}
-	pr.finish()
-
-	imported, unchanged, failed := 0, 0, 0
-	var total int64
-	for _, rel := range paths {
-		if err := env.ctx.Err(); err != nil {
-			return err
-		}
-		full := filepath.Join(dir, filepath.FromSlash(rel))
-		info, err := os.Stat(full)
-		if err == nil && !info.Mode().IsRegular() {
-			err = fmt.Errorf("not a regular file")
-		}
-		var data []byte
-		if err == nil {
-			data, err = os.ReadFile(full)
-		}
-		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
-			failed++
-			continue
-		}
-		res, err := putFile(env.ctx, rep.st, rem.Codec(), importPath(rel), data, info.ModTime().UnixMilli())
-		if err != nil {
-			var le *localError
-			if errors.As(err, &le) {
-				return err
-			}
-			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
-			failed++
-			continue
-		}
-		if res.unchanged {
-			unchanged++
-		} else {
-			imported++
-		}
-		total += int64(len(data))
+	imported, unchanged, failed, total, err := importFiles(c, rep, dir, paths)
+	if err != nil {
+		return err
 	}
-	pr = newProgress(env, c.cf.quiet, false)
-	res, err := rem.Replicate(env.ctx, rep.st, node, replicate.Push, replicateOptions{progress: pr.update, packs: pr.pack})
-	pr.finish()
+	res, err := c.replicate(rep, l, replicate.Push, vault.SyncOptions{})
 	if err != nil {
 		return err
 	}
 	if c.cf.json {
-		writeJSON(env.stdout, map[string]any{"ok": failed == 0 && res.Push.WriteFailures == 0, "command": "import", "remote": rem.ID(),
+		writeJSON(env.stdout, map[string]any{"ok": failed == 0 && res.Push.WriteFailures == 0, "command": "import", "remote": l.ID(),
 			"files": imported, "unchanged": unchanged, "failed": failed, "bytes": total, "pushed": progressJSON(res.Push)})
 	} else {
-		fmt.Fprintf(env.stdout, "imported %d files (%d bytes) into %s", imported, total, rem.ID())
+		fmt.Fprintf(env.stdout, "imported %d files (%d bytes) into %s", imported, total, l.ID())
 		if unchanged > 0 {
 			fmt.Fprintf(env.stdout, "; %d unchanged", unchanged)
 		}
-		if res.journal != nil {
-			fmt.Fprintf(env.stdout, "; sent %d %s (%d records)\n", res.journal.PacksSent, plural(res.journal.PacksSent, "pack", "packs"), res.journal.RecordsSent)
+		if res.Journal != nil {
+			fmt.Fprintf(env.stdout, "; sent %d %s (%d records)\n", res.Journal.PacksSent, plural(res.Journal.PacksSent, "pack", "packs"), res.Journal.RecordsSent)
 		} else {
 			fmt.Fprintf(env.stdout, "; pushed %d docs\n", res.Push.DocsWritten)
 		}
@@ -317,4 +276,44 @@ func importRemote(c *command, dir, remoteArg string, hidden bool, newVault vault
 		return partialError{msg: fmt.Sprintf("the remote refused %d documents (forbidden or unauthorized)", res.Push.WriteFailures)}
 	}
 	return nil
+}
+
+// importFiles writes the files of dir at paths into the replica's vault
+// and counts them; an unreadable file is named on stderr and skipped, a
+// failure of the local replica stops the import.
+func importFiles(c *command, rep *replica, dir string, paths []string) (imported, unchanged, failed int, total int64, err error) {
+	for _, rel := range paths {
+		if err := c.ctx.Err(); err != nil {
+			return 0, 0, 0, 0, err
+		}
+		full := filepath.Join(dir, filepath.FromSlash(rel))
+		info, err := os.Stat(full)
+		if err == nil && !info.Mode().IsRegular() {
+			err = fmt.Errorf("not a regular file")
+		}
+		var data []byte
+		if err == nil {
+			data, err = os.ReadFile(full)
+		}
+		var res vault.WriteResult
+		if err == nil {
+			res, err = rep.v.Write(c.ctx, importPath(rel), data, vault.WriteOptions{MTime: info.ModTime()})
+			var le *localError
+			if errors.As(err, &le) {
+				return 0, 0, 0, 0, err
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(c.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
+			failed++
+			continue
+		}
+		if res.Unchanged {
+			unchanged++
+		} else {
+			imported++
+		}
+		total += int64(len(data))
+	}
+	return imported, unchanged, failed, total, nil
 }

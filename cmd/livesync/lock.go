@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
-// The locked remote (FORMAT.md §1.8, §5.4). The plugin's "Rebuild
+// The locked remote. The plugin's "Rebuild
 // everything" leaves the remote's milestone locked with only the
 // rebuilding device in accepted_nodes; every other device is refused
 // (NODE_LOCKED) until it fetches everything again, which makes it join
@@ -30,14 +29,9 @@ import (
 //   - commands that only read never join: the lock guards against merging
 //     stale data, not against reading.
 
-var (
-	// errNoVaultYet is a read-only connection to a remote without sync
-	// parameters: nothing was ever written there.
-	errNoVaultYet = errors.New("the remote holds no vault yet (it has no sync parameters), so there is nothing to read; push a vault into it first")
-	// errRekeyedMeanwhile is a salt that changed between the read-only
-	// and the writing handshake.
-	errRekeyedMeanwhile = errors.New("the remote's salt changed while connecting (another device rebuilt it just now); run the command again")
-)
+// rekeyedMeanwhile is what the CLI says of vault.ErrRekeyedMeanwhile: a
+// salt that changed between the read-only and the writing handshake.
+const rekeyedMeanwhile = "the remote's salt changed while connecting (another device rebuilt it just now); run the command again"
 
 // lockedError refuses a replica that holds documents on a remote that
 // was rebuilt (locked) or cleaned by another device and does not list
@@ -110,56 +104,20 @@ func (f commonFlags) replicaArgs() string {
 	return out
 }
 
-// acceptedDevices names the accepted devices of m: the device name from
-// node_info with the node id, or the node id alone.
-func acceptedDevices(m *negotiate.Milestone) []string {
-	if m == nil {
-		return nil
-	}
-	var out []string
-	for _, id := range m.AcceptedNodes {
-		if n, ok := m.NodeInfo[id]; ok && n.DeviceName != "" {
-			out = append(out, fmt.Sprintf("%q (%s)", n.DeviceName, id))
-		} else {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// admit decides, from the verdict of a read-only handshake, whether this
-// replica may connect to a remote that is locked for it: an empty replica
-// joins (the caller sets AllowJoin, and this says so in one line), a
-// replica that holds documents is refused with a *lockedError. Other
-// verdicts are not its business.
-func (e *cliEnv) admit(r *replica, spec remoteSpec, f commonFlags, m *negotiate.Milestone, v negotiate.Verdict) (join bool, err error) {
-	if v.Kind != negotiate.VerdictNodeLocked && v.Kind != negotiate.VerdictNodeCleaned {
-		return false, nil
-	}
-	empty, err := r.isEmpty(e.ctx)
-	if err != nil {
-		return false, err
-	}
-	accepted := acceptedDevices(m)
-	if !empty {
-		return false, &lockedError{remote: remoteArg(spec), flags: f.replicaArgs(), cleaned: v.Kind == negotiate.VerdictNodeCleaned, accepted: accepted}
+// admit is the vault's Admit: an empty replica joins a remote that is
+// locked for it (and says so in one line), a replica that holds
+// documents is refused with a *lockedError.
+func (c *command) admit(spec remoteSpec, l vault.Locked) (join bool, err error) {
+	accepted := vault.AcceptedDevices(l.Milestone)
+	if !l.Empty {
+		return false, &lockedError{remote: remoteArg(spec), flags: c.cf.replicaArgs(), cleaned: l.Cleaned, accepted: accepted}
 	}
 	by := ""
 	if len(accepted) > 0 {
 		by = " by " + strings.Join(accepted, ", ")
 	}
-	fmt.Fprintf(e.stderr, "%s is locked (rebuilt%s); this replica is empty, so it fetches everything and joins the remote's accepted devices\n", spec, safe(by))
+	fmt.Fprintf(c.stderr, "%s is locked (rebuilt%s); this replica is empty, so it fetches everything and joins the remote's accepted devices\n", spec, safe(by))
 	return true, nil
-}
-
-// isEmpty reports whether the replica holds no document at all (deleted
-// ones included): nothing of it could be merged into a remote.
-func (r *replica) isEmpty(ctx context.Context) (bool, error) {
-	page, err := r.st.Changes(ctx, engine.ChangesRequest{Limit: 1})
-	if err != nil {
-		return false, err
-	}
-	return len(page.Results) == 0, nil
 }
 
 // discardReplica empties the replica at path, as the plugin's "fetch"
@@ -198,9 +156,9 @@ func (e *cliEnv) discardReplica(path string) (int64, error) {
 	if err != nil {
 		return 0, &localError{tmp, err}
 	}
-	fresh := &replica{path: tmp, st: &localStore{Store: st, path: tmp}}
+	fresh := &localStore{Store: st, path: tmp}
 	if node != "" {
-		err = fresh.putNodeID(e.ctx, node)
+		err = vault.PutNodeID(e.ctx, fresh, node)
 	}
 	if cerr := fresh.Close(); err == nil {
 		err = cerr
@@ -237,31 +195,32 @@ func runUnlock(env *cliEnv, args []string) error {
 	defer rep.Close()
 	// Reading proves the credentials and the passphrase; nothing is
 	// written before the confirmation.
-	rem, err := c.connect(spec, rep, connectOptions{readOnly: true})
+	l, err := c.connect(spec, rep, connectOptions{readOnly: true})
 	if err != nil {
 		return err
 	}
-	defer rem.Close()
+	defer l.Close()
 	node, err := rep.nodeID(env.ctx)
 	if err != nil {
 		return err
 	}
-	m, err := rem.Milestone(env.ctx)
+	port := l.Remote().Negotiate()
+	m, err := negotiate.ReadMilestone(env.ctx, port)
 	if err != nil {
-		return rem.wrapErr(err)
+		return l.wrap(err)
 	}
 	if m == nil || !m.Locked {
 		if c.cf.json {
-			writeJSON(env.stdout, map[string]any{"ok": true, "command": "unlock", "remote": rem.ID(), "was_locked": false})
+			writeJSON(env.stdout, map[string]any{"ok": true, "command": "unlock", "remote": l.ID(), "was_locked": false})
 			return nil
 		}
-		fmt.Fprintf(env.stdout, "%s is not locked; nothing to do\n", rem.ID())
+		fmt.Fprintf(env.stdout, "%s is not locked; nothing to do\n", l.ID())
 		return nil
 	}
-	accepted := acceptedDevices(m)
+	accepted := vault.AcceptedDevices(m)
 	sort.Strings(accepted)
 	if !c.cf.json {
-		fmt.Fprintf(env.stdout, "%s is locked; its accepted devices are:\n", rem.ID())
+		fmt.Fprintf(env.stdout, "%s is locked; its accepted devices are:\n", l.ID())
 		for _, a := range accepted {
 			fmt.Fprintf(env.stdout, "  %s\n", safe(a))
 		}
@@ -269,21 +228,14 @@ func runUnlock(env *cliEnv, args []string) error {
 	if err := env.confirm(*yes, "Unlock it? Every device may then sync its local data into it, including devices that did not fetch the rebuilt vault"); err != nil {
 		return err
 	}
-	_, err = rem.UpdateMilestone(env.ctx, node, func(m *negotiate.Milestone, _ bool) (bool, error) {
-		if !m.Locked {
-			return false, nil // unlocked meanwhile
-		}
-		m.Unlock(node, rem.ChunkRange())
-		return true, nil
-	})
-	if err != nil {
-		return rem.wrapErr(err)
+	if _, err := negotiate.Unlock(env.ctx, port, node, l.Remote().ChunkRange(), env.now()); err != nil {
+		return l.wrap(err)
 	}
 	if c.cf.json {
-		writeJSON(env.stdout, map[string]any{"ok": true, "command": "unlock", "remote": rem.ID(), "was_locked": true, "accepted": accepted})
+		writeJSON(env.stdout, map[string]any{"ok": true, "command": "unlock", "remote": l.ID(), "was_locked": true, "accepted": accepted})
 		return nil
 	}
-	fmt.Fprintf(env.stdout, "unlocked %s: every device may sync with it again\n", rem.ID())
+	fmt.Fprintf(env.stdout, "unlocked %s: every device may sync with it again\n", l.ID())
 	return nil
 }
 

@@ -127,6 +127,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -314,8 +315,9 @@ type cliEnv struct {
 	// tests inject storage faults through it.
 	wrapStore func(store.Store) store.Store
 
-	cmd  string // the command being run
-	json bool   // --json: the command's result (or error) as JSON on stdout
+	cmd  string       // the command being run
+	json bool         // --json: the command's result (or error) as JSON on stdout
+	log  *slog.Logger // --verbose: what the engine does, on stderr (nil: discarded)
 }
 
 // passphrase returns the vault passphrase from --passphrase-file or

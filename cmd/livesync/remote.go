@@ -2,115 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/journalsync"
-	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
-	"github.com/livesync-go/livesync-go/engine/replicate"
-	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
-
-// remote is a connected vault remote, whatever its kind: a CouchDB
-// database (couchRemote) or an S3 journal bucket (bucketRemote,
-// engine/journalsync).
-type remote interface {
-	// ID names the remote without credentials (its URL); it keys the
-	// replica's record of the remote.
-	ID() string
-	// Codec is the vault's codec with the remote's salt.
-	Codec() *livesync.Codec
-	// Replicate runs one replication in dir between the local replica
-	// (whose replication identity is localID) and the remote: one-shot,
-	// or live until ctx ends. Progress goes to opts' callbacks.
-	Replicate(ctx context.Context, local store.Store, localID string, dir replicate.Direction, opts replicateOptions) (syncResult, error)
-	// Chunks is the remote's chunk source for reads on demand, nil if it
-	// cannot fetch chunks by id.
-	Chunks() engine.ChunkSource
-	// Files lists the file metadata the remote holds, decoded (deleted
-	// files included, marked).
-	Files(ctx context.Context) ([]livesync.Meta, error)
-	// Milestone reads the remote's milestone, nil if it has none.
-	Milestone(ctx context.Context) (*negotiate.Milestone, error)
-	// UpdateMilestone changes the milestone with fn and writes it back
-	// conditionally, redoing fn from a fresh read after a lost race
-	// (couchdb.DB.UpdateMilestone, minio.Bucket.UpdateMilestone).
-	UpdateMilestone(ctx context.Context, me string, fn func(m *negotiate.Milestone, found bool) (bool, error)) (*negotiate.Milestone, error)
-	// ChunkRange is the chunk-format range this client announces in the
-	// remote's milestone.
-	ChunkRange() negotiate.ChunkRange
-	// Reset deletes everything the remote holds (the database is
-	// destroyed and created again, a bucket's objects under its prefix
-	// are deleted), so that the next handshake writes a new salt.
-	Reset(ctx context.Context) error
-	// ForgetCheckpoint drops what the replica remembers of the remote's
-	// content, as after a reset: the next push sends every document.
-	// (A CouchDB remote's checkpoints are on both sides, and the reset
-	// removed the remote's; a journal's is in the replica alone.)
-	ForgetCheckpoint(ctx context.Context) error
-	// wrapErr names the remote in an error of its own.
-	wrapErr(err error) error
-	Close() error
-}
-
-// syncResult is the outcome of one replication run.
-type syncResult struct {
-	replicate.Result
-	// journal is what a journal bucket's run did (nil for CouchDB).
-	journal *journalsync.Result
-	// quarantined lists the journal packs that could not be opened: set
-	// aside by this run or an earlier one (journal remotes only).
-	quarantined []journalsync.Quarantine
-}
-
-// newlyQuarantined reports whether q was set aside by this run.
-func (r syncResult) newlyQuarantined(q journalsync.Quarantine) bool {
-	if r.journal == nil {
-		return false
-	}
-	for _, n := range r.journal.Quarantined {
-		if n.Key == q.Key {
-			return true
-		}
-	}
-	return false
-}
-
-// replicateOptions are the choices of one replication run.
-type replicateOptions struct {
-	live         bool
-	metadataOnly bool // pull without chunks (LiveSync's readChunksOnline)
-	progress     func(replicate.Progress)
-	// written, if set, is told how many documents each bulk write stored
-	// in direction dir (live runs report these).
-	written func(dir replicate.Direction, n int)
-	// packs, if set, is told about every journal pack received or sent
-	// (journal remotes).
-	packs func(journalsync.Progress)
-	// warn, if set, is told about every pack a live run quarantines.
-	warn func(journalsync.Quarantine)
-	// polled, if set, is told what each poll of a live run on a journal
-	// bucket did.
-	polled func(journalsync.Result)
-	// retrying, if set, is told about a transport failure of a live run
-	// on a journal bucket and the pause before the next poll.
-	retrying func(err error, wait time.Duration)
-	// holder, if set, sees every pulled metadata revision (the CLI's
-	// record of held files).
-	holder replicate.Holder
-	// interval is the pause between two polls of a live run on a journal
-	// bucket (default 10 s).
-	interval time.Duration
-	// retryQuarantined releases the quarantined packs before receiving.
-	retryQuarantined bool
-	log              *slog.Logger // nil discards
-}
 
 // remoteSpec is a remote as named on the command line or in the
 // configuration, before connecting.
@@ -227,13 +129,10 @@ func redactURLError(err error) error {
 
 // connectOptions are what a command asks of the connection.
 type connectOptions struct {
-	flags commonFlags
 	// create creates a missing database (push, sync, import).
 	create bool
 	// newVault holds the command line's settings for a new vault.
 	newVault vaultConfig
-	// deviceName is this device's name in the milestone.
-	deviceName string
 	// readOnly connects without writing anything to the remote: no
 	// database, salt or milestone entry, and a locked remote is read
 	// without joining it (ls --remote, cat --remote, export with a
@@ -244,43 +143,115 @@ type connectOptions struct {
 	check negotiate.CheckOptions
 }
 
-// connect opens the remote of spec for the replica r: it resolves the
-// password, works out the vault's settings (the replica's own, else the
-// command line's or the configuration's for a new vault, else the
-// remote's preferred ones), resolves the passphrase when the vault needs
-// one, runs the LiveSync handshake, checks the passphrase against the
-// remote's data, and records the settings in the replica.
-func (e *cliEnv) connect(spec remoteSpec, r *replica, o connectOptions) (remote, error) {
-	switch spec.kind {
-	case "couchdb":
-		return e.connectCouch(spec, r, o)
-	case "s3":
-		return e.connectBucket(spec, r, o)
-	}
-	return nil, usageError{fmt.Sprintf("unknown kind of remote %q", spec.kind)}
+// link is a remote attached to the replica's vault.
+type link struct {
+	*vault.Link
+	v      *vault.Vault
+	bucket string // the bucket's name, for a journal bucket
+	// closeAlso is a throwaway replica the link was attached to, closed
+	// with it.
+	closeAlso *replica
 }
 
-// vaultSettings decides the settings of the vault on a remote whose
-// milestone prefers pref (hasPref false: none). It returns the tweak
-// values to announce and the settings without a passphrase. A new vault
-// on a journal bucket (journal set) gets the object-storage preset's
-// chunk size (10) unless one is given.
-func vaultSettings(r *replica, pref negotiate.TweakValues, hasPref bool, explicit vaultConfig, journal bool) (negotiate.TweakValues, livesync.Settings, error) {
-	var tv negotiate.TweakValues
-	switch {
-	case r.vault != nil:
-		tv = r.vault.Tweaks
-	case explicit.isSet() || !hasPref:
-		if journal && explicit.CustomChunkSize == nil {
+// connect opens the remote of spec (resolving its password or secret
+// key) and attaches it to the replica's vault: the vault's settings are
+// the replica's, else the command line's or the configuration's for a
+// new vault, else the remote's preferred ones; the passphrase is asked
+// when the vault needs one; the handshake and the passphrase check are
+// the vault's (vault.Vault.Attach). A locked remote is joined by an
+// empty replica and refused with a *lockedError otherwise.
+func (c *command) connect(spec remoteSpec, rep *replica, o connectOptions) (*link, error) {
+	r, bucket, err := c.openRemote(spec)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	dev := deviceInfoFor(cfg.DeviceName, rep, spec)
+	ao := vault.AttachOptions{Create: o.create, ReadOnly: o.readOnly, Check: o.check, Device: &dev,
+		Passphrase: func() (string, error) { return c.passphraseFor(&spec, c.cf) },
+		Admit:      func(_ context.Context, l vault.Locked) (bool, error) { return c.admit(spec, l) }}
+	if explicit := spec.cfg.vaultConfig.merge(o.newVault); explicit.isSet() {
+		if spec.kind == "s3" && explicit.CustomChunkSize == nil {
 			size := journalChunkSize
 			explicit.CustomChunkSize = &size
 		}
-		tv = newVaultSettings(explicit).TweakValues()
-	default:
-		tv = pref
+		s := newVaultSettings(explicit)
+		ao.NewVault = &s
 	}
-	s, err := settingsOf(tv)
-	return tv, s, err
+	l, err := rep.v.Attach(c.ctx, r, ao)
+	if err != nil {
+		r.Close()
+		var ue usageError
+		var pe *vault.PassphraseError
+		if errors.As(err, &ue) || (errors.As(err, &pe) && pe.Remote == "") {
+			return nil, rep.fileErr("", err)
+		}
+		return nil, &remoteError{remote: spec.String(), err: remoteErr(err), bucket: bucket}
+	}
+	return &link{Link: l, v: rep.v, bucket: bucket}, nil
+}
+
+// openRemote resolves the password or secret key of spec and opens its
+// database or bucket (no request is made); for a bucket it also returns
+// its name.
+func (c *command) openRemote(spec remoteSpec) (vault.Remote, string, error) {
+	switch spec.kind {
+	case "couchdb":
+		cfg, err := c.couchConfig(spec, c.cf)
+		if err != nil {
+			return nil, "", err
+		}
+		r, err := couchdb.NewRemote(cfg, couchdb.RemoteOptions{ID: spec.String()})
+		if err != nil {
+			return nil, "", usageError{err.Error()}
+		}
+		return r, "", nil
+	case "s3":
+		cfg, err := c.bucketConfig(spec, c.cf)
+		if err != nil {
+			return nil, "", err
+		}
+		r, err := minio.NewRemote(cfg, minio.RemoteOptions{ID: spec.String(), DirectFetch: spec.s3.directFetch})
+		if err != nil {
+			return nil, "", bucketConfigError(err)
+		}
+		return r, spec.s3.bucket, nil
+	}
+	return nil, "", usageError{fmt.Sprintf("unknown kind of remote %q", spec.kind)}
+}
+
+// remoteErr puts an error of the vault about a remote in the CLI's
+// words.
+func remoteErr(err error) error {
+	var pe *vault.PassphraseError
+	if errors.As(err, &pe) {
+		return &passphraseError{remote: pe.Remote, docID: pe.DocID, what: pe.What}
+	}
+	return err
+}
+
+// wrap names the remote in its errors (the local replica's errors are
+// already *localError and keep their own name).
+func (l *link) wrap(err error) error {
+	var le *localError
+	var re *remoteError
+	if err == nil || errors.As(err, &le) || errors.As(err, &re) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &remoteError{remote: l.ID(), err: remoteErr(err), bucket: l.bucket}
+}
+
+// Close detaches the remote from the vault and closes it.
+func (l *link) Close() error {
+	l.v.Detach(l.Link)
+	err := l.Remote().Close()
+	if l.closeAlso != nil {
+		l.closeAlso.Close()
+	}
+	return err
 }
 
 // passphraseFor resolves the vault passphrase for spec.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,43 +23,31 @@ import (
 // configuration names one.
 const defaultStore = "./.livesync/store.db"
 
-// vaultLocalID is the _local document (not replicated) in which the CLI
-// keeps the vault's settings and what it knows of each remote.
-const vaultLocalID = "livesync-go-cli"
-
 // replica is the local replica: a bbolt store holding the vault's
-// documents in their local (plaintext) form, the vault's settings and
-// this device's node id.
+// documents in their local (plaintext) form, and the vault over it
+// (which keeps the vault's settings, what it knows of each remote and
+// this device's node id in the replica).
 type replica struct {
-	path  string
-	st    store.Store // wrapped: its errors are *localError
-	temp  string      // a temporary folder removed by Close, if any
+	path string
+	st   store.Store // wrapped: its errors are *localError
+	temp string      // a temporary folder removed by Close, if any
+	v    *vault.Vault
+	now  func() time.Time
+	log  *slog.Logger
+	// vault is the vault's record as it was when the replica was opened
+	// (nil: no vault yet), for the doctor.
 	vault *vaultRecord
-	v     *vault.Vault // the vault over st
-	now   func() time.Time
 }
 
-// vaultRecord is what the replica knows of its vault.
+// vaultRecord is what the replica knows of its vault (the JSON of the
+// _local document vault.RecordID).
 type vaultRecord struct {
-	// Tweaks are the vault's must-match settings (the remote's PREFERRED
-	// tweak values, or those of a new vault). The passphrase is never
-	// part of them.
 	Tweaks  negotiate.TweakValues   `json:"tweak_values"`
 	Remotes map[string]*remoteState `json:"remotes,omitempty"`
 }
 
 // remoteState is what the replica remembers of one remote.
-type remoteState struct {
-	LastPull    time.Time `json:"last_pull,omitzero"`
-	LastPullSeq string    `json:"last_pull_seq,omitempty"`
-	LastPush    time.Time `json:"last_push,omitzero"`
-	LastPushSeq string    `json:"last_push_seq,omitempty"`
-	// JournalID and JournalPrefix identify a journal bucket's checkpoint
-	// in the replica (journalsync.CheckpointID), for status to read its
-	// quarantine without contacting the bucket.
-	JournalID     string `json:"journal_id,omitempty"`
-	JournalPrefix string `json:"journal_prefix,omitempty"`
-}
+type remoteState = vault.RemoteState
 
 // storePath returns the replica's path from the flag, the configuration
 // or the default.
@@ -90,38 +79,45 @@ func (e *cliEnv) openReplica(path string, create bool) (*replica, error) {
 	if err != nil {
 		return nil, &localError{path, err}
 	}
-	r := &replica{path: path, now: e.now}
+	r := &replica{path: path, now: e.now, log: e.log}
 	r.st = &localStore{Store: st, path: path}
 	if e.wrapStore != nil {
 		r.st = &localStore{Store: e.wrapStore(st), path: path}
 	}
-	err = r.load(e.ctx)
-	if err == nil {
-		r.v, err = vault.Open(e.ctx, r.st, vault.Options{Now: r.now})
-	}
-	if err != nil {
+	if err := r.open(e.ctx, nil); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
+// open opens the vault over the replica; settings, if not nil, are
+// those of a new vault, recorded when the replica holds none.
+func (r *replica) open(ctx context.Context, settings *livesync.Settings) error {
+	v, err := vault.Open(ctx, r.st, vault.Options{Now: r.now, Log: r.log, Settings: settings})
+	if err != nil {
+		var le *localError
+		var ee *engine.Error
+		if !errors.As(err, &le) && errors.As(err, &ee) {
+			err = &localError{r.path, ee.Err}
+		}
+		return err
+	}
+	r.v, r.vault = v, nil
+	if tv, err := v.TweakValues(); err == nil {
+		r.vault = &vaultRecord{Tweaks: tv, Remotes: map[string]*remoteState{}}
+		for id, s := range v.Remotes() {
+			r.vault.Remotes[id] = &s
+		}
+	}
+	return nil
+}
+
 // newVault records the settings of a new vault in a replica that holds
 // none.
 func (r *replica) newVault(ctx context.Context, s livesync.Settings) error {
-	return r.reopen(ctx, &s)
-}
-
-// reopen opens the vault again over the replica, after the replica's
-// record of it was written here (with settings s, if not nil).
-func (r *replica) reopen(ctx context.Context, s *livesync.Settings) error {
 	r.v.Close()
-	v, err := vault.Open(ctx, r.st, vault.Options{Now: r.now, Settings: s})
-	if err != nil {
-		return err
-	}
-	r.v = v
-	return r.load(ctx)
+	return r.open(ctx, &s)
 }
 
 // openTempReplica opens a replica in a new temporary folder, removed by
@@ -152,112 +148,23 @@ func (r *replica) Close() error {
 	return err
 }
 
-func (r *replica) load(ctx context.Context) error {
-	raw, err := r.st.GetLocal(ctx, vaultLocalID)
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var v vaultRecord
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return &localError{r.path, fmt.Errorf("the vault record is damaged: %v", err)}
-	}
-	r.vault = &v
-	return nil
-}
-
-// save writes the vault record.
-func (r *replica) save(ctx context.Context) error {
-	b, err := json.Marshal(r.vault)
-	if err != nil {
-		return err
-	}
-	return r.st.PutLocal(ctx, vaultLocalID, b)
-}
-
-// setVault records the vault's settings (once: a replica holds one vault).
-func (r *replica) setVault(ctx context.Context, tv negotiate.TweakValues) error {
-	if r.vault != nil {
-		return nil
-	}
-	r.vault = &vaultRecord{Tweaks: tv}
-	return r.save(ctx)
-}
-
-// remote returns the state kept for a remote, creating it.
-func (r *replica) remote(id string) *remoteState {
-	if r.vault.Remotes == nil {
-		r.vault.Remotes = map[string]*remoteState{}
-	}
-	s := r.vault.Remotes[id]
-	if s == nil {
-		s = &remoteState{}
-		r.vault.Remotes[id] = s
-	}
-	return s
-}
-
 // nodeID returns this device's node id, kept in the replica as the
-// plugin keeps it in its local database (_local/obsydian_livesync_nodeinfo),
-// creating it on first use.
-func (r *replica) nodeID(ctx context.Context) (string, error) {
-	id := negotiate.NodeInfoDocID[len("_local/"):]
-	raw, err := r.st.GetLocal(ctx, id)
-	if err == nil {
-		var d negotiate.NodeInfoDoc
-		if json.Unmarshal(raw, &d) == nil && d.NodeID != "" {
-			return d.NodeID, nil
-		}
-	} else if !errors.Is(err, engine.ErrNotFound) {
-		return "", err
-	}
-	node, err := newNodeID()
-	if err != nil {
-		return "", err
-	}
-	if err := r.putNodeID(ctx, node); err != nil {
-		return "", err
-	}
-	return node, nil
-}
-
-// putNodeID records node as this device's node id.
-func (r *replica) putNodeID(ctx context.Context, node string) error {
-	b, _ := json.Marshal(negotiate.NodeInfoDoc{ID: negotiate.NodeInfoDocID, Type: negotiate.TypeNodeInfo, NodeID: node, V20220607: true})
-	return r.st.PutLocal(ctx, negotiate.NodeInfoDocID[len("_local/"):], b)
-}
+// plugin keeps it in its local database, creating it on first use.
+func (r *replica) nodeID(ctx context.Context) (string, error) { return r.v.NodeID(ctx) }
 
 // nodeIDIfAny returns this device's node id, "" if the replica has none
 // yet (it creates nothing).
 func (r *replica) nodeIDIfAny(ctx context.Context) (string, error) {
-	raw, err := r.st.GetLocal(ctx, negotiate.NodeInfoDocID[len("_local/"):])
-	if errors.Is(err, engine.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	var d negotiate.NodeInfoDoc
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return "", nil
-	}
-	return d.NodeID, nil
+	return vault.NodeIDIfAny(ctx, r.st)
 }
+
+// isEmpty reports whether the replica holds no document at all (deleted
+// ones included): nothing of it could be merged into a remote.
+func (r *replica) isEmpty(ctx context.Context) (bool, error) { return r.v.IsEmpty(ctx) }
 
 // settingsOf returns the format settings of tweak values, without a
 // passphrase.
-func settingsOf(tv negotiate.TweakValues) (livesync.Settings, error) {
-	// FromTweakValues validates the result, and an encrypted vault needs a
-	// passphrase to be valid: give a placeholder, then take it away.
-	s, err := livesync.FromTweakValues(livesync.Settings{Passphrase: "-"}, tv)
-	if err != nil {
-		return s, fmt.Errorf("the vault's settings: %w", err)
-	}
-	s.Passphrase = ""
-	return s, nil
-}
+func settingsOf(tv negotiate.TweakValues) (livesync.Settings, error) { return vault.SettingsOf(tv) }
 
 // newVaultSettings returns the settings of a new vault: upstream's
 // defaults with the self-hosted CouchDB preset's chunk size, changed by c.
@@ -280,7 +187,7 @@ func newVaultSettings(c vaultConfig) livesync.Settings {
 
 // needsPassphrase reports whether a vault with s needs the passphrase to
 // make ids or to talk to a remote.
-func needsPassphrase(s livesync.Settings) bool { return s.Encrypt || s.PathObfuscation }
+func needsPassphrase(s livesync.Settings) bool { return vault.NeedsPassphrase(s) }
 
 // localStore marks every storage error of the local replica as a
 // *localError, so that a full disk is told apart from a remote failure.

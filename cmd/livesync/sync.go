@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 func runPull(env *cliEnv, args []string) error { return runReplication(env, args, replicate.Pull) }
@@ -64,7 +64,7 @@ func parseReplication(env *cliEnv, args []string, dir replicate.Direction) (*rep
 		addVaultFlags(fs, &r.vf)
 	}
 	fs.BoolVar(&r.watch, "watch", false, "keep replicating until Ctrl-C, reconnecting after failures")
-	fs.DurationVar(&r.interval, "interval", defaultPollInterval, "with --watch on a journal bucket: the pause between two polls (it doubles after failures, up to 5m)")
+	fs.DurationVar(&r.interval, "interval", vault.DefaultPollInterval, "with --watch on a journal bucket: the pause between two polls (it doubles after failures, up to 5m)")
 	if dir&replicate.Pull != 0 {
 		fs.BoolVar(&r.rebuildLocal, "rebuild-local", false, "discard the local replica's documents and fetch everything again (the plugin's \"fetch\"), joining a remote that another device rebuilt")
 	}
@@ -109,7 +109,7 @@ func parseReplication(env *cliEnv, args []string, dir replicate.Direction) (*rep
 	return r, nil
 }
 
-// run connects and replicates, then records and reports the run.
+// run connects and replicates, then reports the run.
 func (r *replication) run() error {
 	env := r.cliEnv
 	rep, err := r.replica(true)
@@ -118,31 +118,17 @@ func (r *replication) run() error {
 	}
 	defer rep.Close()
 	o := connectOptions{create: r.dir&replicate.Push != 0, newVault: r.vf.config(r.fs)}
-	rem, err := r.connectRetry(r.spec, rep, o, r.watch)
+	l, err := r.connectRetry(r.spec, rep, o, r.watch)
 	if err != nil {
 		return err
 	}
-	defer rem.Close()
-	node, err := rep.nodeID(env.ctx)
-	if err != nil {
-		return err
-	}
-	pr := newProgress(env, r.cf.quiet, r.watch)
-	held := newHeldTracker(rep, rem.ID(), env.now)
-	ro := r.options(rem, pr, held)
+	defer l.Close()
 	if r.watch {
-		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", safe(rem.ID()), r.name)
+		fmt.Fprintf(env.stderr, "watching %s (%s); Ctrl-C to stop\n", safe(l.ID()), r.name)
 	}
 	start := env.now()
-	res, err := rem.Replicate(env.ctx, rep.st, node, r.dir, ro)
-	pr.finish()
-	if ro.holder != nil {
-		// What arrived is recorded even after a failure or Ctrl-C (with
-		// a context of its own: env.ctx may be the one cancelled).
-		if herr := held.commit(context.WithoutCancel(env.ctx)); herr != nil && err == nil {
-			err = herr
-		}
-	}
+	res, err := r.replicate(rep, l, r.dir, vault.SyncOptions{Live: r.watch, MetadataOnly: r.metadataOnly,
+		RetryQuarantined: r.retryQuarantined, Interval: r.interval})
 	if r.watch {
 		if errors.Is(err, env.ctx.Err()) && env.ctx.Err() != nil {
 			fmt.Fprintln(env.stderr, "stopped")
@@ -153,77 +139,62 @@ func (r *replication) run() error {
 	if err != nil {
 		return err
 	}
-	return r.report(rep, rem.ID(), res, start)
+	return r.report(rep, l.ID(), res, start)
 }
 
-// options are the replication options of the run: progress, the record
-// of held files, and for --watch the lines a live run prints.
-func (r *replication) options(rem remote, pr *progress, held *heldTracker) replicateOptions {
-	env := r.cliEnv
-	ro := replicateOptions{live: r.watch, progress: pr.update, packs: pr.pack, log: env.logger(r.cf), interval: r.interval,
-		metadataOnly: r.metadataOnly, retryQuarantined: r.retryQuarantined}
-	if r.dir&replicate.Pull != 0 {
-		ro.holder = held
-	}
-	if !r.watch {
-		return ro
-	}
-	ro.progress, ro.packs, ro.written = nil, nil, pr.written
-	ro.polled = pr.polled
-	ro.warn = func(q journalsync.Quarantine) { warnQuarantined(env, rem.ID(), q, true) }
-	ro.retrying = func(err error, wait time.Duration) {
-		_, msg := classify(err)
-		fmt.Fprintf(env.stderr, "%s; retrying in %s\n", safe(msg), wait)
-		_ = held.commit(env.ctx)
-	}
-	if ro.holder != nil {
-		polled := ro.polled
-		ro.polled = func(res journalsync.Result) {
-			polled(res)
-			if err := held.commit(env.ctx); err != nil && env.ctx.Err() == nil {
-				fmt.Fprintf(env.stderr, "warning: %s\n", safeErr(err))
-			}
+// replicate runs one sync of l in direction dir, showing its progress
+// on stderr: a bar or lines for a one-shot run, the lines of a watch for
+// a live one.
+func (c *command) replicate(rep *replica, l *link, dir replicate.Direction, o vault.SyncOptions) (vault.SyncResult, error) {
+	pr := newProgress(c.cliEnv, c.cf.quiet, o.Live)
+	stop := rep.v.Watch(c.ctx, func(e vault.Event) {
+		if e.Remote == l.ID() {
+			c.show(pr, l, e, o.Live)
 		}
-	}
-	return ro
+	})
+	res, err := rep.v.Replicate(c.ctx, l.Link, dir, o)
+	stop()
+	pr.finish()
+	return res, l.wrap(err)
 }
 
-// report records when the replica last met the remote and prints the
-// run's outcome: a summary line, or the JSON answer.
-func (r *replication) report(rep *replica, id string, res syncResult, start time.Time) error {
+// show prints what one event of a sync says.
+func (c *command) show(pr *progress, l *link, e vault.Event, live bool) {
+	switch {
+	case e.Kind == vault.SyncProgress && !live && e.Sync != nil:
+		pr.update(*e.Sync)
+	case e.Kind == vault.SyncProgress && !live && e.Pack != nil:
+		pr.pack(*e.Pack)
+	case e.Kind == vault.SyncWritten && live:
+		pr.written(e.Direction, e.Written)
+	case e.Kind == vault.SyncPolled && live:
+		pr.polled(*e.Journal)
+	case e.Kind == vault.PackQuarantined && live:
+		warnQuarantined(c.cliEnv, l.ID(), *e.Quarantine, true)
+	case e.Kind == vault.SyncRetrying && live && e.Retry.What == "poll":
+		_, msg := classify(l.wrap(e.Retry.Err))
+		fmt.Fprintf(c.stderr, "%s; retrying in %s\n", safe(msg), e.Retry.Delay)
+	}
+}
+
+// report prints the run's outcome: a summary line, or the JSON answer.
+func (r *replication) report(rep *replica, id string, res vault.SyncResult, start time.Time) error {
 	env := r.cliEnv
-	st := rep.remote(id)
-	now := env.now()
-	if r.dir&replicate.Pull != 0 {
-		st.LastPull = now
-		if res.Pull.LastSeq != "" {
-			st.LastPullSeq = res.Pull.LastSeq
-		}
-	}
-	if r.dir&replicate.Push != 0 {
-		st.LastPush = now
-		if res.Push.LastSeq != "" {
-			st.LastPushSeq = res.Push.LastSeq
-		}
-	}
-	if err := rep.save(env.ctx); err != nil {
-		return err
-	}
-	elapsed := now.Sub(start)
-	for _, q := range res.quarantined {
-		warnQuarantined(env, id, q, res.newlyQuarantined(q))
+	elapsed := env.now().Sub(start)
+	for _, q := range res.Quarantined {
+		warnQuarantined(env, id, q, res.NewlyQuarantined(q))
 	}
 	if r.cf.json {
-		out := map[string]any{"ok": len(res.quarantined) == 0, "command": r.name, "remote": id, "store": rep.path, "elapsed_ms": elapsed.Milliseconds()}
+		out := map[string]any{"ok": len(res.Quarantined) == 0, "command": r.name, "remote": id, "store": rep.path, "elapsed_ms": elapsed.Milliseconds()}
 		if r.dir&replicate.Pull != 0 {
 			out["pulled"] = progressJSON(res.Pull)
 		}
 		if r.dir&replicate.Push != 0 {
 			out["pushed"] = progressJSON(res.Push)
 		}
-		if res.journal != nil {
-			out["journal"] = journalJSON(*res.journal)
-			out["quarantined"] = quarantineJSON(res.quarantined)
+		if res.Journal != nil {
+			out["journal"] = journalJSON(*res.Journal)
+			out["quarantined"] = quarantineJSON(res.Quarantined)
 		}
 		writeJSON(env.stdout, out)
 	} else {
@@ -237,13 +208,13 @@ func (r *replication) report(rep *replica, id string, res syncResult, start time
 
 // journalOutcome is the partial failure of a journal run: packs in
 // quarantine, or received documents the local replica refused.
-func journalOutcome(res syncResult) error {
-	if n := len(res.quarantined); n > 0 {
+func journalOutcome(res vault.SyncResult) error {
+	if n := len(res.Quarantined); n > 0 {
 		return partialError{msg: fmt.Sprintf("%d %s could not be opened and %s set aside (the others arrived); "+
 			"livesync status lists them, livesync pull --retry-quarantined tries them again", n, plural(n, "pack", "packs"), plural(n, "is", "are"))}
 	}
-	if res.journal != nil && res.journal.Rejected > 0 {
-		n := res.journal.Rejected
+	if res.Journal != nil && res.Journal.Rejected > 0 {
+		n := res.Journal.Rejected
 		return partialError{msg: fmt.Sprintf("the local replica refused %d received %s (run with --verbose to see which)", n, plural(n, "document", "documents"))}
 	}
 	return nil
@@ -287,7 +258,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 // connectRetry connects; with watch, an unreachable remote is retried
 // after 1 s doubling to 60 s until it answers or Ctrl-C.
-func (e *command) connectRetry(spec remoteSpec, rep *replica, o connectOptions, watch bool) (remote, error) {
+func (e *command) connectRetry(spec remoteSpec, rep *replica, o connectOptions, watch bool) (*link, error) {
 	delay := time.Second
 	for {
 		rem, err := e.connect(spec, rep, o)
@@ -312,9 +283,9 @@ func progressJSON(p replicate.Progress) map[string]any {
 }
 
 // summary is the one line a one-shot replication ends with.
-func summary(dir replicate.Direction, res syncResult, remote string, elapsed time.Duration) string {
+func summary(dir replicate.Direction, res vault.SyncResult, remote string, elapsed time.Duration) string {
 	secs := fmt.Sprintf("%.1f s", elapsed.Seconds())
-	if j := res.journal; j != nil {
+	if j := res.Journal; j != nil {
 		recv := fmt.Sprintf("received %d %s (%d docs, %d chunks)", j.PacksReceived, plural(j.PacksReceived, "pack", "packs"), j.DocsWritten, j.ChunksReceived)
 		sent := fmt.Sprintf("sent %d %s (%d records)", j.PacksSent, plural(j.PacksSent, "pack", "packs"), j.RecordsSent)
 		switch dir {
