@@ -206,6 +206,11 @@ func findFile(ctx context.Context, st store.Store, ids *docid.Mapper, p string) 
 // (keeping its ctime). A file whose content is unchanged gets no new
 // revision. It emits FileCreated or FileChanged.
 func (v *Vault) Write(ctx context.Context, p string, data []byte, o WriteOptions) (WriteResult, error) {
+	ctx, end, err := v.begin(ctx)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	defer end()
 	s, err := v.settings()
 	if err != nil {
 		return WriteResult{}, err
@@ -295,6 +300,11 @@ func putFile(ctx context.Context, st store.Store, codec *livesync.Codec, p strin
 // selectors still see it); a hidden file's also gets size 0 and no
 // children. It returns the new revision and emits FileDeleted.
 func (v *Vault) Delete(ctx context.Context, p string) (livesync.Meta, error) {
+	ctx, end, err := v.begin(ctx)
+	if err != nil {
+		return livesync.Meta{}, err
+	}
+	defer end()
 	ids, err := v.ids()
 	if err != nil {
 		return livesync.Meta{}, err
