@@ -108,18 +108,19 @@ func openUpstream(spec upstreamSpec, log *slog.Logger) (ebridge.Upstream, func()
 		PollInterval: spec.pollInterval, Explain: func(err error) string { return explainUpstreamErr(spec, err) }}
 	switch spec.kind {
 	case kindCouchDB:
-		db, err := couchdb.New(spec.couch)
+		r, err := couchdb.NewRemote(spec.couch, couchdb.RemoteOptions{ID: spec.location()})
 		if err != nil {
 			return u, nil, err
 		}
-		u.Couch, u.ThrottleKey = db, db.ThrottleKey()
-		return u, db.Close, nil
+		u.Remote, u.Docs, u.ThrottleKey = r, r.DB(), r.DB().ThrottleKey()
+		return u, r.Close, nil
 	case kindS3:
-		bk, err := openBucket(spec.s3, log)
+		r, err := openBucket(spec.s3, log)
 		if err != nil {
 			return u, nil, err
 		}
-		u.Bucket, u.ThrottleKey = bk, bucketThrottleKey(spec)
+		u.Remote, u.ThrottleKey = r, bucketThrottleKey(spec)
+		return u, r.Close, nil
 	}
 	return u, nil, nil
 }

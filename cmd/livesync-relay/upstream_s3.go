@@ -5,19 +5,18 @@ import (
 	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
-	ebridge "github.com/livesync-go/livesync-go/engine/bridge"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
-// bucketRemote is what a bucket upstream needs of its bucket: the
-// journal's objects and the sync parameters. *minio.Bucket implements
-// it (and ebridge.MilestoneBucket, so its settings are reconciled).
-type bucketRemote = ebridge.Bucket
-
-// openBucket opens a bucket upstream's bucket (tests replace it with an
-// in-memory bucket).
-var openBucket = func(cfg minio.Config, log *slog.Logger) (bucketRemote, error) {
+// openBucket opens a bucket upstream's bucket as a remote (tests replace
+// it with an in-memory bucket).
+var openBucket = func(cfg minio.Config, log *slog.Logger) (vault.Remote, error) {
 	cfg.Logger = log
-	return minio.New(cfg)
+	r, err := minio.NewRemote(cfg, minio.RemoteOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // bucketThrottleKey is a bucket upstream's hunt throttle key and hold-back

@@ -26,7 +26,9 @@ import (
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/negotiate/negotiatetest"
 	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 const (
@@ -347,13 +349,12 @@ func TestUpstreamWrongPasswordAndDownServer(t *testing.T) {
 }
 
 // memBucket is an in-memory bucket upstream (enginetest.MemObjects plus
-// the sync parameters), standing in for S3 in package tests; the S3
-// server tests are in tests/relay_upstream_*_test.go.
+// an in-memory handshake port for the sync parameters and the
+// milestone), standing in for S3 in package tests; the S3 server tests
+// are in tests/relay_upstream_*_test.go.
 type memBucket struct {
 	*enginetest.MemObjects
-
-	mu     sync.Mutex
-	params *negotiate.SyncParameters
+	port *negotiatetest.MemPort
 }
 
 var (
@@ -364,7 +365,8 @@ var (
 // memBucketFor registers an in-memory bucket: a bucket upstream whose
 // endpoint is "memory.invalid" opens it by name.
 func memBucketFor(t *testing.T, name string) *memBucket {
-	b := &memBucket{MemObjects: enginetest.NewMemObjects("vault/", "http://memory.invalid,"+name+"vault/,")}
+	b := &memBucket{MemObjects: enginetest.NewMemObjects("vault/", "http://memory.invalid,"+name+"vault/,"),
+		port: negotiatetest.NewMemPort(true)}
 	memBucketsMu.Lock()
 	memBuckets[name] = b
 	memBucketsMu.Unlock()
@@ -378,7 +380,7 @@ func memBucketFor(t *testing.T, name string) *memBucket {
 
 func init() {
 	real := openBucket
-	openBucket = func(cfg minio.Config, log *slog.Logger) (bucketRemote, error) {
+	openBucket = func(cfg minio.Config, log *slog.Logger) (vault.Remote, error) {
 		if cfg.Endpoint == "memory.invalid" {
 			memBucketsMu.Lock()
 			defer memBucketsMu.Unlock()
@@ -392,18 +394,17 @@ func init() {
 }
 
 func (m *memBucket) EnsureSyncParameters(ctx context.Context) (negotiate.SyncParameters, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.params == nil {
-		salt, err := negotiate.NewSalt(nil)
-		if err != nil {
-			return negotiate.SyncParameters{}, err
-		}
-		p := negotiate.NewSyncParameters(salt)
-		m.params = &p
-	}
-	return *m.params, nil
+	return negotiate.EnsureSyncParameters(ctx, m.port, false)
 }
+
+// The vault.Remote of a journal bucket.
+func (m *memBucket) Negotiate() negotiate.Port                 { return m.port }
+func (m *memBucket) ChunkRange() negotiate.ChunkRange          { return negotiate.JournalChunkRange }
+func (m *memBucket) Endpoint() engine.Endpoint                 { return nil }
+func (m *memBucket) Objects() journalsync.Objects              { return m }
+func (m *memBucket) Chunks(*livesync.Codec) engine.ChunkSource { return nil }
+func (m *memBucket) Reset(context.Context) error               { return engine.ErrUnsupported }
+func (m *memBucket) Close() error                              { return nil }
 
 func (m *memBucket) packs() int { return len(m.PackKeys()) }
 

@@ -17,10 +17,10 @@ import (
 	"github.com/livesync-go/livesync-go/engine/decorate"
 	"github.com/livesync-go/livesync-go/engine/fetch"
 	"github.com/livesync-go/livesync-go/engine/hunt"
-	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // Local is the database the bridge serves, in the remote form: a store
@@ -41,30 +41,11 @@ type Local interface {
 	HasPassphrase() bool
 }
 
-// CouchDB is a CouchDB upstream: a replication endpoint that can also
-// say whether its database exists and read raw documents by id.
-// *couchdb.DB implements it.
-type CouchDB interface {
-	engine.Endpoint
-	Exists(ctx context.Context) (bool, error)
-	// DocsByID reads the winning revisions of ids as stored (absent ids
-	// are left out).
+// RawDocs reads a CouchDB upstream's documents by id as stored, for the
+// hunt: the winning revisions of ids, absent ids left out.
+// *couchdb.DB implements it (couchdb.Remote.DB).
+type RawDocs interface {
 	DocsByID(ctx context.Context, ids []string) (map[string]json.RawMessage, error)
-}
-
-// Bucket is a bucket upstream: the journal's objects and the sync
-// parameters (the bucket's own salt, created when it has none).
-// *minio.Bucket implements it, and MilestoneBucket too.
-type Bucket interface {
-	journalsync.Objects
-	EnsureSyncParameters(ctx context.Context) (negotiate.SyncParameters, error)
-}
-
-// MilestoneBucket is a bucket that keeps a milestone; a Bucket that is
-// not one (an in-memory test bucket) is not reconciled.
-type MilestoneBucket interface {
-	ReadMilestone(ctx context.Context) (*negotiate.Milestone, error)
-	UpdateMilestone(ctx context.Context, me string, now time.Time, fn func(m *negotiate.Milestone, found bool) (bool, error)) (*negotiate.Milestone, error)
 }
 
 // Modes of an upstream: which way documents travel, or none.
@@ -97,8 +78,12 @@ type Upstream struct {
 	// ThrottleKey is the upstream's politeness domain in the hunt, and
 	// the hold-back source of what is pulled from it.
 	ThrottleKey string
-	Couch       CouchDB // kind couchdb
-	Bucket      Bucket  // kind s3
+	// Remote is the upstream: a CouchDB database, replicated through its
+	// Endpoint, or a journal bucket (Objects). Its Negotiate port holds
+	// the sync parameters and the milestone.
+	Remote vault.Remote
+	// Docs reads a CouchDB upstream's raw documents for the hunt.
+	Docs RawDocs
 	// Explain, if set, turns an upstream failure into the message
 	// /status shows (naming the configuration to check); nil: the
 	// error's text.
@@ -303,11 +288,11 @@ func (b *Bridge) adoptFirstSalt(ctx context.Context) {
 		return
 	}
 	for _, u := range b.ups {
-		if u.spec.Couch == nil {
+		if u.couch == nil {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, saltStepTimeout)
-		raw, salt, err := upstreamSalt(cctx, u.spec.Couch)
+		raw, salt, err := upstreamSalt(cctx, u.couch)
 		cancel()
 		if err != nil || salt == nil {
 			continue
@@ -369,7 +354,7 @@ func paramsSalt(raw []byte) ([]byte, error) {
 
 // upstreamSalt reads a CouchDB upstream's sync parameters (nil, nil when
 // absent or salt-less).
-func upstreamSalt(ctx context.Context, db CouchDB) (json.RawMessage, []byte, error) {
+func upstreamSalt(ctx context.Context, db engine.Endpoint) (json.RawMessage, []byte, error) {
 	raw, err := db.GetLocal(ctx, syncParamsLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil, nil

@@ -46,7 +46,7 @@ func (u *upstream) openJournal(ctx context.Context) (*journalsync.Journal, error
 	if err := u.reconcileSettings(ctx); err != nil {
 		return nil, err
 	}
-	params, err := u.spec.Bucket.EnsureSyncParameters(ctx)
+	params, err := negotiate.EnsureSyncParameters(ctx, u.port, false)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (u *upstream) openJournal(ctx context.Context) (*journalsync.Journal, error
 	}
 	view := decorate.CodecView(pulledInto{Local: u.b.v, source: u.spec.ThrottleKey}, codec, decorate.CodecOptions{Plain: plainErr})
 	j, err := journalsync.New(journalsync.Config{
-		Local: view, Remote: u.spec.Bucket, Cipher: cipher, Epoch: negotiate.JournalEpoch(params),
+		Local: view, Remote: u.objects, Cipher: cipher, Epoch: negotiate.JournalEpoch(params),
 		// A wiped bucket gets everything again (see checkBucketEpoch).
 		ResendAfterWipe: true,
 		OnWipe: func() {

@@ -57,7 +57,7 @@ func couchUpstream(t *testing.T, b *Bridge, name string, chunks []engine.Chunk) 
 	if _, err := st.BulkDocs(t.Context(), docs); err != nil {
 		t.Fatal(err)
 	}
-	u := newUpstream(b, Upstream{Name: name, Kind: KindCouchDB, Mode: ModeSource, ThrottleKey: "couch.invalid:5984", Couch: storeCouch{st}})
+	u := newUpstream(b, Upstream{Name: name, Kind: KindCouchDB, Mode: ModeSource, ThrottleKey: "couch.invalid:5984", Docs: storeCouch{st}})
 	u.installCouchSource(nil)
 	return u
 }

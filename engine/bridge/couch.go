@@ -79,8 +79,8 @@ func sessionErr(ctx, sctx context.Context) error {
 // the passphrase), gives the upstream the database's when it has none,
 // and returns a Recoder when the salts differ (nil: forward as is).
 func (u *upstream) couchHandshake(ctx context.Context) (*decorate.Recoder, error) {
-	db := u.spec.Couch
-	ok, err := db.Exists(ctx)
+	db := u.couch
+	ok, err := u.port.Exists(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func withoutMeta(raw json.RawMessage) json.RawMessage {
 // installCouchSource makes the upstream a chunk source of the hunt: raw
 // documents by id, re-encrypted when the salts differ.
 func (u *upstream) installCouchSource(rec *decorate.Recoder) {
-	db := u.spec.Couch
+	db := u.spec.Docs
 	u.chunks.Store(&upstreamSource{direct: true, fetch: func(ctx context.Context, ids []engine.ChunkID) ([]RawChunk, []engine.ChunkID, error) {
 		docs, err := db.DocsByID(ctx, ids)
 		if err != nil {
@@ -206,7 +206,7 @@ func (u *upstream) installCouchSource(rec *decorate.Recoder) {
 // replication until it fails or ctx ends. A successful batch resets
 // delay.
 func (u *upstream) replicateCouch(ctx context.Context, rec *decorate.Recoder, remoteID string, gate *identityGate, delay *time.Duration) error {
-	var remote engine.Endpoint = u.spec.Couch
+	remote := u.couch
 	if rec != nil {
 		remote = decorate.Recode(remote, *rec)
 	}

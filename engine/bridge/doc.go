@@ -15,7 +15,7 @@
 //   - A CouchDB upstream with the database's salt stores the same
 //     remote form: documents are forwarded as they are, in both
 //     directions, and its hunt source fetches the raw documents
-//     (CouchDB.DocsByID) without decoding them.
+//     (Upstream.Docs) without decoding them.
 //   - A CouchDB upstream with another salt (possible only with the vault
 //     passphrase) is re-encrypted at the boundary (decorate.Recode); the
 //     revisions stay the same.

@@ -110,12 +110,12 @@ type couchIdentity struct {
 // and the salt. engine.ErrNotFound: the database does not exist.
 func (u *upstream) readCouchIdentity(ctx context.Context, withSalt bool) (couchIdentity, error) {
 	var id couchIdentity
-	info, err := u.spec.Couch.Info(ctx)
+	info, err := u.couch.Info(ctx)
 	if err != nil {
 		return id, err
 	}
 	id.updateSeq = info.UpdateSeq
-	raw, err := u.spec.Couch.GetLocal(ctx, u.markerID())
+	raw, err := u.couch.GetLocal(ctx, u.markerID())
 	switch {
 	case err == nil:
 		var m struct {
@@ -127,7 +127,7 @@ func (u *upstream) readCouchIdentity(ctx context.Context, withSalt bool) (couchI
 		return id, err
 	}
 	if withSalt {
-		if _, id.salt, err = upstreamSalt(ctx, u.spec.Couch); err != nil {
+		if _, id.salt, err = upstreamSalt(ctx, u.couch); err != nil {
 			return id, err
 		}
 	}
@@ -237,11 +237,11 @@ func (u *upstream) settleCouchIdentity(ctx context.Context, mem upstreamMemory, 
 	if marker == "" || reason != "" {
 		marker = rand.Text()
 		raw, _ := json.Marshal(map[string]string{"marker": marker, "relay": u.b.uuid, "database": u.b.db})
-		if err := u.spec.Couch.PutLocal(ctx, u.markerID(), raw); err != nil {
+		if err := u.couch.PutLocal(ctx, u.markerID(), raw); err != nil {
 			return "", fmt.Errorf("writing the relay's marker on the upstream: %w", err)
 		}
 	}
-	_, salt, err := upstreamSalt(ctx, u.spec.Couch)
+	_, salt, err := upstreamSalt(ctx, u.couch)
 	if err != nil {
 		return "", err
 	}
@@ -377,7 +377,7 @@ func (g *identityGate) watch(ctx context.Context) {
 // kept the packs. A bucket emptied of everything gets a new salt here,
 // as any first client would give it.
 func (u *upstream) checkBucketEpoch(ctx context.Context) error {
-	params, err := u.spec.Bucket.EnsureSyncParameters(ctx)
+	params, err := negotiate.EnsureSyncParameters(ctx, u.port, false)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func (b *Bridge) writeRelayMilestone(ctx context.Context, m *negotiate.Milestone
 }
 
 // couchMilestone reads a CouchDB upstream's milestone (nil when absent).
-func couchMilestone(ctx context.Context, db CouchDB) (*negotiate.Milestone, error) {
+func couchMilestone(ctx context.Context, db engine.Endpoint) (*negotiate.Milestone, error) {
 	raw, err := db.GetLocal(ctx, milestoneLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
@@ -93,19 +93,13 @@ func couchMilestone(ctx context.Context, db CouchDB) (*negotiate.Milestone, erro
 	return m, nil
 }
 
-// readUpstreamMilestone reads an upstream's milestone; ok is false for a
-// bucket that cannot hold one (an in-memory test bucket).
-func (u *upstream) readUpstreamMilestone(ctx context.Context) (m *negotiate.Milestone, ok bool, err error) {
-	if u.spec.Couch != nil {
-		m, err = couchMilestone(ctx, u.spec.Couch)
-		return m, true, err
+// readUpstreamMilestone reads an upstream's milestone (nil when it has
+// none).
+func (u *upstream) readUpstreamMilestone(ctx context.Context) (*negotiate.Milestone, error) {
+	if u.couch != nil {
+		return couchMilestone(ctx, u.couch)
 	}
-	mb, ok := u.spec.Bucket.(MilestoneBucket)
-	if !ok {
-		return nil, false, nil
-	}
-	m, err = mb.ReadMilestone(ctx)
-	return m, true, err
+	return negotiate.ReadMilestone(ctx, u.port)
 }
 
 // adoptFirstSettings gives a relay database without a PREFERRED set the
@@ -119,9 +113,9 @@ func (b *Bridge) adoptFirstSettings(ctx context.Context) {
 	}
 	for _, u := range b.ups {
 		cctx, cancel := context.WithTimeout(ctx, saltStepTimeout)
-		m, ok, err := u.readUpstreamMilestone(cctx)
+		m, err := u.readUpstreamMilestone(cctx)
 		cancel()
-		if err != nil || !ok || !negotiate.VaultOf(m).HasPreferred {
+		if err != nil || !negotiate.VaultOf(m).HasPreferred {
 			continue
 		}
 		cctx, cancel = context.WithTimeout(ctx, saltStepTimeout)
@@ -148,8 +142,8 @@ func (u *upstream) reconcileSettings(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	um, ok, err := u.readUpstreamMilestone(ctx)
-	if err != nil || !ok {
+	um, err := u.readUpstreamMilestone(ctx)
+	if err != nil {
 		return err
 	}
 	vault, remote := negotiate.VaultOf(rm), negotiate.VaultOf(um)
@@ -191,7 +185,7 @@ func (u *upstream) reconcileSettings(ctx context.Context) error {
 // plugin writes it; a conditional update on a bucket, which rereads and
 // refuses a PREFERRED that changed meanwhile.
 func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Milestone, v negotiate.VaultSettings, ranges map[string]negotiate.ChunkRange) error {
-	if u.spec.Couch != nil {
+	if u.couch != nil {
 		m := um
 		if m == nil {
 			m = &negotiate.Milestone{ID: negotiate.MilestoneDocID, Type: negotiate.TypeMilestoneInfo, Created: time.Now().UnixMilli()}
@@ -201,10 +195,9 @@ func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Mile
 		if err != nil {
 			return err
 		}
-		return u.spec.Couch.PutLocal(ctx, milestoneLocalID, withoutMeta(raw))
+		return u.couch.PutLocal(ctx, milestoneLocalID, withoutMeta(raw))
 	}
-	mb := u.spec.Bucket.(MilestoneBucket)
-	_, err := mb.UpdateMilestone(ctx, "", time.Now(), func(m *negotiate.Milestone, found bool) (bool, error) {
+	_, err := negotiate.UpdateMilestone(ctx, u.port, "", time.Now(), func(m *negotiate.Milestone, found bool) (bool, error) {
 		cur := negotiate.VaultOf(m)
 		if !found {
 			cur = negotiate.VaultSettings{}

@@ -170,7 +170,7 @@ func (u *upstream) pushLag(ctx context.Context) int {
 	if u.spec.Mode == ModePull || u.spec.Mode == ModeSource {
 		return pending
 	}
-	if u.spec.Couch == nil {
+	if u.couch == nil {
 		// A bucket: the relay's changes after the journal's send
 		// position (its checkpoint's lastLocalSeq), not the pack key.
 		j := u.journal.Load()

@@ -22,6 +22,10 @@ type upstream struct {
 	spec Upstream
 	log  *slog.Logger
 
+	couch   engine.Endpoint     // a CouchDB upstream's endpoint; nil for a bucket
+	objects journalsync.Objects // a bucket's objects; nil for CouchDB
+	port    negotiate.Port      // where the sync parameters and the milestone live
+
 	chunks atomic.Pointer[upstreamSource] // nil until the handshake
 	// journal is a bucket's open journal (nil before its handshake and
 	// for CouchDB): its send position gives the push lag.
@@ -71,8 +75,12 @@ type upstreamSource struct {
 var _ engine.ChunkSource = (*upstream)(nil)
 
 func newUpstream(b *Bridge, spec Upstream) *upstream {
-	return &upstream{b: b, spec: spec, state: StateConnecting, pullPending: -1, pushPending: -1,
+	u := &upstream{b: b, spec: spec, state: StateConnecting, pullPending: -1, pushPending: -1,
 		log: b.log.With("upstream", spec.Name)}
+	if r := spec.Remote; r != nil {
+		u.couch, u.objects, u.port = r.Endpoint(), r.Objects(), r.Negotiate()
+	}
+	return u
 }
 
 // CanFetchDirect reports whether the upstream fetches by id now (always
@@ -127,7 +135,7 @@ func (u *upstream) run(ctx context.Context) {
 		gen := u.sessGen
 		u.sessMu.Unlock()
 		var err error
-		if u.spec.Couch != nil {
+		if u.couch != nil {
 			err = u.couchSession(sctx, gen, &delay)
 		} else {
 			err = u.bucketSession(sctx, gen, &delay)
