@@ -15,6 +15,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // TestSafe (issue 13 item 7): safe leaves printable text of every script
@@ -131,7 +132,7 @@ func TestOutputEscapesRemoteText(t *testing.T) {
 	raw(t, "rm", out)
 }
 
-// TestPrintPointsEscape (issue 13 item 7): hunt's table, the quarantine
+// TestPrintPointsEscape: hunt's table, the quarantine
 // warning and doctor's findings print remote text escaped.
 func TestPrintPointsEscape(t *testing.T) {
 	const hostile = "x\x1b[2J\a\x00\u2066"
@@ -139,8 +140,8 @@ func TestPrintPointsEscape(t *testing.T) {
 	var out, errb bytes.Buffer
 	env := &cliEnv{stdout: &out, stderr: &errb}
 	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
-	printHeld(env, []heldFile{{meta: livesync.Meta{Path: hostile}, chunks: 2, missing: []engine.ChunkID{"h:1"},
-		entry: &heldEntry{Since: at, Source: hostile, LastAttempt: at, LastResult: hostile}}})
+	printHeld(env, []vault.HeldFile{{File: vault.File{Meta: livesync.Meta{Path: hostile}, Chunks: 2}, Missing: []engine.ChunkID{"h:1"},
+		Since: at, Source: hostile, LastAttempt: at, LastResult: hostile}})
 	warnQuarantined(env, "bucket", journalsync.Quarantine{Key: hostile, Stage: hostile, Err: hostile, At: at}, true)
 	d := &doctor{env: env, spec: remoteSpec{url: &url.URL{Scheme: "http", Host: "couch"}}}
 	d.add(finding{Check: "chunks", Status: statusWarning, Message: hostile, Details: []string{hostile}, Advice: hostile})
