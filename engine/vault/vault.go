@@ -369,6 +369,25 @@ func (v *Vault) updateRemote(ctx context.Context, id string, fn func(*RemoteStat
 	return v.st.PutLocal(ctx, RecordID, b)
 }
 
+// Create records s as the settings of the replica's vault when it holds
+// none yet (a new vault; a replica holds one vault, so it does nothing
+// otherwise), and takes s.Passphrase as the passphrase when none was
+// given.
+func (v *Vault) Create(ctx context.Context, s livesync.Settings) error {
+	p := s.Passphrase
+	s.Passphrase = ""
+	if err := v.setVault(ctx, s.TweakValues()); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	has := v.passphrase != ""
+	v.mu.Unlock()
+	if p == "" || has {
+		return nil
+	}
+	return v.usePassphrase(ctx, p)
+}
+
 // setVault records the vault's settings once: a replica holds one vault.
 func (v *Vault) setVault(ctx context.Context, tv negotiate.TweakValues) error {
 	v.mu.Lock()

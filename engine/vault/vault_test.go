@@ -187,6 +187,24 @@ func TestNoVault(t *testing.T) {
 	}
 }
 
+func TestCreate(t *testing.T) {
+	ctx := t.Context()
+	v := openVault(t, newStore(t), Options{})
+	if err := v.Create(ctx, livesync.Settings{PathObfuscation: true, Passphrase: "p", CustomChunkSize: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Create(ctx, livesync.Settings{CustomChunkSize: 99}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := v.Settings()
+	if err != nil || !s.PathObfuscation || s.CustomChunkSize != 10 || s.Passphrase != "" {
+		t.Fatalf("Settings = %+v, %v: the first Create wins, without the passphrase", s, err)
+	}
+	if _, err := v.Write(ctx, "a.md", []byte("x"), WriteOptions{}); err != nil {
+		t.Fatalf("Write with the passphrase given to Create: %v", err)
+	}
+}
+
 func TestReadMissingChunkWithoutRemote(t *testing.T) {
 	ctx := t.Context()
 	st := newStore(t)
