@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
-	"github.com/livesync-go/livesync-go/engine/journalsync"
-	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // journalChunkSize is customChunkSize of a new vault on a journal bucket:
@@ -190,39 +187,4 @@ func (e *cliEnv) openBucket(spec remoteSpec, f commonFlags) (*minio.Bucket, erro
 		return nil, bucketConfigError(err)
 	}
 	return b, nil
-}
-
-// offlineJournal names a journal bucket without reaching it: enough of
-// journalsync.Objects to read the journal's checkpoint in the local
-// replica (its quarantine) for status and doctor.
-type offlineJournal struct{ id, prefix string }
-
-var errOffline = errors.New("the bucket is not contacted")
-
-func (o offlineJournal) List(context.Context, string) ([]string, error) { return nil, errOffline }
-func (o offlineJournal) Get(context.Context, string) ([]byte, error)    { return nil, errOffline }
-func (o offlineJournal) Put(context.Context, string, []byte) error      { return errOffline }
-func (o offlineJournal) Prefix() string                                 { return o.prefix }
-func (o offlineJournal) ID() string                                     { return o.id }
-
-// quarantinedPacks returns the packs the replica's checkpoint of a
-// journal holds in quarantine (none if the remote is not a journal).
-func quarantinedPacks(ctx context.Context, st store.Store, s *remoteState) ([]journalsync.Quarantine, error) {
-	if s == nil {
-		return nil, nil
-	}
-	return journalQuarantine(ctx, st, s.JournalID, s.JournalPrefix)
-}
-
-// journalQuarantine returns the packs the replica's checkpoint of the
-// journal journalID holds in quarantine (none for "").
-func journalQuarantine(ctx context.Context, st store.Store, journalID, prefix string) ([]journalsync.Quarantine, error) {
-	if journalID == "" {
-		return nil, nil
-	}
-	j, err := journalsync.New(journalsync.Config{Local: st, Remote: offlineJournal{id: journalID, prefix: prefix}})
-	if err != nil {
-		return nil, err
-	}
-	return j.Quarantined(ctx)
 }

@@ -9,14 +9,14 @@ import (
 // receiving from this bucket.
 func (d *doctor) checkQuarantine(ctx context.Context) {
 	var st *remoteState
-	if d.rep != nil && d.rep.vault != nil {
-		st = d.rep.vault.Remotes[d.spec.String()]
+	if d.rep != nil {
+		st = d.rep.v.Remote(d.spec.String())
 	}
 	if st == nil || st.JournalID == "" {
 		d.add(finding{Check: "quarantine", Status: statusSkipped, Message: "the local replica has received nothing from this bucket yet"})
 		return
 	}
-	qs, err := quarantinedPacks(ctx, d.rep.st, st)
+	qs, err := d.rep.v.Quarantined(ctx, d.spec.String())
 	if err != nil {
 		d.add(finding{Check: "quarantine", Status: statusWarning, Message: "the journal's checkpoint in the local replica cannot be read: " + err.Error()})
 		return

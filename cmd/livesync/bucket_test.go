@@ -227,12 +227,12 @@ func TestBucketQuarantine(t *testing.T) {
 	if code != exitPartial || !strings.Contains(msg, "1 pack could not be opened") || !strings.Contains(msg, "--retry-quarantined") {
 		t.Errorf("outcome: exit %d %s", code, msg)
 	}
-	q, err := quarantinedPacks(ctx, st, &remoteState{JournalID: mb.ID(), JournalPrefix: mb.Prefix()})
+	q, err := l.v.Quarantined(ctx, l.ID())
 	if err != nil || len(q) != 1 || q[0].Key != keys[1] {
 		t.Errorf("quarantine read offline: %+v %v", q, err)
 	}
-	if q, err := quarantinedPacks(ctx, st, &remoteState{}); err != nil || q != nil {
-		t.Errorf("a CouchDB remote has no quarantine: %+v %v", q, err)
+	if q, err := l.v.Quarantined(ctx, "http://couch/db"); err != nil || q != nil {
+		t.Errorf("a remote never synced has no quarantine: %+v %v", q, err)
 	}
 
 	res, err = l.v.Pull(ctx, l.Link, vault.SyncOptions{})

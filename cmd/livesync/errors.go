@@ -159,7 +159,7 @@ func classify(err error) (int, string) {
 		return exitRefused, prefix(remote) + "other devices kept rewriting the remote's milestone at the same moment; run the command again"
 	case errors.Is(err, vault.ErrRekeyedMeanwhile):
 		return exitRefused, prefix(remote) + rekeyedMeanwhile
-	case errors.Is(err, vault.ErrNoVaultYet), errors.Is(err, errNotAVault):
+	case errors.Is(err, vault.ErrNoVaultYet), errors.Is(err, vault.ErrNotAVault):
 		return exitRefused, prefix(remote) + innermost(err)
 	case errors.Is(err, couchdb.ErrNoDatabase):
 		return exitRefused, prefix(remote) + "the database does not exist (push, sync or import create it)"

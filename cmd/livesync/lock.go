@@ -200,12 +200,7 @@ func runUnlock(env *cliEnv, args []string) error {
 		return err
 	}
 	defer l.Close()
-	node, err := rep.nodeID(env.ctx)
-	if err != nil {
-		return err
-	}
-	port := l.Remote().Negotiate()
-	m, err := negotiate.ReadMilestone(env.ctx, port)
+	m, err := l.Milestone(env.ctx)
 	if err != nil {
 		return l.wrap(err)
 	}
@@ -228,7 +223,7 @@ func runUnlock(env *cliEnv, args []string) error {
 	if err := env.confirm(*yes, "Unlock it? Every device may then sync its local data into it, including devices that did not fetch the rebuilt vault"); err != nil {
 		return err
 	}
-	if _, err := negotiate.Unlock(env.ctx, port, node, l.Remote().ChunkRange(), env.now()); err != nil {
+	if _, err := rep.v.Unlock(env.ctx, l.Link); err != nil {
 		return l.wrap(err)
 	}
 	if c.cf.json {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/adapters/minio"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
@@ -138,9 +139,6 @@ type connectOptions struct {
 	// without joining it (ls --remote, cat --remote, export with a
 	// throwaway replica).
 	readOnly bool
-	// check relaxes the milestone checks (push --rebuild reads a remote
-	// whose settings it is about to replace).
-	check negotiate.CheckOptions
 }
 
 // link is a remote attached to the replica's vault.
@@ -170,17 +168,10 @@ func (c *command) connect(spec remoteSpec, rep *replica, o connectOptions) (*lin
 		return nil, err
 	}
 	dev := deviceInfoFor(cfg.DeviceName, rep, spec)
-	ao := vault.AttachOptions{Create: o.create, ReadOnly: o.readOnly, Check: o.check, Device: &dev,
+	ao := vault.AttachOptions{Create: o.create, ReadOnly: o.readOnly, Device: &dev,
 		Passphrase: func() (string, error) { return c.passphraseFor(&spec, c.cf) },
 		Admit:      func(_ context.Context, l vault.Locked) (bool, error) { return c.admit(spec, l) }}
-	if explicit := spec.cfg.vaultConfig.merge(o.newVault); explicit.isSet() {
-		if spec.kind == "s3" && explicit.CustomChunkSize == nil {
-			size := journalChunkSize
-			explicit.CustomChunkSize = &size
-		}
-		s := newVaultSettings(explicit)
-		ao.NewVault = &s
-	}
+	ao.NewVault = newVaultOf(spec, o.newVault)
 	l, err := rep.v.Attach(c.ctx, r, ao)
 	if err != nil {
 		r.Close()
@@ -192,6 +183,22 @@ func (c *command) connect(spec remoteSpec, rep *replica, o connectOptions) (*lin
 		return nil, &remoteError{remote: spec.String(), err: remoteErr(err), bucket: bucket}
 	}
 	return &link{Link: l, v: rep.v, bucket: bucket}, nil
+}
+
+// newVaultOf returns the settings of a new vault on spec that the
+// command line (flags) and the configuration set, nil when they set none:
+// the remote's preferred settings, else the defaults, apply then.
+func newVaultOf(spec remoteSpec, flags vaultConfig) *livesync.Settings {
+	explicit := spec.cfg.vaultConfig.merge(flags)
+	if !explicit.isSet() {
+		return nil
+	}
+	if spec.kind == "s3" && explicit.CustomChunkSize == nil {
+		size := journalChunkSize
+		explicit.CustomChunkSize = &size
+	}
+	s := newVaultSettings(explicit)
+	return &s
 }
 
 // openRemote resolves the password or secret key of spec and opens its

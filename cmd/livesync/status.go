@@ -125,8 +125,7 @@ func gatherStatus(ctx context.Context, rep *replica) (*replicaStatus, error) {
 	sort.Strings(st.remoteIDs)
 	st.quarantined = map[string][]journalsync.Quarantine{}
 	for _, id := range st.remoteIDs {
-		r := st.remotes[id]
-		if st.quarantined[id], err = journalQuarantine(ctx, rep.st, r.JournalID, r.JournalPrefix); err != nil {
+		if st.quarantined[id], err = rep.v.Quarantined(ctx, id); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine/journalsync"
@@ -146,34 +147,54 @@ func (r *replication) run() error {
 // on stderr: a bar or lines for a one-shot run, the lines of a watch for
 // a live one.
 func (c *command) replicate(rep *replica, l *link, dir replicate.Direction, o vault.SyncOptions) (vault.SyncResult, error) {
-	pr := newProgress(c.cliEnv, c.cf.quiet, o.Live)
-	stop := rep.v.Watch(c.ctx, func(e vault.Event) {
-		if e.Remote == l.ID() {
-			c.show(pr, l, e, o.Live)
-		}
-	})
+	stop := c.showSyncs(rep, l.ID(), l.bucket, o.Live)
 	res, err := rep.v.Replicate(c.ctx, l.Link, dir, o)
 	stop()
-	pr.finish()
 	return res, l.wrap(err)
 }
 
-// show prints what one event of a sync says.
-func (c *command) show(pr *progress, l *link, e vault.Event, live bool) {
-	switch {
-	case e.Kind == vault.SyncProgress && !live && e.Sync != nil:
-		pr.update(*e.Sync)
-	case e.Kind == vault.SyncProgress && !live && e.Pack != nil:
-		pr.pack(*e.Pack)
-	case e.Kind == vault.SyncWritten && live:
-		pr.written(e.Direction, e.Written)
-	case e.Kind == vault.SyncPolled && live:
-		pr.polled(*e.Journal)
-	case e.Kind == vault.PackQuarantined && live:
-		warnQuarantined(c.cliEnv, l.ID(), *e.Quarantine, true)
-	case e.Kind == vault.SyncRetrying && live && e.Retry.What == "poll":
-		_, msg := classify(l.wrap(e.Retry.Err))
-		fmt.Fprintf(c.stderr, "%s; retrying in %s\n", safe(msg), e.Retry.Delay)
+// showSyncs prints what the syncs of the remote id report, until stop is
+// called: each sync gets its own progress (bar or lines), a live one the
+// lines of a watch.
+func (c *command) showSyncs(rep *replica, id, bucket string, live bool) (stop func()) {
+	var mu sync.Mutex
+	var pr *progress
+	end := rep.v.Watch(c.ctx, func(e vault.Event) {
+		if e.Remote != id {
+			return
+		}
+		mu.Lock()
+		if e.Kind == vault.SyncStarted || pr == nil {
+			if pr != nil {
+				pr.finish()
+			}
+			pr = newProgress(c.cliEnv, c.cf.quiet, live)
+		}
+		p := pr
+		mu.Unlock()
+		switch {
+		case e.Kind == vault.SyncProgress && !live && e.Sync != nil:
+			p.update(*e.Sync)
+		case e.Kind == vault.SyncProgress && !live && e.Pack != nil:
+			p.pack(*e.Pack)
+		case e.Kind == vault.SyncWritten && live:
+			p.written(e.Direction, e.Written)
+		case e.Kind == vault.SyncPolled && live:
+			p.polled(*e.Journal)
+		case e.Kind == vault.PackQuarantined && live:
+			warnQuarantined(c.cliEnv, id, *e.Quarantine, true)
+		case e.Kind == vault.SyncRetrying && live && e.Retry.What == "poll":
+			_, msg := classify(&remoteError{remote: id, err: remoteErr(e.Retry.Err), bucket: bucket})
+			fmt.Fprintf(c.stderr, "%s; retrying in %s\n", safe(msg), e.Retry.Delay)
+		}
+	})
+	return func() {
+		end()
+		mu.Lock()
+		defer mu.Unlock()
+		if pr != nil {
+			pr.finish()
+		}
 	}
 }
 
