@@ -205,7 +205,7 @@ func (s *state) addIndex(name string, ids []string) {
 }
 
 // wipe forgets everything this device knew about the bucket's content
-// (FORMAT.md §6.5: the four sets; here also the index and the
+// (engine/FORMAT.md §6.5: the four sets; here also the index and the
 // quarantine, whose packs are gone). lastLocalSeq and the epoch are
 // kept, as upstream keeps them; the next save rewrites the stored form.
 func (s *state) wipe() {

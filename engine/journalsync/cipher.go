@@ -17,7 +17,7 @@ import (
 // salt in the vault's scheme (s.E2EEAlgorithm, the zero value meaning V2,
 // and s.DynamicIterationCount), as livesync.New builds the chunk cipher,
 // so packs are sealed as upstream seals them for that vault (commonlib
-// JournalSyncCore.ts, FORMAT.md §6.2). It derives no key: the first pack
+// JournalSyncCore.ts, engine/FORMAT.md §6.2). It derives no key: the first pack
 // does. Errors wrap engine.ErrUnsupported (encryption without a
 // passphrase, an unknown algorithm) or negotiate.ErrNoSalt (no salt).
 func CipherFor(s livesync.Settings, salt []byte) (journal.Cipher, error) {

@@ -40,7 +40,7 @@ type Config struct {
 	// JournalSyncCore.ts getJournalEpochFromSyncParams). When it differs
 	// from the epoch recorded in the checkpoint and the newest pack this
 	// device sent is no longer in the bucket, the bucket was wiped and the
-	// received/sent bookkeeping starts over (FORMAT.md §6.5). Empty skips
+	// received/sent bookkeeping starts over (engine/FORMAT.md §6.5). Empty skips
 	// the check.
 	Epoch string
 	// ResendAfterWipe takes every new epoch (after one was recorded and
@@ -97,7 +97,7 @@ type Config struct {
 	// when true, ChunkSource().CanFetchDirect() reports true and readers
 	// may fetch chunks by id through the pack index. When false (the
 	// default), the journal behaves as upstream's sequential replicator:
-	// chunks arrive only through Receive (FORMAT.md §6.6).
+	// chunks arrive only through Receive (engine/FORMAT.md §6.6).
 	DirectFetch bool
 	// PackCacheBytes bounds the decoded packs the chunk source keeps in
 	// memory (default 32 MiB; negative disables the cache).

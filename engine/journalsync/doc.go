@@ -1,5 +1,5 @@
 // Package journalsync is LiveSync's object-storage replicator ("journal
-// sync", FORMAT.md §6) over the engine's local store: it receives the
+// sync", engine/FORMAT.md §6) over the engine's local store: it receives the
 // journal packs other devices uploaded to a bucket and sends this
 // device's changes as new packs. It mirrors commonlib
 // src/replication/journal/JournalSyncCore.ts and is transport-neutral:
@@ -74,7 +74,7 @@
 //
 // When Config.Epoch differs from the recorded epoch and the newest pack
 // this device sent is gone from the bucket, the bucket was wiped: the
-// sets, the index and the quarantine are cleared (FORMAT.md §6.5). An
+// sets, the index and the quarantine are cleared (engine/FORMAT.md §6.5). An
 // unreadable checkpoint is an error that changes nothing;
 // ResetCheckpoint starts over.
 //
@@ -111,7 +111,7 @@
 // chunks served.
 //
 // Upstream treats the journal as a "sequential replicator": its chunks
-// arrive only through finite replication, never by id (FORMAT.md §6.6).
+// arrive only through finite replication, never by id (engine/FORMAT.md §6.6).
 // That remains the default: CanFetchDirect reports Config.DirectFetch,
 // which is false unless set, and engine/fetch's policy matrix then gives
 // upstream's verdicts for this remote. Set DirectFetch to let readers and

@@ -152,7 +152,7 @@ func (j *Journal) Send(ctx context.Context) (Result, error) {
 }
 
 // Sync receives, then sends only if receiving succeeded ("always start by
-// receiving", FORMAT.md §6.4), both inside one finite activity boundary.
+// receiving", engine/FORMAT.md §6.4), both inside one finite activity boundary.
 func (j *Journal) Sync(ctx context.Context) (Result, error) {
 	return j.operation(ctx, "journal sync", true, func(ctx context.Context, res *Result) error {
 		if err := j.receive(ctx, res); err != nil {

@@ -730,7 +730,7 @@ func storedDeflate(payload []byte) []byte {
 	return append([]byte{1, byte(n), byte(n >> 8), ^byte(n), ^byte(n >> 8)}, payload...)
 }
 
-// TestSameMillisecond is issue 6's lost packs: two devices send in the
+// TestSameMillisecond: no pack is lost when two devices send in the
 // same millisecond (their clocks frozen at one instant). Put is
 // create-only, so the second device's first key is taken and it moves on
 // to the next free millisecond: the bucket holds all four packs, each

@@ -280,7 +280,7 @@ func slicesEqual(a, b []string) bool {
 	return true
 }
 
-// TestEpochWipe: FORMAT.md §6.5. A new epoch with the last sent pack
+// TestEpochWipe: engine/FORMAT.md §6.5. A new epoch with the last sent pack
 // still in the bucket keeps the bookkeeping; a new epoch with it gone
 // (the bucket was wiped) clears the sets, the index and the quarantine
 // but keeps lastLocalSeq; a failed probe is an error, not a wipe.

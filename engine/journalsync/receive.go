@@ -40,7 +40,7 @@ type receiver struct {
 	proven bool
 }
 
-// receive is FORMAT.md §6.4 (commonlib JournalSyncCore.ts
+// receive is engine/FORMAT.md §6.4 (commonlib JournalSyncCore.ts
 // receiveRemoteJournal): list the packs after the greatest received one,
 // skip what this device sent or received, and apply each in key order.
 func (j *Journal) receive(ctx context.Context, res *Result) error {

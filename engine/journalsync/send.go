@@ -39,7 +39,7 @@ func recordKey(id, rev string) string {
 	return id + "-" + rev
 }
 
-// send is FORMAT.md §6.3 (commonlib JournalSyncCore.ts sendLocalJournal):
+// send is engine/FORMAT.md §6.3 (commonlib JournalSyncCore.ts sendLocalJournal):
 // the local changes (style all_docs: every leaf) since lastLocalSeq,
 // minus what came from or went to the journal, packed into packs of at
 // most MaxPackRecords+1 records or about MaxPackBytes, each uploaded with
