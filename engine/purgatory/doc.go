@@ -12,7 +12,8 @@
 // # Use
 //
 // Call Hold for every metadata revision that lands in the local store
-// (FromMeta turns a livesync.Meta into a Revision), with its source:
+// (hold.FromMeta turns a livesync.Meta into a hold.Revision; Hold and
+// Retry answer a hold.Outcome), with its source:
 // ClientPush when a client pushed it to us, else the ThrottleKey of the
 // source replication pulled it from. Call ChunksArrived whenever chunks
 // become local (replication, a push, the hunt's OnDelivered, a file
