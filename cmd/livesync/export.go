@@ -14,8 +14,8 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/dump"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
@@ -101,55 +101,27 @@ func exportDump(env *cliEnv, dumpPath, pass string, o exportOptions) error {
 	if err != nil {
 		return err
 	}
-	v, err := vaultOf(docs, local, pass)
-	if err != nil {
+	// Every document is decoded to its local form first: a wrong
+	// passphrase shows at the first encrypted document, before anything
+	// is written.
+	v, err := dump.Decode(docs, local, pass)
+	switch {
+	case errors.Is(err, dump.ErrNeedPassphrase):
+		return errors.New("the vault is end-to-end encrypted: set LIVESYNC_PASSPHRASE or use --passphrase-file")
+	case errors.Is(err, engine.ErrDecrypt):
+		return fmt.Errorf("%w (is the passphrase right?)", err)
+	case err != nil:
 		return err
-	}
-	codec, err := livesync.New(livesync.Config{Settings: v.settings, Salt: v.salt})
-	if err != nil {
-		return err
-	}
-
-	// Decode every document to its local form first: a wrong passphrase
-	// shows at the first encrypted document, before anything is written.
-	plain := make(map[string]livesync.Doc, len(docs))
-	var files []livesync.Meta
-	var broken []string
-	for _, d := range docs {
-		pd, err := codec.DecodeRemote(d)
-		if err != nil {
-			if errors.Is(err, engine.ErrDecrypt) {
-				return fmt.Errorf("%w (is the passphrase right?)", err)
-			}
-			return err
-		}
-		plain[pd.ID()] = pd
-		if pd.IsFileDoc() {
-			meta, err := livesync.ParseMeta(pd)
-			if err != nil {
-				broken = append(broken, fmt.Sprintf("skip %s: %s", safe(pd.ID()), safeErr(err)))
-				continue
-			}
-			files = append(files, meta)
-		}
-	}
-	get := func(id string) (string, error) {
-		d, ok := plain[id]
-		if !ok {
-			return "", engine.ErrNotFound
-		}
-		c, err := livesync.ParseChunk(d)
-		return c.Data, err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	for _, line := range broken {
-		fmt.Fprintln(env.stderr, line)
+	for _, b := range v.Broken {
+		fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(b.ID), safeErr(b.Err))
 	}
-	c, err := writeFiles(env, files, func(m livesync.Meta) ([]byte, error) { return livesync.ReadFile(m, get) }, o)
-	c.failed += len(broken)
-	c.total += len(broken)
+	c, err := writeFiles(env, v.Files, v.ReadFile, o)
+	c.failed += len(v.Broken)
+	c.total += len(v.Broken)
 	if err != nil {
 		return err
 	}
@@ -425,71 +397,9 @@ func readDumpFile(name string) (docs, local []livesync.Doc, err error) {
 		}
 		defer f.Close()
 	}
-	docs, local, err = readDump(f)
+	docs, local, err = dump.Read(f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return docs, local, nil
-}
-
-// dumpVault is what a dump says about its vault.
-type dumpVault struct {
-	settings livesync.Settings
-	salt     []byte
-}
-
-// vaultOf reads the vault's settings from the milestone's PREFERRED tweak
-// values and the E2EE salt from the sync parameters. Without a milestone
-// the new-vault defaults apply, with encryption turned on if any
-// document carries ciphertext.
-func vaultOf(docs, local []livesync.Doc, passphrase string) (dumpVault, error) {
-	v := dumpVault{settings: livesync.Settings{Passphrase: passphrase}}
-	haveMilestone := false
-	for _, d := range local {
-		switch d.ID() {
-		case negotiate.SyncParametersDocID:
-			p, err := negotiate.ParseSyncParameters(mustJSON(d))
-			if err != nil {
-				return v, fmt.Errorf("the sync parameters document: %w", err)
-			}
-			salt, err := p.Salt()
-			if err != nil {
-				return v, fmt.Errorf("the sync parameters document: %w", err)
-			}
-			v.salt = salt
-		case negotiate.MilestoneDocID:
-			m, err := negotiate.ParseMilestone(mustJSON(d))
-			if err != nil {
-				return v, fmt.Errorf("the milestone document: %w", err)
-			}
-			if pref, ok := m.TweakValues[negotiate.PreferredNode]; ok {
-				s, err := livesync.FromTweakValues(v.settings, pref)
-				if err != nil && !(errors.Is(err, engine.ErrUnsupported) && passphrase == "") {
-					return v, err
-				}
-				v.settings = s
-				haveMilestone = true
-			}
-		}
-	}
-	if !haveMilestone {
-		for _, d := range docs {
-			if _, ok := d["e_"]; ok {
-				v.settings.Encrypt = true
-				break
-			}
-		}
-	}
-	if (v.settings.Encrypt || v.settings.PathObfuscation) && passphrase == "" {
-		return v, fmt.Errorf("the vault is end-to-end encrypted: set LIVESYNC_PASSPHRASE or use --passphrase-file")
-	}
-	if v.settings.Encrypt && v.salt == nil {
-		return v, fmt.Errorf("the vault is encrypted but the dump has no %s document (its salt): add it under \"local_docs\"", negotiate.SyncParametersDocID)
-	}
-	return v, nil
-}
-
-func mustJSON(d livesync.Doc) []byte {
-	b, _ := d.MarshalJSON()
-	return b
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/dump"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/vault"
@@ -46,118 +46,91 @@ func runImport(env *cliEnv, args []string) error {
 			return err
 		}
 	}
-	encrypt, obfuscate := &vf.encrypt, &vf.obfuscate
-	chunkSize, caseSensitive := &vf.chunkSize, &vf.caseSensitive
-	if (*encrypt || *obfuscate) && pass == "" {
+	if (vf.encrypt || vf.obfuscate) && pass == "" {
 		return usageError{"--encrypt and --obfuscate-paths need a passphrase: set LIVESYNC_PASSPHRASE or use --passphrase-file"}
 	}
-	s := livesync.Settings{
-		CaseSensitive:   *caseSensitive,
-		Encrypt:         *encrypt,
-		PathObfuscation: *obfuscate,
-		CustomChunkSize: *chunkSize,
-	}
-	if *encrypt || *obfuscate {
+	s := livesync.Settings{CaseSensitive: vf.caseSensitive, Encrypt: vf.encrypt, PathObfuscation: vf.obfuscate, CustomChunkSize: vf.chunkSize}
+	if vf.encrypt || vf.obfuscate {
 		s.Passphrase = pass
 	}
-	var salt []byte
-	if s.Encrypt {
-		salt = make([]byte, 32)
-		if _, err := rand.Read(salt); err != nil {
-			return err
-		}
-	}
-	codec, err := livesync.New(livesync.Config{Settings: s, Salt: salt})
-	if err != nil {
-		return err
-	}
+	return importDump(env, *dir, *out, *hidden, s)
+}
 
-	paths, err := vaultFiles(*dir, *hidden)
+// importDump writes the files of dir as the dump of a new vault with
+// settings s into the file out ("-": stdout). An unreadable file is
+// skipped with a warning; the others are imported and the exit is
+// non-zero.
+func importDump(env *cliEnv, dir, out string, hidden bool, s livesync.Settings) error {
+	b, err := dump.NewBuilder(s)
 	if err != nil {
 		return err
 	}
-	var chunkDocs, metaDocs []livesync.Doc
-	seen := map[string]bool{}
+	paths, err := vaultFiles(dir, hidden)
+	if err != nil {
+		return err
+	}
 	failed := 0
 	var total int64
 	for _, rel := range paths {
 		if err := env.ctx.Err(); err != nil {
 			return err
 		}
-		full := filepath.Join(*dir, filepath.FromSlash(rel))
+		full := filepath.Join(dir, filepath.FromSlash(rel))
 		info, err := os.Stat(full)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
-			failed++
-			continue
+		var data []byte
+		if err == nil {
+			data, err = os.ReadFile(full)
 		}
-		data, err := os.ReadFile(full)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
-			failed++
-			continue
-		}
-		vaultPath := importPath(rel)
-		mtime := info.ModTime().UnixMilli()
-		meta, chunks, err := codec.FileDocs(vaultPath, data, mtime, mtime)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
-			failed++
-			continue
-		}
-		// Chunks are written before the metadata that references them
-		// (FORMAT.md §3.1); in a dump, order them first too.
-		for _, c := range chunks {
-			if seen[c.ID] {
-				continue
-			}
-			seen[c.ID] = true
-			rd, err := codec.EncodeRemote(livesync.ChunkDoc(c))
-			if err != nil {
+		if err == nil {
+			var fe *dump.FileError
+			if err = b.Add(importPath(rel), data, info.ModTime()); errors.As(err, &fe) {
+				err = fe.Err // this file cannot be split: skipped
+			} else if err != nil {
 				return err
 			}
-			chunkDocs = append(chunkDocs, rd)
 		}
-		rd, err := codec.EncodeRemote(meta.Doc())
 		if err != nil {
-			return err
+			fmt.Fprintf(env.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
+			failed++
+			continue
 		}
-		metaDocs = append(metaDocs, rd)
 		total += int64(len(data))
 	}
-	docs := append(chunkDocs, metaDocs...)
-	version, local, err := vaultSystemDocs(s, salt, folderVaultName(*dir))
-	if err != nil {
+	if err := writeDumpFile(env, out, folderVaultName(dir), b); err != nil {
 		return err
 	}
-	docs = append(docs, version)
-
-	w := env.stdout
-	if *out != "-" {
-		f, err := os.CreateTemp(filepath.Dir(*out), ".livesync-dump-*")
-		if err != nil {
-			return err
-		}
-		defer os.Remove(f.Name())
-		if err := writeDump(f, docs, local); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if err := os.Rename(f.Name(), *out); err != nil {
-			return err
-		}
+	if out != "-" {
 		fmt.Fprintf(env.stdout, "imported %d files (%d bytes) into %s: %d documents, %d chunks\n",
-			len(metaDocs), total, *out, len(metaDocs), len(chunkDocs))
-	} else if err := writeDump(w, docs, local); err != nil {
-		return err
+			b.Files(), total, out, b.Files(), b.Chunks())
 	}
 	if failed > 0 {
 		return partialError{failed: failed, total: len(paths)}
 	}
 	return nil
+}
+
+// writeDumpFile writes the dump b into the file out (through a temporary
+// file renamed into place), or on stdout for "-". This device is the
+// dump's one node, serving the vault vaultName.
+func writeDumpFile(env *cliEnv, out, vaultName string, b *dump.Builder) error {
+	dev := deviceInfo
+	dev.VaultName = vaultName
+	if out == "-" {
+		return b.Write(env.stdout, dev, env.now())
+	}
+	f, err := os.CreateTemp(filepath.Dir(out), ".livesync-dump-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := b.Write(f, dev, env.now()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), out)
 }
 
 // vaultFiles lists the files below dir as slash-separated relative paths,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-go/livesync-go/engine/dump"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
@@ -209,11 +210,11 @@ func TestImportExportRoundTrip(t *testing.T) {
 // plugin accepts (its own node is accepted and its tweak values agree
 // with PREFERRED); encrypted dumps have a 32-byte salt. vault is the
 // vault_name the milestone must carry.
-func checkSystemDocs(t *testing.T, dump string, encrypted bool, vault string) {
+func checkSystemDocs(t *testing.T, dumpPath string, encrypted bool, vault string) {
 	t.Helper()
-	f, _ := os.Open(dump)
+	f, _ := os.Open(dumpPath)
 	defer f.Close()
-	docs, local, err := readDump(f)
+	docs, local, err := dump.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}

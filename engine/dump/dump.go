@@ -1,4 +1,14 @@
-package main
+// Package dump reads and writes LiveSync database dumps: what CouchDB
+// answers to GET /{db}/_all_docs?include_docs=true, plus an optional
+// "local_docs" list holding the database's _local documents (the sync
+// parameters with the E2EE salt, and the milestone with the vault's
+// settings), which _all_docs does not include. A plain JSON array of
+// documents and a {"docs": [...]} object (a _bulk_docs body) are read
+// too.
+//
+// Decode turns a dump into its files (the documents in their local,
+// decrypted form); a Builder makes the dump of a new vault from files.
+package dump
 
 import (
 	"crypto/md5"
@@ -11,34 +21,28 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
-// dumpFile is the database dump format the CLI reads and writes: exactly
-// what CouchDB answers to GET /{db}/_all_docs?include_docs=true, plus an
-// optional "local_docs" list holding the database's _local documents (the
-// sync parameters with the E2EE salt, and the milestone with the vault's
-// settings), which _all_docs does not include. A plain JSON array of
-// documents and a {"docs": [...]} object (the _bulk_docs body) are read
-// too.
-type dumpFile struct {
+// file is the dump as written: an _all_docs answer with local_docs.
+type file struct {
 	TotalRows int            `json:"total_rows"`
 	Offset    int            `json:"offset"`
-	Rows      []dumpRow      `json:"rows"`
+	Rows      []row          `json:"rows"`
 	LocalDocs []livesync.Doc `json:"local_docs,omitempty"`
 }
 
-type dumpRow struct {
+type row struct {
 	ID    string       `json:"id"`
 	Key   string       `json:"key"`
-	Value dumpRowValue `json:"value"`
+	Value rowValue     `json:"value"`
 	Doc   livesync.Doc `json:"doc"`
 }
 
-type dumpRowValue struct {
+type rowValue struct {
 	Rev     string `json:"rev"`
 	Deleted bool   `json:"deleted,omitempty"`
 }
 
-// readDump parses a dump and returns its documents and local documents.
-func readDump(r io.Reader) (docs, local []livesync.Doc, err error) {
+// Read parses a dump and returns its documents and its _local documents.
+func Read(r io.Reader) (docs, local []livesync.Doc, err error) {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return nil, nil, err
@@ -48,7 +52,7 @@ func readDump(r io.Reader) (docs, local []livesync.Doc, err error) {
 		return splitLocal(arr)
 	}
 	var obj struct {
-		Rows      []dumpRow      `json:"rows"`
+		Rows      []row          `json:"rows"`
 		Docs      []livesync.Doc `json:"docs"`
 		LocalDocs []livesync.Doc `json:"local_docs"`
 	}
@@ -84,11 +88,12 @@ func splitLocal(all []livesync.Doc) (docs, local []livesync.Doc, err error) {
 	return docs, local, nil
 }
 
-// writeDump writes documents as a CouchDB _all_docs?include_docs=true
-// answer, sorted by id as CouchDB sorts ASCII ids. Documents without a
-// _rev get a deterministic "1-<md5>" revision computed from their JSON.
-func writeDump(w io.Writer, docs, local []livesync.Doc) error {
-	out := dumpFile{LocalDocs: local}
+// Write writes documents as a CouchDB _all_docs?include_docs=true
+// answer, sorted by id as CouchDB sorts ASCII ids, with local as
+// local_docs. Documents without a _rev get a deterministic "1-<md5>"
+// revision computed from their JSON.
+func Write(w io.Writer, docs, local []livesync.Doc) error {
+	out := file{LocalDocs: local}
 	for _, d := range docs {
 		if d.Rev() == "" {
 			d = d.Clone()
@@ -99,7 +104,7 @@ func writeDump(w io.Writer, docs, local []livesync.Doc) error {
 			sum := md5.Sum(b)
 			d["_rev"] = json.RawMessage(`"1-` + hex.EncodeToString(sum[:]) + `"`)
 		}
-		out.Rows = append(out.Rows, dumpRow{ID: d.ID(), Key: d.ID(), Value: dumpRowValue{Rev: d.Rev()}, Doc: d})
+		out.Rows = append(out.Rows, row{ID: d.ID(), Key: d.ID(), Value: rowValue{Rev: d.Rev()}, Doc: d})
 	}
 	sort.Slice(out.Rows, func(i, j int) bool { return out.Rows[i].ID < out.Rows[j].ID })
 	out.TotalRows = len(out.Rows)
