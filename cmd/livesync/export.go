@@ -1,19 +1,12 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"path"
-	"path/filepath"
-	"strings"
-	"time"
-	"unicode"
 
+	"github.com/livesync-go/livesync-go/adapters/folder"
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/dump"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
@@ -148,12 +141,12 @@ func writeFiles(env *cliEnv, files []livesync.Meta, read func(livesync.Meta) ([]
 			c.skipped++
 			continue
 		}
-		rel, verdict, why := exportPath(meta.Path, o.hidden)
+		rel, verdict, why := folder.Path(meta.Path, o.hidden)
 		switch verdict {
-		case exportSkip:
+		case folder.Skip:
 			c.skipped++
 			continue
-		case exportRefuse:
+		case folder.Refuse:
 			fmt.Fprintf(env.stderr, "refused %s: %s; not written\n", docName(meta), why)
 			c.refused++
 			continue
@@ -168,11 +161,11 @@ func writeFiles(env *cliEnv, files []livesync.Meta, read func(livesync.Meta) ([]
 			c.failed++
 			continue
 		}
-		if err := writeFileAtomic(root, rel, data, meta.MTime); err != nil {
+		if err := folder.WriteFile(root, rel, data, meta.MTime); err != nil {
 			if isDiskFull(err) {
 				return c, &localError{o.out, err}
 			}
-			if hint := linkOut(root, rel); hint != "" {
+			if hint := folder.LinkOut(root, rel); hint != "" {
 				fmt.Fprintf(env.stderr, "skip %s: %s, outside %s: not followed, nothing written there\n", docName(meta), safe(hint), safe(o.out))
 			} else {
 				fmt.Fprintf(env.stderr, "skip %s: %s\n", docName(meta), safeErr(err))
@@ -193,28 +186,6 @@ func docName(m livesync.Meta) string {
 		return safe(m.Path)
 	}
 	return safe(m.Path) + " (" + safe(m.ID) + ")"
-}
-
-// linkOut returns, when a folder on the way to rel inside root is a
-// symbolic link that leads out of root, which one and where it points (""
-// otherwise): the reason os.Root refused the write, in the user's words.
-func linkOut(root *os.Root, rel string) string {
-	parts := strings.Split(rel, "/")
-	for i := 1; i < len(parts); i++ {
-		dir := path.Join(parts[:i]...)
-		fi, err := root.Lstat(filepath.FromSlash(dir))
-		if err != nil {
-			return ""
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			continue
-		}
-		if _, err := root.Stat(filepath.FromSlash(dir)); err != nil {
-			target, _ := root.Readlink(filepath.FromSlash(dir))
-			return fmt.Sprintf("%s is a symbolic link to %s", dir, target)
-		}
-	}
-	return ""
 }
 
 // exportReplica writes the files of the local replica, after pulling the
@@ -288,104 +259,6 @@ func exportReplica(c *command, remoteArg string, o exportOptions) error {
 		return err
 	}
 	return pullErr
-}
-
-// exportVerdict is what export does with a document's path.
-type exportVerdict int
-
-const (
-	exportWrite  exportVerdict = iota // write the file
-	exportSkip                        // not a file export writes (ix:, ps:, i: without --hidden): counted, not named
-	exportRefuse                      // a path the plugin never writes there: named on stderr, counted
-)
-
-// exportPath maps a document path to a relative file path (slashes) and
-// says whether to write it. It follows what the plugin synchronises
-// (FORMAT.md §1.10, "Files never synchronised"; commonlib isTargetFile,
-// isValidPath): customisation-sync (ix:), obsolete plugin (ps:) and other
-// ":" paths are skipped, and Hidden File Sync (i:) documents are written
-// only with --hidden. It refuses (why says why) paths that leave the
-// output folder or are not clean, paths with control characters (commonlib
-// isValidPath rejects them too), a dot-file or dot-folder anywhere in a
-// normal document's path (the plugin takes a path starting with "." only
-// through Hidden File Sync, docid.IsTargetPath; export is stricter and
-// refuses a dot component at any depth, since a normal document naming
-// .obsidian/plugins/x/main.js plants code), and any .git folder, even
-// with --hidden (hooks and config run outside Obsidian; the plugin's
-// Hidden File Sync ignores /.git/ by default).
-func exportPath(p string, hidden bool) (rel string, v exportVerdict, why string) {
-	internal := false
-	switch {
-	case !docid.IsTargetPath(p, true):
-		// The plugin never writes these (its flag files, its logs,
-		// foreign namespaces): nor does export.
-		return "", exportSkip, ""
-	case strings.HasPrefix(p, "i:"):
-		if !hidden {
-			return "", exportSkip, ""
-		}
-		p, internal = p[2:], true
-	case strings.Contains(p, ":"):
-		return "", exportSkip, ""
-	}
-	if strings.ContainsFunc(p, unicode.IsControl) {
-		return "", exportRefuse, "the path holds control characters"
-	}
-	p = strings.ReplaceAll(p, "\\", "/")
-	clean := path.Clean("/" + p)[1:]
-	if clean == "" || clean != p || strings.HasPrefix(clean, "../") || clean == ".." {
-		return "", exportRefuse, "not a clean path inside the vault (\"..\", \".\", \"//\", a leading or trailing \"/\", or empty)"
-	}
-	for _, part := range strings.Split(clean, "/") {
-		switch {
-		case part == ".git":
-			return "", exportRefuse, "a .git folder (git runs its hooks and config outside Obsidian)"
-		case strings.HasPrefix(part, ".") && !internal:
-			return "", exportRefuse, "a hidden path in a normal document (the plugin writes dot-files only through Hidden File Sync, i: documents, exported with --hidden)"
-		}
-	}
-	return clean, exportWrite, ""
-}
-
-// writeFileAtomic writes data to a temporary file beside rel and renames
-// it into place, so an interrupted export never leaves a half file. Every
-// step goes through root: a path, or a symbolic link already in the
-// folder, that leads outside it fails instead of writing there.
-func writeFileAtomic(root *os.Root, rel string, data []byte, mtimeMillis int64) error {
-	dir := path.Dir(rel)
-	if dir != "." {
-		if err := root.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
-			return err
-		}
-	}
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := filepath.FromSlash(path.Join(dir, ".livesync-"+hex.EncodeToString(rnd[:])))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	defer root.Remove(tmp)
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if mtimeMillis > 0 {
-		t := time.UnixMilli(mtimeMillis)
-		if err := root.Chtimes(tmp, t, t); err != nil {
-			return err
-		}
-	}
-	return root.Rename(tmp, filepath.FromSlash(rel))
 }
 
 func readDumpFile(name string) (docs, local []livesync.Doc, err error) {

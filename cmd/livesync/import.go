@@ -3,13 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
-	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/adapters/folder"
 	"github.com/livesync-go/livesync-go/engine/dump"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/replicate"
@@ -65,7 +62,7 @@ func importDump(env *cliEnv, dir, out string, hidden bool, s livesync.Settings) 
 	if err != nil {
 		return err
 	}
-	paths, err := vaultFiles(dir, hidden)
+	paths, err := folder.List(dir, hidden)
 	if err != nil {
 		return err
 	}
@@ -83,7 +80,7 @@ func importDump(env *cliEnv, dir, out string, hidden bool, s livesync.Settings) 
 		}
 		if err == nil {
 			var fe *dump.FileError
-			if err = b.Add(importPath(rel), data, info.ModTime()); errors.As(err, &fe) {
+			if err = b.Add(folder.VaultPath(rel), data, info.ModTime()); errors.As(err, &fe) {
 				err = fe.Err // this file cannot be split: skipped
 			} else if err != nil {
 				return err
@@ -133,60 +130,6 @@ func writeDumpFile(env *cliEnv, out, vaultName string, b *dump.Builder) error {
 	return os.Rename(f.Name(), out)
 }
 
-// vaultFiles lists the files below dir as slash-separated relative paths,
-// sorted, leaving out what LiveSync never synchronises and, unless hidden
-// is set, dot-files and dot-folders. Symbolic links to files count as
-// files.
-func vaultFiles(dir string, hidden bool) ([]string, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if strings.HasPrefix(d.Name(), ".") && !hidden {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			// A link to a file is imported as the file; a broken one is
-			// listed so that reading it reports it; a link to anything
-			// else is left out, as are devices, pipes and sockets.
-			if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
-				return nil
-			}
-		} else if !d.Type().IsRegular() {
-			return nil
-		}
-		if !docid.IsTargetPath(rel, hidden) {
-			return nil
-		}
-		paths = append(paths, rel)
-		return nil
-	})
-	sort.Strings(paths)
-	return paths, err
-}
-
-// importPath is the vault path of a file found at rel in a folder: the
-// path itself, with Hidden File Sync's "i:" prefix for dot-files and
-// files in dot-folders.
-func importPath(rel string) string {
-	if strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.") {
-		return "i:" + rel
-	}
-	return rel
-}
-
 // importRemote writes the files of dir into a replica (a temporary one
 // unless --store names one) and pushes them to the remote. It first pulls
 // the remote's metadata, so a file the remote has gets a new revision of
@@ -202,7 +145,7 @@ func importRemote(c *command, dir, remoteArg string, hidden bool, newVault vault
 	if err != nil {
 		return err
 	}
-	paths, err := vaultFiles(dir, hidden)
+	paths, err := folder.List(dir, hidden)
 	if err != nil {
 		return err
 	}
@@ -270,7 +213,7 @@ func importFiles(c *command, rep *replica, dir string, paths []string) (imported
 		}
 		var res vault.WriteResult
 		if err == nil {
-			res, err = rep.v.Write(c.ctx, importPath(rel), data, vault.WriteOptions{MTime: info.ModTime()})
+			res, err = rep.v.Write(c.ctx, folder.VaultPath(rel), data, vault.WriteOptions{MTime: info.ModTime()})
 			var le *localError
 			if errors.As(err, &le) {
 				return 0, 0, 0, 0, err

@@ -1,101 +1,18 @@
 // Command livesync reads and writes Self-hosted LiveSync vaults without
-// Obsidian: it keeps a local replica of a vault (a bbolt file holding the
-// documents in their plaintext local form, like the plugin's own local
-// database), replicates it with CouchDB remotes and S3 journal buckets,
-// and converts between vaults, folders of files and database dumps.
+// Obsidian. It keeps a local replica of a vault (a bbolt file, --store,
+// default ./.livesync/store.db) and runs every command on the engine's
+// vault client (engine/vault) over the adapters' remotes: CouchDB
+// databases (https://user@host:5984/database) and S3 journal buckets
+// (s3://ACCESS_KEY@host:port/bucket/prefix/?region=R&tls=1), or remotes
+// named in the configuration file ($LIVESYNC_CONFIG, default
+// ~/.config/livesync/config.toml; see config.go). It also converts
+// between vaults, folders of files and database dumps (engine/dump).
 //
-//	livesync pull    [REMOTE] [--watch] [--metadata-only] [--retry-quarantined] [--rebuild-local]  remote -> local replica
-//	livesync push    [REMOTE] [--watch]                    local replica -> remote
-//	livesync push    [REMOTE] --rebuild [--yes]            rebuild the remote from the local replica (locks it)
-//	livesync sync    [REMOTE] [--watch]                    both ways
-//	livesync ls      [--remote REMOTE] [--deleted] [PREFIX] list files
-//	livesync cat     PATH [--remote REMOTE]                a file's bytes to stdout
-//	livesync put     PATH [FILE|-]                         write a file into the local replica
-//	livesync rm      PATH                                  delete a file (as the plugin does)
-//	livesync status                                        what the local replica holds
-//	livesync doctor  [REMOTE]                              why a remote refuses to sync (read-only)
-//	livesync hunt    [--retry [REMOTE...]]                 held files (chunks missing): why, since when; fetch them
-//	livesync unlock  [REMOTE] [--yes]                      clear the lock another device's rebuild left
-//	livesync export  REMOTE --out DIR                      remote -> folder
-//	livesync export  --out DIR                             local replica -> folder
-//	livesync export  --dump vault.json --out DIR           dump -> folder
-//	livesync import  DIR REMOTE                            folder -> remote
-//	livesync import  --dir DIR --out vault.json            folder -> dump
-//
-// A REMOTE is a CouchDB URL (https://user@host:5984/database), a journal
-// bucket (s3://ACCESS_KEY@host:port/bucket/prefix/?region=R&tls=1, with
-// the options path-style, virtual-host, direct-fetch and ca-file), or the
-// name of a remote in the configuration file ($LIVESYNC_CONFIG, default
-// ~/.config/livesync/config.toml; a bucket there is a table with kind =
-// "s3", see config.go); without one, the configuration's default_remote
-// is used. The local replica is --store (default ./.livesync/store.db, or
-// "store" in the configuration).
-//
-// A bucket is synced as the plugin's object-storage ("journal") sync
-// does, through engine/journalsync: pull receives the packs other devices
-// uploaded, push sends this replica's changes as new packs, sync does
-// both (receive first); --watch polls every --interval (default 10 s),
-// the pause doubling after failures up to 5 minutes. A pack that
-// downloads but cannot be opened (damaged, or not a LiveSync pack) is set
-// aside ("quarantined"): pull names it in a warning and exits 1 while
-// the other packs arrive; status lists it; pull --retry-quarantined tries
-// it again. With direct_fetch (?direct-fetch=1), cat --remote and hunt
-// --retry also read chunks by id from the packs.
-//
-// A remote that another device rebuilt (the plugin's "Rebuild
-// everything", or push --rebuild here) is locked: its milestone accepts
-// only the devices that fetched the rebuilt vault. An empty local replica
-// joins it as it pulls (one line says so); a replica that holds documents
-// is refused with exit 7, because its data predates the rebuild: pull
-// --rebuild-local discards the replica's documents (keeping this device's
-// node id) and fetches everything again, and "livesync unlock" clears the
-// lock (after showing the accepted devices and asking; --yes in scripts).
-// Commands that only read a remote (ls --remote, cat --remote, hunt,
-// export with its throwaway replica, status, doctor) never write to it
-// and read a locked remote without joining it. A device registers in the
-// milestone only after its handshake passed: the passphrase proven and
-// the remote not locked for it (or joined); refused and failed attempts
-// leave no trace.
-//
-// In the milestone's node_info this device is device_name from the
-// configuration (default livesync-cli@HOST), and its vault_name, where
-// the plugin writes the Obsidian vault's (folder) name, is the name of
-// the folder the replica serves: the folder holding .livesync/ (so
-// ~/notes/.livesync/store.db is "notes"), else the folder holding the
-// store file; with a throwaway replica, the remote's database name or the
-// bucket prefix (else the bucket). import --dump writes the imported
-// folder's name. The tweak values it registers are the 30 keys the plugin
-// writes: the vault's settings, and the plugin's new-vault defaults for
-// those this CLI has no setting for (engine/negotiate NewVaultTweaks).
-//
-// A file is held when the replica has its metadata but not all of its
-// chunks (a metadata-only pull, an interrupted one, chunks that never
-// reached the remote). hunt lists the held files with their missing
-// chunks, since when they are held and where they came from (recorded by
-// the pull that brought them, in the _local document
-// livesync-go-cli-held), and the last hunt's result; hunt --retry hunts
-// their chunks through engine/hunt (its per-source throttle: 5 requests
-// in flight and 30 per minute on each remote, --per-minute to change it;
-// one request asks for up to 100 chunks of one file) on every remote that can
-// fetch chunks by id, and reports what it released and why the rest is
-// still missing. Nothing hunts in the background: no next attempt is
-// ever scheduled.
-//
-// Secrets never come from a command-line argument, which other users can
-// see in the process list, unless asked for with --password-insecure-arg
-// or --passphrase-insecure-arg. The server password comes from
-// $LIVESYNC_PASSWORD, --password-file, the remote's password_file in the
-// configuration, or a prompt when stdin is a terminal; a bucket's secret
-// key from $LIVESYNC_S3_SECRET_KEY, --password-file, the remote's
-// secret_key_file, or a prompt; the vault passphrase from
-// $LIVESYNC_PASSPHRASE, --passphrase-file, the remote's passphrase_file,
-// or a prompt. None is ever printed.
-//
-// Output: progress goes to stderr (a bar on a terminal, plain
-// "pulled N/M docs" or "received N/M packs" lines otherwise, nothing with
-// --quiet); with --json a command prints one JSON object on stdout (on
-// failure {"ok":false,"exit_code":N,"error":"…"}, unless the command
-// printed its own answer first).
+// This package holds only the command line: flags, configuration,
+// secrets (never from a command-line argument unless asked for with
+// --*-insecure-arg, never printed), output (words, --json, progress on
+// stderr) and exit codes. "livesync help" lists the commands, "livesync
+// COMMAND -h" their flags; the README's "The CLI" section describes them.
 //
 // Exit codes (every failure prints one line on stderr):
 //
@@ -106,15 +23,12 @@
 //	2    usage: a wrong command line or configuration
 //	3    failed: the input could not be read (malformed dump, missing
 //	     file, missing chunks, bad data)
-//	4    remote unreachable: connection refused, DNS, TLS (an untrusted
-//	     certificate, http vs https), timeouts, 5xx
-//	5    authentication failed: wrong user name or password (401/403), a
-//	     bucket's wrong access key, secret key or region
-//	6    wrong passphrase: the vault's data cannot be decrypted (wrong
-//	     passphrase, or a remote re-keyed with a new salt)
+//	4    remote unreachable: connection refused, DNS, TLS, timeouts, 5xx
+//	5    authentication failed: wrong user name, password or keys
+//	6    wrong passphrase: the vault's data cannot be decrypted
 //	7    the remote refuses to sync: locked or cleaned by another device,
-//	     settings that differ from the vault's (listed), an incompatible
-//	     or newer database, no such database or bucket
+//	     settings that differ from the vault's, an incompatible or newer
+//	     database, no such database or bucket
 //	8    local storage: disk full, the local replica cannot be written, or
 //	     another livesync process holds it
 //	130  interrupted (Ctrl-C) before the command finished; --watch ends
