@@ -38,7 +38,7 @@ func hostileDump(t *testing.T) string {
 	return writeTemp(t, string(b))
 }
 
-// TestExportRefusesLinksAndDotPaths (issue 13 item 6): export writes
+// TestExportRefusesLinksAndDotPaths: export writes
 // nothing outside --out, not through a folder symlink already there, and
 // no dot-path of a normal document; it names each refusal on stderr
 // (escaped) and still writes the other files. Hidden File Sync documents

@@ -18,7 +18,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
-// TestSafe (issue 13 item 7): safe leaves printable text of every script
+// TestSafe: safe leaves printable text of every script
 // as it is and escapes, %q style, what a terminal would act on.
 func TestSafe(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -93,7 +93,7 @@ func TestSafeAligns(t *testing.T) {
 	}
 }
 
-// TestOutputEscapesRemoteText (issue 13 item 7): the error line, ls and
+// TestOutputEscapesRemoteText: the error line, ls and
 // rm print a path or an error text holding terminal escapes escaped, and
 // --json keeps the exact text.
 func TestOutputEscapesRemoteText(t *testing.T) {
