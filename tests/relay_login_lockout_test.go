@@ -10,14 +10,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// Issue 13 (second probe): "A guesser can lock a named user out. After
-// a restart, 72 wrong passwords for admin from 6 source addresses used
-// up the per-user budget (30); a correct login from a fresh address
-// then got 429 on POST /_session and on Basic auth." Now the guessers'
-// addresses are refused once the user's budget is spent, and the right
-// password from another address is accepted.
+// A guesser must not lock a named user out: 72 wrong passwords for admin
+// from 6 source addresses use up the per-user budget (30), and a correct
+// login from a fresh address must still succeed, on POST /_session and on
+// Basic auth. The guessers' addresses are refused once the user's budget
+// is spent, and the right password from another address is accepted.
 func TestRelayLoginGuessersDoNotLockOut(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("needs 127.0.0.x source addresses (Linux loopback)")
@@ -26,6 +26,7 @@ func TestRelayLoginGuessersDoNotLockOut(t *testing.T) {
 	p := hostileRelay(t, pw, "")
 	var wg sync.WaitGroup
 	var unauthorized, limited atomic.Int64
+	start := time.Now()
 	for g := range 6 {
 		wg.Go(func() {
 			c := clientFrom(fmt.Sprintf("127.0.0.%d", 10+g))
@@ -51,9 +52,12 @@ func TestRelayLoginGuessersDoNotLockOut(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf("72 guesses from 127.0.0.10-15: %d answered 401, %d answered 429", unauthorized.Load(), limited.Load())
-	if unauthorized.Load() > 30 || limited.Load() < 42 {
-		t.Fatalf("the per-user budget (30) did not bound the guesses: %d checked, %d refused", unauthorized.Load(), limited.Load())
+	// The budget gives one check back every 6 s: on a loaded machine the
+	// guessing can take long enough for a refill or two.
+	budget := 30 + int64(time.Since(start)/(6*time.Second))
+	t.Logf("72 guesses from 127.0.0.10-15 in %v: %d answered 401, %d answered 429", time.Since(start).Round(time.Millisecond), unauthorized.Load(), limited.Load())
+	if unauthorized.Load() > budget || limited.Load() < 72-budget {
+		t.Fatalf("the per-user budget (30, plus one per 6 s elapsed: %d) did not bound the guesses: %d checked, %d refused", budget, unauthorized.Load(), limited.Load())
 	}
 	// A guesser's address stays refused.
 	req, _ := http.NewRequest(http.MethodGet, p.url+"/_all_dbs", nil)
