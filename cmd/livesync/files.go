@@ -298,7 +298,7 @@ func runPut(env *cliEnv, args []string) error {
 				vc.CustomChunkSize = &size
 			}
 		}
-		if err := rep.newVault(env.ctx, newVaultSettings(vc)); err != nil {
+		if err := rep.v.Create(env.ctx, newVaultSettings(vc)); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -32,8 +31,6 @@ type replica struct {
 	st   store.Store // wrapped: its errors are *localError
 	temp string      // a temporary folder removed by Close, if any
 	v    *vault.Vault
-	now  func() time.Time
-	log  *slog.Logger
 	// vault is the vault's record as it was when the replica was opened
 	// (nil: no vault yet), for the doctor.
 	vault *vaultRecord
@@ -79,45 +76,29 @@ func (e *cliEnv) openReplica(path string, create bool) (*replica, error) {
 	if err != nil {
 		return nil, &localError{path, err}
 	}
-	r := &replica{path: path, now: e.now, log: e.log}
+	r := &replica{path: path}
 	r.st = &localStore{Store: st, path: path}
 	if e.wrapStore != nil {
 		r.st = &localStore{Store: e.wrapStore(st), path: path}
 	}
-	if err := r.open(e.ctx, nil); err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
-}
-
-// open opens the vault over the replica; settings, if not nil, are
-// those of a new vault, recorded when the replica holds none.
-func (r *replica) open(ctx context.Context, settings *livesync.Settings) error {
-	v, err := vault.Open(ctx, r.st, vault.Options{Now: r.now, Log: r.log, Settings: settings})
+	v, err := vault.Open(e.ctx, r.st, vault.Options{Now: e.now, Log: e.log})
 	if err != nil {
+		r.Close()
 		var le *localError
 		var ee *engine.Error
 		if !errors.As(err, &le) && errors.As(err, &ee) {
-			err = &localError{r.path, ee.Err}
+			err = &localError{path, ee.Err}
 		}
-		return err
+		return nil, err
 	}
-	r.v, r.vault = v, nil
+	r.v = v
 	if tv, err := v.TweakValues(); err == nil {
 		r.vault = &vaultRecord{Tweaks: tv, Remotes: map[string]*remoteState{}}
 		for id, s := range v.Remotes() {
 			r.vault.Remotes[id] = &s
 		}
 	}
-	return nil
-}
-
-// newVault records the settings of a new vault in a replica that holds
-// none.
-func (r *replica) newVault(ctx context.Context, s livesync.Settings) error {
-	r.v.Close()
-	return r.open(ctx, &s)
+	return r, nil
 }
 
 // openTempReplica opens a replica in a new temporary folder, removed by
