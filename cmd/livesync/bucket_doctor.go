@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // checkQuarantine lists the packs the local replica set aside when
 // receiving from this bucket.
 func (d *doctor) checkQuarantine(ctx context.Context) {
-	var st *remoteState
+	var st *vault.RemoteState
 	if d.rep != nil {
 		st = d.rep.v.Remote(d.spec.String())
 	}

@@ -1,19 +1,10 @@
 package main
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 )
-
-// couchConn is an opened CouchDB database (not contacted yet) and what
-// is needed to ask its server directly.
-type couchConn struct {
-	db             *couchdb.DB
-	server         *url.URL // the server, without the database
-	user, password string
-}
 
 // couchConfig resolves the password of spec and returns the adapter's
 // configuration of its database.
@@ -46,18 +37,4 @@ func (e *cliEnv) couchConfig(spec remoteSpec, f commonFlags) (couchdb.Config, er
 		server.Path = ""
 	}
 	return couchdb.Config{URL: server.String(), Database: database, User: spec.user, Password: password}, nil
-}
-
-// openCouch resolves the password of spec and opens its database.
-func (e *cliEnv) openCouch(spec remoteSpec, f commonFlags) (couchConn, error) {
-	cfg, err := e.couchConfig(spec, f)
-	if err != nil {
-		return couchConn{}, err
-	}
-	db, err := couchdb.New(cfg)
-	if err != nil {
-		return couchConn{}, usageError{err.Error()}
-	}
-	server, _ := url.Parse(cfg.URL)
-	return couchConn{db: db, server: server, user: cfg.User, password: cfg.Password}, nil
 }

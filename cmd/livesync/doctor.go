@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
@@ -35,7 +36,7 @@ type doctor struct {
 	env      *cliEnv
 	spec     remoteSpec
 	flags    commonFlags
-	cc       couchConn     // a CouchDB remote
+	db       *couchdb.DB   // a CouchDB remote
 	bucket   *minio.Bucket // a journal bucket
 	rep      *replica      // nil without a local replica
 	findings []finding
@@ -44,37 +45,33 @@ type doctor struct {
 func (d *doctor) add(f finding) { d.findings = append(d.findings, f) }
 
 func runDoctor(env *cliEnv, args []string) error {
-	fs := newFlagSet(env, "doctor", "doctor [REMOTE] [flags]")
-	var cf commonFlags
-	addCommonFlags(fs, &cf)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	c := env.newCommand("doctor", "doctor [REMOTE] [flags]")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	env.json = cf.json
-	if len(pos) > 1 {
+	if len(c.pos) > 1 {
 		return usageError{"doctor takes at most one remote"}
 	}
-	cfg, err := env.loadConfig(cf.config)
+	spec, err := c.remote(first(c.pos))
 	if err != nil {
 		return err
 	}
-	spec, err := resolveRemote(cfg, first(pos))
-	if err != nil {
-		return err
-	}
-	d := &doctor{env: env, spec: spec, flags: cf}
+	d := &doctor{env: env, spec: spec, flags: c.cf}
 	if spec.kind == "s3" {
-		if d.bucket, err = env.openBucket(spec, cf); err != nil {
+		if d.bucket, err = env.openBucket(spec, c.cf); err != nil {
 			return err
 		}
 	} else {
-		if d.cc, err = env.openCouch(spec, cf); err != nil {
+		cfg, err := env.couchConfig(spec, c.cf)
+		if err != nil {
 			return err
 		}
-		defer d.cc.db.Close()
+		if d.db, err = couchdb.New(cfg); err != nil {
+			return usageError{err.Error()}
+		}
+		defer d.db.Close()
 	}
-	if path := storePath(cf.store, cfg); fileExists(path) {
+	if path, _ := c.storePath(); fileExists(path) {
 		if d.rep, err = env.openReplica(path, false); err != nil {
 			return err
 		}
@@ -103,7 +100,7 @@ func (d *doctor) run(ctx context.Context) {
 		}
 		return
 	}
-	d.findings = d.cc.db.Doctor(ctx, o)
+	d.findings = d.db.Doctor(ctx, o)
 }
 
 // options are the doctor's words: this CLI's exit codes, error lines and
@@ -134,8 +131,7 @@ func (d *doctor) options(ctx context.Context) diag.Options {
 	}
 	o.Local.Present = true
 	o.Local.NodeID, o.Local.NodeIDErr = d.rep.nodeIDIfAny(ctx)
-	if d.rep.vault != nil {
-		t := d.rep.vault.Tweaks
+	if t, err := d.rep.v.TweakValues(); err == nil {
 		o.Local.Tweaks = &t
 	}
 	empty, err := d.rep.isEmpty(ctx)

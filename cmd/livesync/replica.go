@@ -31,20 +31,7 @@ type replica struct {
 	st   store.Store // wrapped: its errors are *localError
 	temp string      // a temporary folder removed by Close, if any
 	v    *vault.Vault
-	// vault is the vault's record as it was when the replica was opened
-	// (nil: no vault yet), for the doctor.
-	vault *vaultRecord
 }
-
-// vaultRecord is what the replica knows of its vault (the JSON of the
-// _local document vault.RecordID).
-type vaultRecord struct {
-	Tweaks  negotiate.TweakValues   `json:"tweak_values"`
-	Remotes map[string]*remoteState `json:"remotes,omitempty"`
-}
-
-// remoteState is what the replica remembers of one remote.
-type remoteState = vault.RemoteState
 
 // storePath returns the replica's path from the flag, the configuration
 // or the default.
@@ -92,12 +79,6 @@ func (e *cliEnv) openReplica(path string, create bool) (*replica, error) {
 		return nil, err
 	}
 	r.v = v
-	if tv, err := v.TweakValues(); err == nil {
-		r.vault = &vaultRecord{Tweaks: tv, Remotes: map[string]*remoteState{}}
-		for id, s := range v.Remotes() {
-			r.vault.Remotes[id] = &s
-		}
-	}
 	return r, nil
 }
 
