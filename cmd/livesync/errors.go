@@ -163,8 +163,6 @@ func classify(err error) (int, string) {
 		return exitRefused, prefix(remote) + innermost(err)
 	case errors.Is(err, couchdb.ErrNoDatabase):
 		return exitRefused, prefix(remote) + "the database does not exist (push, sync or import create it)"
-	case errors.Is(err, couchdb.ErrSaltRace):
-		return exitRefused, prefix(remote) + "another client created the vault's salt at the same moment; run the command again"
 	}
 	if remote != "" {
 		return exitFailed, re.Error()

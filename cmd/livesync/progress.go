@@ -67,16 +67,7 @@ func (pr *progress) update(p replicate.Progress) {
 		b := pr.bars[p.Direction]
 		max := int64(total(p))
 		if b == nil {
-			b = progressbar.NewOptions64(max,
-				progressbar.OptionSetWriter(pr.w),
-				progressbar.OptionSetDescription(verb(p.Direction)),
-				progressbar.OptionShowCount(),
-				progressbar.OptionThrottle(100*time.Millisecond),
-				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionFullWidth(),
-				progressbar.OptionOnCompletion(func() { fmt.Fprintln(pr.w) }),
-			)
-			pr.bars[p.Direction] = b
+			b = pr.newBar(p.Direction, max, verb(p.Direction), progressbar.OptionSetPredictTime(true))
 		} else if max >= 0 && max != b.GetMax64() {
 			b.ChangeMax64(max)
 		}
@@ -92,6 +83,16 @@ func (pr *progress) update(p replicate.Progress) {
 			fmt.Fprintf(pr.w, "%s %d %s\n", verb(p.Direction), p.DocsRead, plural(p.DocsRead, "doc", "docs"))
 		}
 	}
+}
+
+// newBar starts the bar of direction dir.
+func (pr *progress) newBar(dir replicate.Direction, max int64, desc string, more ...progressbar.Option) *progressbar.ProgressBar {
+	o := append([]progressbar.Option{progressbar.OptionSetWriter(pr.w), progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(), progressbar.OptionThrottle(100 * time.Millisecond), progressbar.OptionFullWidth(),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(pr.w) })}, more...)
+	b := progressbar.NewOptions64(max, o...)
+	pr.bars[dir] = b
+	return b
 }
 
 // written is told the documents one bulk write of a live run stored;
@@ -128,15 +129,7 @@ func (pr *progress) pack(p journalsync.Progress) {
 			if dir == replicate.Push {
 				desc = "sending packs"
 			}
-			b = progressbar.NewOptions64(max,
-				progressbar.OptionSetWriter(pr.w),
-				progressbar.OptionSetDescription(desc),
-				progressbar.OptionShowCount(),
-				progressbar.OptionThrottle(100*time.Millisecond),
-				progressbar.OptionFullWidth(),
-				progressbar.OptionOnCompletion(func() { fmt.Fprintln(pr.w) }),
-			)
-			pr.bars[dir] = b
+			b = pr.newBar(dir, max, desc)
 		}
 		_ = b.Set64(int64(p.Packs))
 		return
