@@ -146,9 +146,6 @@ type link struct {
 	*vault.Link
 	v      *vault.Vault
 	bucket string // the bucket's name, for a journal bucket
-	// closeAlso is a throwaway replica the link was attached to, closed
-	// with it.
-	closeAlso *replica
 }
 
 // connect opens the remote of spec (resolving its password or secret
@@ -254,11 +251,7 @@ func (l *link) wrap(err error) error {
 // Close detaches the remote from the vault and closes it.
 func (l *link) Close() error {
 	l.v.Detach(l.Link)
-	err := l.Remote().Close()
-	if l.closeAlso != nil {
-		l.closeAlso.Close()
-	}
-	return err
+	return l.Remote().Close()
 }
 
 // passphraseFor resolves the vault passphrase for spec.
