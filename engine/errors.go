@@ -27,6 +27,14 @@ var (
 	ErrMissingChunk = errors.New("engine: missing chunk")
 	// ErrNotFound means a document does not exist.
 	ErrNotFound = errors.New("engine: not found")
+	// ErrNoDatabase means the database (or bucket) itself does not exist,
+	// not just the document or object asked for. Errors wrapping it also
+	// wrap ErrNotFound; a caller that must tell a missing object from a
+	// missing bucket (a journal skips a pack deleted after its listing,
+	// but fails on a missing bucket) tests for this sentinel, never the
+	// Stage. negotiate.ErrNoDatabase and the S3 adapter's ErrNoBucket wrap
+	// it.
+	ErrNoDatabase = errors.New("engine: the database or bucket does not exist")
 	// ErrTooLarge means a request or document exceeds what the other side
 	// accepts (HTTP 413); the caller should send less at once.
 	ErrTooLarge = errors.New("engine: too large")

@@ -13,6 +13,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
+	"github.com/livesync-go/livesync-go/engine/journalsync/journalsynctest"
 	"github.com/livesync-go/livesync-go/engine/store"
 	minioclient "github.com/minio/minio-go/v7"
 )
@@ -81,12 +82,35 @@ func freshBucket(t *testing.T, env minio.Config, prefix string) (*minio.Bucket, 
 	}
 }
 
+// remover deletes objects of b with the S3 client, behind the port's
+// back, as another device pruning the journal would.
+func remover(t *testing.T, b *minio.Bucket) func(key string) {
+	return func(key string) {
+		if err := b.Client().RemoveObject(t.Context(), b.Name(), key, minioclient.RemoveObjectOptions{}); err != nil {
+			t.Errorf("remove %s: %v", key, err)
+		}
+	}
+}
+
 func TestObjectsSuite(t *testing.T) {
 	env := envS3(t)
-	enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) { return freshBucket(t, env, "vault/") })
-	t.Run("NoPrefix", func(t *testing.T) {
-		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) { return freshBucket(t, env, "") })
-	})
+	suite := func(prefix string) func(t *testing.T) (enginetest.Objects, func(string), func()) {
+		return func(t *testing.T) (enginetest.Objects, func(string), func()) {
+			b, cleanup := freshBucket(t, env, prefix)
+			return b, remover(t, b), cleanup
+		}
+	}
+	enginetest.ObjectsSuite(t, suite("vault/"))
+	t.Run("NoPrefix", func(t *testing.T) { enginetest.ObjectsSuite(t, suite("")) })
+}
+
+// TestJournalPackGoneAfterListing: a pack deleted from the S3 bucket
+// after a journal listed it (NoSuchKey) is skipped by Receive and
+// answered Missing by the pack index, not taken for a missing bucket.
+func TestJournalPackGoneAfterListing(t *testing.T) {
+	b, cleanup := freshBucket(t, envS3(t), "vault/")
+	t.Cleanup(cleanup)
+	journalsynctest.PackGoneAfterListing(t, b, remover(t, b))
 }
 
 // TestChunkSourceSuitePackIndex runs the chunk source suite over the
@@ -147,4 +171,3 @@ func packIndexSource(t *testing.T, bucket journalsync.Objects, chunks []engine.C
 	}
 	return j.ChunkSource()
 }
-

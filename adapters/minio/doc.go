@@ -69,8 +69,8 @@
 // for network failures, 5xx, 408, 429 and the S3 throttling codes
 // (transient); StageProtocol for a TLS misconfiguration (ErrTLS) or an
 // endpoint that is not S3; StageStorage otherwise. NoSuchKey wraps
-// engine.ErrNotFound; NoSuchBucket wraps ErrNoBucket and
-// engine.ErrNotFound, and the message names the bucket. A cancelled
+// engine.ErrNotFound; NoSuchBucket wraps ErrNoBucket, engine.ErrNoDatabase
+// and engine.ErrNotFound, and the message names the bucket. A cancelled
 // context gives ctx.Err() (wrapped). Messages never contain the secret
 // key, salts or object contents.
 //

@@ -19,9 +19,10 @@ import (
 var (
 	// ErrNoBucket means the bucket does not exist (S3 NoSuchBucket). The
 	// adapter never creates buckets: create it on the server (or fix
-	// Config.Bucket). Errors wrapping it also wrap engine.ErrNotFound and
-	// have StageStorage.
-	ErrNoBucket = errors.New("minio: the bucket does not exist")
+	// Config.Bucket). It wraps engine.ErrNoDatabase, which tells it from
+	// an absent object; errors wrapping it also wrap engine.ErrNotFound
+	// and have StageStorage.
+	ErrNoBucket error = noBucket{}
 	// ErrTLS means the TLS connection could not be set up as configured:
 	// the server's certificate is not trusted (give its CA in
 	// Config.CACertPEM), or the endpoint does not speak the configured
@@ -33,6 +34,13 @@ var (
 	// handshake again. It is negotiate.ErrMilestoneRace.
 	ErrMilestoneRace = negotiate.ErrMilestoneRace
 )
+
+// noBucket is ErrNoBucket: this adapter's message over
+// engine.ErrNoDatabase.
+type noBucket struct{}
+
+func (noBucket) Error() string { return "minio: the bucket does not exist" }
+func (noBucket) Unwrap() error { return engine.ErrNoDatabase }
 
 // Setting names the Config field an error blames: the setting to change.
 // Its value is the field's name.

@@ -84,8 +84,10 @@ func (m *MemObjects) packKeys(after string) []string {
 }
 
 // Get returns a copy of the object's body; an absent key is an
-// *engine.Error wrapping engine.ErrNotFound (StageProtocol). The hook set with OnGet runs
-// first, outside the bucket's lock, so it may block.
+// *engine.Error wrapping engine.ErrNotFound with StageStorage, as the S3
+// adapter answers NoSuchKey (a missing bucket would also wrap
+// engine.ErrNoDatabase; inject one with FailGet). The hook set with OnGet
+// runs first, outside the bucket's lock, so it may block.
 func (m *MemObjects) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -104,8 +106,7 @@ func (m *MemObjects) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	b, ok := m.objs[key]
 	if !ok {
-		// Not StageStorage: with ErrNotFound that means a missing bucket.
-		return nil, &engine.Error{Op: "get object", DocID: key, Stage: engine.StageProtocol, Err: fmt.Errorf("memory bucket: no such key: %w", engine.ErrNotFound)}
+		return nil, &engine.Error{Op: "get object", DocID: key, Stage: engine.StageStorage, Err: fmt.Errorf("memory bucket: no such key: %w", engine.ErrNotFound)}
 	}
 	return bytes.Clone(b), nil
 }

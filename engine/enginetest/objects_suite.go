@@ -26,32 +26,40 @@ type Objects interface {
 
 // ObjectsSuite runs the conformance tests of journalsync.Objects against
 // the buckets newObjects returns. Each call must return an empty bucket
-// (or an empty prefix of one) that no other test writes to, and a cleanup
-// function (nil if none) that the suite calls when the test ends. The
-// suite writes at most a few thousand small objects.
-func ObjectsSuite(t *testing.T, newObjects func(t *testing.T) (Objects, func())) {
+// (or an empty prefix of one) that no other test writes to; a remove
+// function that deletes one of its objects behind the port's back (as
+// another device pruning the journal would), failing the test if it
+// cannot; and a cleanup function (nil if none) that the suite calls when
+// the test ends. The suite writes at most a few thousand small objects.
+func ObjectsSuite(t *testing.T, newObjects func(t *testing.T) (o Objects, remove func(key string), cleanup func())) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, o Objects)
+		rm   func(t *testing.T, o Objects, remove func(key string)) // instead of fn
 	}{
-		{"PrefixAndID", testObjectsPrefixAndID},
-		{"EmptyListing", testObjectsEmpty},
-		{"ListOrderSkipsUnderscore", testObjectsListOrder},
-		{"ListAfter", testObjectsListAfter},
-		{"ListBeyondOnePage", testObjectsListPages},
-		{"GetRoundTrip", testObjectsGetRoundTrip},
-		{"GetNotFound", testObjectsGetNotFound},
-		{"PutCreateOnly", testObjectsPutCreateOnly},
-		{"PutSameBodyAgain", testObjectsPutSameBody},
-		{"PutConcurrentSameKey", testObjectsPutRace},
-		{"Concurrent", testObjectsConcurrent},
-		{"CancelledContext", testObjectsCancelled},
+		{"PrefixAndID", testObjectsPrefixAndID, nil},
+		{"EmptyListing", testObjectsEmpty, nil},
+		{"ListOrderSkipsUnderscore", testObjectsListOrder, nil},
+		{"ListAfter", testObjectsListAfter, nil},
+		{"ListBeyondOnePage", testObjectsListPages, nil},
+		{"GetRoundTrip", testObjectsGetRoundTrip, nil},
+		{"GetNotFound", testObjectsGetNotFound, nil},
+		{"GetRemovedAfterListing", nil, testObjectsGetRemoved},
+		{"PutCreateOnly", testObjectsPutCreateOnly, nil},
+		{"PutSameBodyAgain", testObjectsPutSameBody, nil},
+		{"PutConcurrentSameKey", testObjectsPutRace, nil},
+		{"Concurrent", testObjectsConcurrent, nil},
+		{"CancelledContext", testObjectsCancelled, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o, cleanup := newObjects(t)
+			o, remove, cleanup := newObjects(t)
 			if cleanup != nil {
 				t.Cleanup(cleanup)
+			}
+			if tc.rm != nil {
+				tc.rm(t, o, remove)
+				return
 			}
 			tc.fn(t, o)
 		})
@@ -201,11 +209,38 @@ func testObjectsGetRoundTrip(t *testing.T, o Objects) {
 	}
 }
 
-// An absent object wraps engine.ErrNotFound.
+// An absent object wraps engine.ErrNotFound, and not
+// engine.ErrNoDatabase: that means the bucket itself is missing, which a
+// journal treats as a failure rather than as a pack deleted after its
+// listing.
 func testObjectsGetNotFound(t *testing.T, o Objects) {
 	mustPut(t, o, packKey(o, 1), []byte("there"))
-	if _, err := o.Get(t.Context(), packKey(o, 2)); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("get of an absent key: %v, want engine.ErrNotFound", err)
+	_, err := o.Get(t.Context(), packKey(o, 2))
+	if !errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrNoDatabase) {
+		t.Fatalf("get of an absent key: %v, want engine.ErrNotFound (and not engine.ErrNoDatabase)", err)
+	}
+}
+
+// An object removed after a listing named it (another device pruned the
+// journal) reads as an absent object, not as a missing bucket, and later
+// listings leave it out.
+func testObjectsGetRemoved(t *testing.T, o Objects, remove func(key string)) {
+	mustPut(t, o, packKey(o, 1), []byte("removed"))
+	mustPut(t, o, packKey(o, 2), []byte("kept"))
+	keys := mustList(t, o, "")
+	if len(keys) != 2 {
+		t.Fatalf("listing %q, want two keys", keys)
+	}
+	remove(keys[0])
+	_, err := o.Get(t.Context(), keys[0])
+	if !errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrNoDatabase) {
+		t.Fatalf("get of a key removed after its listing: %v, want engine.ErrNotFound (and not engine.ErrNoDatabase)", err)
+	}
+	if got, err := o.Get(t.Context(), keys[1]); err != nil || string(got) != "kept" {
+		t.Fatalf("get of the other key: %q, %v", got, err)
+	}
+	if got := mustList(t, o, ""); !slices.Equal(got, keys[1:]) {
+		t.Fatalf("listing after the removal %q, want %q", got, keys[1:])
 	}
 }
 

@@ -53,25 +53,29 @@ func TestEndpointSuiteDecorated(t *testing.T) {
 }
 
 func TestObjectsSuiteMemObjects(t *testing.T) {
-	enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) {
-		return enginetest.NewMemObjects("vault/", ""), nil
+	enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func(string), func()) {
+		m := enginetest.NewMemObjects("vault/", "")
+		return m, m.Remove, nil
 	})
 	t.Run("NoPrefix", func(t *testing.T) {
-		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) {
-			return enginetest.NewMemObjects("", "bucket"), nil
+		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func(string), func()) {
+			m := enginetest.NewMemObjects("", "bucket")
+			return m, m.Remove, nil
 		})
 	})
 }
 
 func TestObjectsSuiteDecorated(t *testing.T) {
 	t.Run("Retry", func(t *testing.T) {
-		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) {
-			return decorate.RetryObjects(enginetest.NewMemObjects("vault/", ""), noWait), nil
+		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func(string), func()) {
+			m := enginetest.NewMemObjects("vault/", "")
+			return decorate.RetryObjects(m, noWait), m.Remove, nil
 		})
 	})
 	t.Run("Metered", func(t *testing.T) {
-		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) {
-			return decorate.MeteredObjects(enginetest.NewMemObjects("vault/", ""), &decorate.Meter{Limit: 4}), nil
+		enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func(string), func()) {
+			m := enginetest.NewMemObjects("vault/", "")
+			return decorate.MeteredObjects(m, &decorate.Meter{Limit: 4}), m.Remove, nil
 		})
 	})
 }

@@ -53,8 +53,9 @@ func packIndexSource(t *testing.T, bucket journalsync.Objects, chunks []engine.C
 }
 
 func TestObjectsSuiteMemObjects(t *testing.T) {
-	enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func()) {
-		return enginetest.NewMemObjects("vault/", ""), nil
+	enginetest.ObjectsSuite(t, func(t *testing.T) (enginetest.Objects, func(string), func()) {
+		m := enginetest.NewMemObjects("vault/", "")
+		return m, m.Remove, nil
 	})
 }
 

@@ -18,10 +18,14 @@ var ErrExists = engine.ErrExists
 // transient failures themselves; an error they return is final for that
 // call.
 //
-// Errors: an absent object wraps engine.ErrNotFound; authentication
-// failures are *engine.Error with StageAuth; network failures and 5xx
-// answers StageTransport; a missing bucket wraps engine.ErrNotFound with
-// StageStorage. A cancelled ctx returns ctx.Err() (possibly wrapped).
+// Errors: an absent object wraps engine.ErrNotFound (and not
+// engine.ErrNoDatabase): a pack deleted after a listing named it is
+// skipped as gone. A missing bucket wraps engine.ErrNoDatabase (and
+// engine.ErrNotFound) and fails the run. Authentication failures are
+// *engine.Error with StageAuth; network failures and 5xx answers
+// StageTransport; the stage of the others (StageStorage for both kinds
+// of not-found from adapters/minio) does not matter. A cancelled ctx
+// returns ctx.Err() (possibly wrapped).
 type Objects interface {
 	// List returns the keys of the pack objects that come after the key
 	// after ("" lists all), skipping names (the key without the prefix)

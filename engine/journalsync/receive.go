@@ -449,8 +449,9 @@ func stageOf(err error) engine.Stage {
 }
 
 // isMissingObject reports an absent object (deleted after it was
-// listed), as opposed to a missing bucket (StageStorage) or any failure
-// to answer.
+// listed), as opposed to a missing bucket (engine.ErrNoDatabase, which
+// also wraps engine.ErrNotFound) or any failure to answer. The stage does
+// not tell them apart: S3 adapters answer both with StageStorage.
 func isMissingObject(err error) bool {
-	return errors.Is(err, engine.ErrNotFound) && stageOf(err) != engine.StageStorage
+	return errors.Is(err, engine.ErrNotFound) && !errors.Is(err, engine.ErrNoDatabase)
 }

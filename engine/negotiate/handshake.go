@@ -68,12 +68,24 @@ type HandshakeResult struct {
 var (
 	// ErrNoDatabase means the database (or bucket) does not exist. A
 	// Port's Read wraps it (besides engine.ErrNotFound) when the whole
-	// remote is missing, which is no proof that a record is absent.
-	ErrNoDatabase = errors.New("negotiate: the database does not exist (create it on the server, or let the client create it)")
+	// remote is missing, which is no proof that a record is absent. It
+	// wraps engine.ErrNoDatabase, so callers that know only the engine
+	// recognise it too.
+	ErrNoDatabase error = noDatabase{}
 	// ErrMilestoneRace means other clients kept rewriting the milestone
 	// while this one tried to update it; run the handshake again.
 	ErrMilestoneRace = errors.New("negotiate: other clients kept rewriting the milestone at the same time; run the handshake again")
 )
+
+// noDatabase is ErrNoDatabase: this package's message (what to do) over
+// engine.ErrNoDatabase.
+type noDatabase struct{}
+
+func (noDatabase) Error() string {
+	return "negotiate: the database does not exist (create it on the server, or let the client create it)"
+}
+
+func (noDatabase) Unwrap() error { return engine.ErrNoDatabase }
 
 // MilestoneTries bounds the read-change-write rounds of UpdateMilestone
 // when other clients rewrite the milestone at the same time. Every round

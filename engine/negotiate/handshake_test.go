@@ -101,7 +101,7 @@ func TestHandshakeMissingDatabase(t *testing.T) {
 	p.exists = false
 	o := opts("a")
 	o.CreateIfMissing = false
-	if _, err := negotiate.Handshake(context.Background(), p, o); !errors.Is(err, negotiate.ErrNoDatabase) || !errors.Is(err, engine.ErrNotFound) {
+	if _, err := negotiate.Handshake(context.Background(), p, o); !errors.Is(err, negotiate.ErrNoDatabase) || !errors.Is(err, engine.ErrNoDatabase) || !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("missing database: %v", err)
 	}
 	o.CreateIfMissing, o.ReadOnly = true, true
