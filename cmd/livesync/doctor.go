@@ -71,10 +71,10 @@ func runDoctor(env *cliEnv, args []string) error {
 		}
 		defer d.db.Close()
 	}
-	if path, _ := c.storePath(); fileExists(path) {
-		if d.rep, err = env.openReplica(path, false); err != nil {
-			return err
-		}
+	if d.rep, err = c.existingReplica(); err != nil {
+		return err
+	}
+	if d.rep != nil {
 		defer d.rep.Close()
 	}
 	d.run(env.ctx)

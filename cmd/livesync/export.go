@@ -35,12 +35,9 @@ func runExport(env *cliEnv, args []string) error {
 	}
 	opts := exportOptions{out: *out, hidden: *hidden, deleted: *deleted}
 	if *dumpPath != "" {
-		pass := c.cf.passphraseArg
-		if pass == "" {
-			var err error
-			if pass, err = env.passphrase(c.cf.passphraseFile); err != nil {
-				return err
-			}
+		pass, err := c.dumpPassphrase()
+		if err != nil {
+			return err
 		}
 		return exportDump(env, *dumpPath, pass, opts)
 	}

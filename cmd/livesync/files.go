@@ -95,11 +95,8 @@ func remoteFiles(c *command, arg string) ([]vault.File, error) {
 	}
 	// The handshake needs this device's node id: the replica's if there
 	// is one, else a temporary replica's.
-	path, _ := c.storePath()
-	var rep *replica
-	if _, serr := os.Stat(path); serr == nil {
-		rep, err = c.openReplica(path, false)
-	} else {
+	rep, err := c.existingReplica()
+	if err == nil && rep == nil {
 		rep, err = c.openTempReplica()
 	}
 	if err != nil {

@@ -85,6 +85,16 @@ func (c *command) replica(create bool) (*replica, error) {
 	return c.openReplica(path, create)
 }
 
+// existingReplica opens the local replica if its file exists, else
+// returns nil.
+func (c *command) existingReplica() (*replica, error) {
+	path, err := c.storePath()
+	if err != nil || !fileExists(path) {
+		return nil, err
+	}
+	return c.openReplica(path, false)
+}
+
 // scratchReplica opens the replica --store names, created if missing,
 // else a throwaway one (export and import against a remote).
 func (c *command) scratchReplica() (*replica, error) {

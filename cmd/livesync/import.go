@@ -36,12 +36,9 @@ func runImport(env *cliEnv, args []string) error {
 	if *dir == "" || len(pos) > 0 {
 		return usageError{"both --dir and --out are required"}
 	}
-	pass := c.cf.passphraseArg
-	if pass == "" {
-		var err error
-		if pass, err = env.passphrase(c.cf.passphraseFile); err != nil {
-			return err
-		}
+	pass, err := c.dumpPassphrase()
+	if err != nil {
+		return err
 	}
 	if (vf.encrypt || vf.obfuscate) && pass == "" {
 		return usageError{"--encrypt and --obfuscate-paths need a passphrase: set LIVESYNC_PASSPHRASE or use --passphrase-file"}

@@ -234,12 +234,16 @@ type cliEnv struct {
 	log  *slog.Logger // --verbose: what the engine does, on stderr (nil: discarded)
 }
 
-// passphrase returns the vault passphrase from --passphrase-file or
-// $LIVESYNC_PASSPHRASE ("" if neither is set). Commands that talk to a
-// remote use secrets.passphrase instead, which also prompts.
-func (e *cliEnv) passphrase(file string) (string, error) {
-	if file != "" {
-		return readSecretFile(file, "passphrase")
+// dumpPassphrase returns the vault passphrase of a dump from
+// --passphrase-insecure-arg, --passphrase-file or $LIVESYNC_PASSPHRASE
+// ("" if none is set). Commands that talk to a remote use passphraseFor
+// instead, which also prompts.
+func (c *command) dumpPassphrase() (string, error) {
+	if c.cf.passphraseArg != "" {
+		return c.cf.passphraseArg, nil
 	}
-	return e.getenv("LIVESYNC_PASSPHRASE"), nil
+	if c.cf.passphraseFile != "" {
+		return readSecretFile(c.cf.passphraseFile, "passphrase")
+	}
+	return c.getenv("LIVESYNC_PASSPHRASE"), nil
 }
