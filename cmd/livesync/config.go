@@ -12,42 +12,10 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// config is the configuration file (TOML), for example:
-//
-//	store = "~/notes/.livesync/store.db"   # the local replica (default ./.livesync/store.db)
-//	default_remote = "home"                # used when a command names no remote
-//	device_name = "laptop"                 # how this device appears in the vault's milestone
-//
-//	[remote.home]
-//	url = "https://couch.example.com:6984/vault"
-//	user = "alice"
-//	password_file = "~/.config/livesync/home.password"
-//	passphrase_file = "~/.config/livesync/vault.passphrase"
-//	# Settings for a new vault (a remote without a milestone); an
-//	# existing vault's settings are read from its milestone.
-//	e2ee = true
-//	obfuscate_paths = true
-//	custom_chunk_size = 60
-//	case_sensitive = false
-//
-//	[remote.bucket]                       # an S3 journal bucket (MinIO, R2, AWS S3, ...)
-//	kind = "s3"
-//	endpoint = "minio.example:9000"       # or "https://minio.example:9000"
-//	tls = true                            # HTTPS for a host:port endpoint (default false)
-//	bucket = "vaults"
-//	prefix = "my-vault/"                  # LiveSync's bucket prefix (may be empty)
-//	region = "us-east-1"                  # default: asked from the server
-//	access_key = "AKIA..."
-//	secret_key_file = "~/.config/livesync/bucket.secret"
-//	ca_file = "~/.config/livesync/minio-ca.pem"  # a self-signed or private CA
-//	path_style = true                     # or virtual_host = true (default: the client picks)
-//	direct_fetch = true                   # let cat --remote and hunt fetch chunks by id from the packs
-//	passphrase_file = "~/.config/livesync/vault.passphrase"
-//
-// A bucket can also be given as url = "s3://ACCESS_KEY@host:port/bucket/prefix/?region=...&tls=1".
-// Relative paths are relative to the file's folder; "~/" is the home
-// folder. Unknown keys are an error, so that a typo is not silently
-// ignored.
+// config is the configuration file (TOML); config.example.toml beside
+// this file shows every key. Relative paths are relative to the file's
+// folder; "~/" is the home folder. Unknown keys are an error, so that a
+// typo is not silently ignored.
 type config struct {
 	Store         string                   `toml:"store"`
 	DefaultRemote string                   `toml:"default_remote"`

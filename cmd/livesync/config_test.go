@@ -304,3 +304,25 @@ secret_key_file = "secret"
 		}
 	}
 }
+
+// config.example.toml, the documentation of the configuration file,
+// loads, and every remote in it resolves.
+func TestConfigExample(t *testing.T) {
+	cfg, err := testEnv(map[string]string{"HOME": t.TempDir()}).loadConfig("config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"home", "bucket", "bucket2"} {
+		spec, err := resolveRemote(cfg, name)
+		if err != nil {
+			t.Errorf("remote %s: %v", name, err)
+			continue
+		}
+		if want := map[string]string{"home": "couchdb", "bucket": "s3", "bucket2": "s3"}[name]; spec.kind != want {
+			t.Errorf("remote %s is %s, want %s", name, spec.kind, want)
+		}
+	}
+	if cfg.DefaultRemote != "home" || cfg.DeviceName != "laptop" || !cfg.Remotes["bucket"].DirectFetch {
+		t.Errorf("%+v", cfg)
+	}
+}
