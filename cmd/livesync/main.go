@@ -5,7 +5,7 @@
 // databases (https://user@host:5984/database) and S3 journal buckets
 // (s3://ACCESS_KEY@host:port/bucket/prefix/?region=R&tls=1), or remotes
 // named in the configuration file ($LIVESYNC_CONFIG, default
-// ~/.config/livesync/config.toml; see config.go). It also converts
+// ~/.config/livesync/config.toml; see config.example.toml). It also converts
 // between vaults, folders of files and database dumps (engine/dump).
 //
 // This package holds only the command line: flags, configuration,
