@@ -141,7 +141,7 @@ func (c *command) localVault(rep *replica) (livesync.Settings, error) {
 	if err != nil {
 		return s, err
 	}
-	if needsPassphrase(s) {
+	if vault.NeedsPassphrase(s) {
 		cfg, err := c.config()
 		if err != nil {
 			return s, err

@@ -72,7 +72,13 @@ func (c *command) storePath() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return storePath(c.cf.store, cfg), nil
+	switch {
+	case c.cf.store != "":
+		return c.cf.store, nil
+	case cfg.Store != "":
+		return cfg.Store, nil
+	}
+	return defaultStore, nil
 }
 
 // replica opens the local replica; unless create is set, a missing one

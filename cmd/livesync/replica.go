@@ -12,7 +12,6 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 	"github.com/livesync-go/livesync-go/engine/vault"
@@ -31,18 +30,6 @@ type replica struct {
 	st   store.Store // wrapped: its errors are *localError
 	temp string      // a temporary folder removed by Close, if any
 	v    *vault.Vault
-}
-
-// storePath returns the replica's path from the flag, the configuration
-// or the default.
-func storePath(flagValue string, cfg *config) string {
-	switch {
-	case flagValue != "":
-		return flagValue
-	case cfg != nil && cfg.Store != "":
-		return cfg.Store
-	}
-	return defaultStore
 }
 
 // openReplica opens the local replica at path. Unless create is set, a
@@ -110,10 +97,6 @@ func (r *replica) Close() error {
 	return err
 }
 
-// nodeID returns this device's node id, kept in the replica as the
-// plugin keeps it in its local database, creating it on first use.
-func (r *replica) nodeID(ctx context.Context) (string, error) { return r.v.NodeID(ctx) }
-
 // nodeIDIfAny returns this device's node id, "" if the replica has none
 // yet (it creates nothing).
 func (r *replica) nodeIDIfAny(ctx context.Context) (string, error) {
@@ -123,10 +106,6 @@ func (r *replica) nodeIDIfAny(ctx context.Context) (string, error) {
 // isEmpty reports whether the replica holds no document at all (deleted
 // ones included): nothing of it could be merged into a remote.
 func (r *replica) isEmpty(ctx context.Context) (bool, error) { return r.v.IsEmpty(ctx) }
-
-// settingsOf returns the format settings of tweak values, without a
-// passphrase.
-func settingsOf(tv negotiate.TweakValues) (livesync.Settings, error) { return vault.SettingsOf(tv) }
 
 // newVaultSettings returns the settings of a new vault: upstream's
 // defaults with the self-hosted CouchDB preset's chunk size, changed by c.
@@ -146,10 +125,6 @@ func newVaultSettings(c vaultConfig) livesync.Settings {
 	}
 	return s
 }
-
-// needsPassphrase reports whether a vault with s needs the passphrase to
-// make ids or to talk to a remote.
-func needsPassphrase(s livesync.Settings) bool { return vault.NeedsPassphrase(s) }
 
 // localStore marks every storage error of the local replica as a
 // *localError, so that a full disk is told apart from a remote failure.
