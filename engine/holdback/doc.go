@@ -120,6 +120,17 @@
 // state does not know (held after the last save), so a crash loses no
 // held revision a client was told was stored.
 //
+// # A served vault database
+//
+// Served is a Store as a server serves one vault database: with the
+// vault passphrase configured, the hold-back can decrypt obfuscated
+// metadata only once the vault's salt exists, and the first client writes
+// it after the database was opened. A write of the sync parameters or of
+// the milestone (whose preferred settings shape the codec) through a
+// Served rebuilds its Store with the vault's codec, the held state saved
+// and resumed; ServedHooks let a bridge to upstreams hunt for it and
+// follow those writes.
+//
 // # Concurrency
 //
 // Every method is safe for concurrent use. Releases are written by the
