@@ -45,7 +45,7 @@
 // error; nothing is overwritten and nothing is recorded as sent). Send
 // runs inside Activity.RunBounded, as engine/replicate
 // runs a push: it delivers nothing locally, so it must not keep readers
-// waiting for chunks (seed "Meaning of Finite Replication Completion").
+// waiting for chunks (only a finite run that can deliver them does).
 //
 // # Checkpoint
 //
