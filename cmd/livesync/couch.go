@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 )
 
@@ -27,14 +25,9 @@ func (e *cliEnv) couchConfig(spec remoteSpec, f commonFlags) (couchdb.Config, er
 	if spec.user != "" && password == "" {
 		return couchdb.Config{}, usageError{"no password for " + spec.user + ": set LIVESYNC_PASSWORD, use --password-file, or run on a terminal to be asked"}
 	}
-	server := *spec.url
-	path := strings.Trim(server.Path, "/")
-	database := path
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		database = path[i+1:]
-		server.Path = "/" + path[:i]
-	} else {
-		server.Path = ""
+	server, database, err := couchdb.SplitURL(spec.url.String())
+	if err != nil {
+		return couchdb.Config{}, usageError{err.Error()}
 	}
-	return couchdb.Config{URL: server.String(), Database: database, User: spec.user, Password: password}, nil
+	return couchdb.Config{URL: server, Database: database, User: spec.user, Password: password}, nil
 }
