@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// testCLIExportVaultDumps (issue 8 item 4): the plugin's vault dumps
+// testCLIExportVaultDumps: the plugin's vault dumps
 // (plain, and E2EE with obfuscated paths) loaded into the test server;
 // "livesync export URL --out DIR" reproduces the input files byte for
 // byte, with the vault's mtimes. The CLI takes the vault's settings from

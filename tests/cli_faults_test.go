@@ -12,7 +12,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
-// testCLIFaults (issue 8 item 5): each failure gives one clear line on
+// testCLIFaults: each failure gives one clear line on
 // stderr, its own exit code, no secret in the output, and leaves the
 // remote as it was.
 func testCLIFaults(t *testing.T, c *cliRunner) {

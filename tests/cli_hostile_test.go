@@ -68,7 +68,7 @@ func noTerminalBytes(t *testing.T, what string, r cliResult) {
 	}
 }
 
-// TestCLIHostileRemote (issue 13 items 6 and 7): a remote holding
+// TestCLIHostileRemote: a remote holding
 // hostile plain documents. export writes nothing outside --out (not
 // through a folder symlink planted inside it) and no dot-path from a
 // normal document, names each refusal, and still writes the other files;

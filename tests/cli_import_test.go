@@ -18,7 +18,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
-// testCLIImportPouchDB (issue 8 items 4 and 5): "livesync import DIR URL"
+// testCLIImportPouchDB: "livesync import DIR URL"
 // of the vault's input files into an empty database (created by the
 // import), plain and with E2EE + obfuscated paths; a real PouchDB 9
 // client replicates the database, and the engine decodes its copy back to

@@ -26,7 +26,7 @@ import (
 // vault dumps' and journals' milestone).
 const pluginNode = "vector-node-0001"
 
-// TestCLILockedRemote is issue 12's acceptance: a remote left as the
+// TestCLILockedRemote: a remote left as the
 // plugin's "Rebuild everything" leaves it (locked, only the plugin's
 // device accepted, the plugin's full tweak values) on the CouchDB-protocol
 // test server, on the relay binary and on a bucket of the S3 test server.

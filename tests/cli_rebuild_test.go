@@ -11,7 +11,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
-// TestCLIPushRebuild is issue 12's rebuild acceptance: "livesync push
+// TestCLIPushRebuild: "livesync push
 // --rebuild" does the plugin's "Rebuild everything" from a replica, and a
 // real PouchDB 9 client configured as LiveSync (a device of the vault
 // before the rebuild) then sees a locked, rebuilt remote: a new salt,

@@ -323,7 +323,7 @@ func testCouchDBTooLarge(t *testing.T, srv couchFactory) {
 	oldReq, okReq := setServerConfig(t, srv, "chttpd", "max_http_request_size", "2000")
 	t.Cleanup(func() {
 		if old == "" {
-			old = "50000000" // FORMAT.md §5.1
+			old = "50000000" // engine/FORMAT.md §5.1
 		}
 		setServerConfig(t, srv, "couchdb", "max_document_size", old)
 		if okReq && oldReq != "" {

@@ -78,7 +78,8 @@ func testHandshakeMissingDatabase(t *testing.T, srv couchFactory) {
 }
 
 // A failed read of the sync parameters (here: a wrong password) is an
-// error and never creates a salt (upstream issue #1147).
+// error and never creates a salt (upstream created one:
+// github.com/vrtmrz/obsidian-livesync/issues/1147).
 func TestHandshakeFailedReadNeverCreatesSalt(t *testing.T) {
 	testHandshakeFailedReadNeverCreatesSalt(t, couchServer)
 }

@@ -215,7 +215,7 @@ func checkLocalDocs(t *testing.T, st store.Store) int {
 	return len(page.Results)
 }
 
-// TestFaultServerCutMidPull (issue 6: the server killed in the middle of a
+// TestFaultServerCutMidPull (the server killed in the middle of a
 // pull): a TCP proxy between the adapter and the server is cut while a
 // pull of 2,000 documents in batches of 50 runs. The pull returns a
 // transport error; the local store (bbolt, closed and reopened) holds only
@@ -314,7 +314,7 @@ func testFaultServerCutMidPull(t *testing.T, srv couchFactory) {
 	}
 }
 
-// TestFaultWrongPassphrase (issue 6): pulling the plugin's E2EE vault with
+// TestFaultWrongPassphrase: pulling the plugin's E2EE vault with
 // a wrong passphrase fails with a decrypt error that names a document and
 // says the passphrase may be wrong.
 func TestFaultWrongPassphrase(t *testing.T) { testFaultWrongPassphrase(t, couchServer) }
@@ -350,7 +350,7 @@ func testFaultWrongPassphrase(t *testing.T, srv couchFactory) {
 	t.Logf("wrong passphrase: %v", err)
 }
 
-// TestFaultLockedRemote (issue 6): a remote locked by another device
+// TestFaultLockedRemote: a remote locked by another device
 // (milestone locked, this node not accepted) refuses the handshake with
 // negotiate.ErrNodeLocked and a message that says what to do; a tweak
 // mismatch does the same with *negotiate.TweakMismatchError.
@@ -419,7 +419,7 @@ func (s *sizeEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]
 	return res, err
 }
 
-// TestFaultPushTooLarge (issue 6: a 413): with the server's request limit
+// TestFaultPushTooLarge (a 413): with the server's request limit
 // lowered (as TestCouchDBTooLarge does), a push of 60 small documents in
 // batches of 25 is refused with 413 and replicate's fallback shrinks the
 // batches until they pass; a single document larger than the limit ends
@@ -443,7 +443,7 @@ func testFaultPushTooLarge(t *testing.T, srv couchFactory) {
 	oldReq, okReq := setServerConfig(t, srv, "chttpd", "max_http_request_size", "4000")
 	t.Cleanup(func() {
 		if old == "" {
-			old = "50000000" // FORMAT.md §5.1
+			old = "50000000" // engine/FORMAT.md §5.1
 		}
 		setServerConfig(t, srv, "couchdb", "max_document_size", old)
 		if okReq && oldReq != "" {

@@ -220,7 +220,7 @@ var stores = []struct {
 	open func(*testing.T) store.Store
 }{{"memory", newMemoryStore}, {"bolt", newBoltStore}}
 
-// TestInteropPullE2EE (issue 5 item 5, readChunksOnline off): the plugin's
+// TestInteropPullE2EE (readChunksOnline off): the plugin's
 // E2EE + obfuscated vault dump, loaded into the server, pulled by the
 // replicator through the remote transform into a fresh store (memory and
 // bbolt), and every input file reconstructed from the local store alone.
@@ -243,7 +243,7 @@ func testInteropPullE2EE(t *testing.T, srv couchFactory) {
 	}
 }
 
-// TestInteropPullChunksOnline (issue 5 item 5, readChunksOnline on): the
+// TestInteropPullChunksOnline (readChunksOnline on): the
 // pull brings metadata only; reading each file's children through the
 // fetch layer fetches the chunks from the server by id in a few batched
 // requests, persists them in the store, and every file reads back byte for

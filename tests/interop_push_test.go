@@ -22,7 +22,7 @@ type pushedVault struct {
 	// ends).
 	Name string
 	// Settings are the vault's settings, passphrase included: the vault
-	// dump's effective settings (FORMAT.md tweak values), which a client
+	// dump's effective settings (engine/FORMAT.md §5.5 tweak values), which a client
 	// needs to decode the database.
 	Settings livesync.Settings
 	// Inputs are the pushed files: vault path → bytes.
@@ -88,7 +88,7 @@ func pushE2EEVault(t *testing.T, srv couchFactory) pushedVault {
 	return pushedVault{Name: db.Name(), Settings: settings, Inputs: inputs, IDs: ids}
 }
 
-// TestInteropPushE2EE (issue 5 item 5, Go side of the push): the engine
+// TestInteropPushE2EE (Go side of the push): the engine
 // pushes the input files with E2EE and path obfuscation; the server holds
 // only ciphertext (no path, no content, every chunk e_); a fresh store
 // pulls the database back through a second handshake (same salt) and

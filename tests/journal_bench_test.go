@@ -21,7 +21,7 @@ import (
 	minioclient "github.com/minio/minio-go/v7"
 )
 
-// Issue 6 item 6: receiving a journal of 10,000 notes from the local S3
+// Benchmarks: receiving a journal of 10,000 notes from the local S3
 // server, and fetching 1,000 random chunks by id through the pack index.
 //
 //	. tests/s3server/start.sh && s3server_start && \

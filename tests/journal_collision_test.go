@@ -13,8 +13,8 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// TestJournalSameMillisecond is issue 6's lost packs on the real server:
-// two devices whose clocks stand at the same millisecond send 9 notes
+// TestJournalSameMillisecond: packs were lost when two devices wrote the
+// same key; on the real server two devices whose clocks stand at the same millisecond send 9 notes
 // each at the same time. Put is create-only (If-None-Match: *), so a
 // device whose key was taken moves to a later one: the bucket holds all
 // four packs, each device's sentFiles names only its own, each device

@@ -8,7 +8,7 @@ import (
 	minioclient "github.com/minio/minio-go/v7"
 )
 
-// TestJournalBucketWiped (FORMAT.md §6.5 on the real server): the bucket
+// TestJournalBucketWiped (engine/FORMAT.md §6.5 on the real server): the bucket
 // is emptied and a device handshakes again, which writes a new salt; the
 // journal epoch changes. Device 1, whose last sent pack is gone, takes
 // the bucket as wiped: it forgets what it knew of the bucket but, as

@@ -15,9 +15,10 @@ import (
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 )
 
-// TestJournalQuarantine (issue 6 item 3 on the real server; upstream
-// issues #698, #1096: one bad journal halts the chain). Between the good
-// packs of a journal sit an object of random bytes and a truncated copy
+// TestJournalQuarantine, on the real server: one bad journal must not
+// halt the chain, as it does upstream
+// (github.com/vrtmrz/obsidian-livesync/issues/698 and /1096). Between the
+// good packs of a journal sit an object of random bytes and a truncated copy
 // of a real pack. Receive quarantines both (key and stage reported in
 // the result and to Progress), applies every good pack, and rebuilds
 // every file; the next Receive skips them without downloading them.

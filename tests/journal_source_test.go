@@ -81,7 +81,7 @@ func newRetrieval(t *testing.T, act *activity.Tracker, src engine.ChunkSource, l
 	return r
 }
 
-// TestJournalDirectFetch (issue 6 item 2 on the real server): a device
+// TestJournalDirectFetch (on the real server): a device
 // whose store holds nothing of the journal reads every file of it on
 // demand through engine/fetch, with the journal's chunk source as the
 // remote and DirectFetch on. The index is built on demand (one listing,
@@ -210,8 +210,8 @@ func (a *arrivalLog) ChunksArrived(ids []engine.ChunkID) {
 	a.mu.Unlock()
 }
 
-// TestJournalActivity (issue 6 item 1: "sending and receiving are finite
-// replications"): with an activity.Tracker, every pack a Receive applies
+// TestJournalActivity (sending and receiving are finite replications):
+// with an activity.Tracker, every pack a Receive applies
 // is applied inside one finite replication (the tracker's state read
 // from the Progress callback), the tracker is quiescent again when it
 // returns, and a read that waits for a chunk of a later pack is answered

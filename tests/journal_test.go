@@ -25,7 +25,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// Issue 6 item 5 against the real S3 server: the journals the plugin
+// Journal sync against the real S3 server: the journals the plugin
 // wrote, and journals the engine writes, received into fresh stores.
 
 // journalClient is what a client knows after the pre-sync handshake of
@@ -286,7 +286,7 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// TestJournalInteropVectors (issue 6 item 5): the objects the real
+// TestJournalInteropVectors: the objects the real
 // plugin uploaded for a vault (plain, and E2EE V2 with path obfuscation)
 // are put into a bucket byte for byte under their original names (the
 // vectors' bucket prefix is empty), in the plugin's upload order. A
@@ -387,7 +387,7 @@ func TestJournalInteropVectors(t *testing.T) {
 	}
 }
 
-// TestJournalTwoDevices (issue 6 item 5, the engine's own packs): device
+// TestJournalTwoDevices (the engine's own packs): device
 // 1 writes the vault's files into its store and syncs to a fresh bucket
 // with E2EE and path obfuscation; the bucket then holds only ciphertext,
 // and its packs open under the pack rules. Device 2 handshakes (same

@@ -75,7 +75,8 @@ func TestS3HandshakeFreshBucket(t *testing.T) {
 // TestS3HandshakeFailedReadWritesNothing: a handshake whose first read
 // fails (wrong secret, unknown key, a server answering 503, a missing
 // bucket) returns a typed error and writes no salt and no milestone
-// (upstream issue #1147).
+// (upstream created one:
+// github.com/vrtmrz/obsidian-livesync/issues/1147).
 func TestS3HandshakeFailedReadWritesNothing(t *testing.T) {
 	good, e := freshBucket(t)
 	ctx := ctxT(t)

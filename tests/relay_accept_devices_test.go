@@ -22,7 +22,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
-// TestRelayAcceptance is issue 7's acceptance with real clients (item 5),
+// TestRelayAcceptance is the relay's acceptance test with real clients,
 // against the livesync-relay binary: real PouchDB 9 clients
 // (tests/pouchdb/livesync-client.mjs, device mode) configured as LiveSync
 // configures them — batch size 25, batch limit 25, the readChunksOnline

@@ -11,12 +11,12 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
-// TestRelayBridgeSettings (issue 14 items 1 and 5): "a fresh relay
-// bridging an E2EE + obfuscated vault: the first livesync export from the
-// relay and from the bucket is byte-exact, with no manual step"; "the
-// relay's own database always answers with the vault's real milestone";
-// "a remote whose settings disagree with the vault's is an error in
-// /status, never overwritten silently".
+// TestRelayBridgeSettings: with a fresh relay bridging an E2EE +
+// obfuscated vault, the first livesync export from the relay and from the
+// bucket is byte-exact, with no manual step; the relay's own database
+// always answers with the vault's real milestone; a remote whose settings
+// disagree with the vault's is an error in /status, never overwritten
+// silently.
 //
 // The vault is imported into B (the CouchDB-protocol test server) by the
 // CLI; the relay bridges B, a new bucket C, and D, a database whose
@@ -176,7 +176,7 @@ func TestRelayBridgeSettings(t *testing.T) {
 		t.Errorf("D's milestone changed after the lock:\n%s", after)
 	}
 
-	// "the throttle key separates endpoint, bucket and prefix" (item 4).
+	// The throttle key separates endpoint, bucket and prefix.
 	ep := "http://" + se.hostPort()
 	if se.secure {
 		ep = "https://" + se.hostPort()
@@ -186,10 +186,10 @@ func TestRelayBridgeSettings(t *testing.T) {
 	}
 }
 
-// TestRelayBridgeMissingDatabase (issue 14 item 4): "upstream errors name
-// the upstream, the database or bucket, and the fix"; "the retry schedule
-// for an error state is the same backoff as for a transport error, not a
-// fixed 60 s" — three attempts within 15 s (1 s, then 2 s apart).
+// TestRelayBridgeMissingDatabase: upstream errors name the upstream, the
+// database or bucket, and the fix; the retry schedule for an error state
+// is the same backoff as for a transport error, not a fixed 60 s — three
+// attempts within 15 s (1 s, then 2 s apart).
 func TestRelayBridgeMissingDatabase(t *testing.T) {
 	ce := couchServer(t)
 	missing := dbName(t)

@@ -22,11 +22,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Issue 12, item 4: revision history on the relay. "GET /db/doc?rev=<older
-// rev> answers 404 missing on the relay, both for older revisions loaded
-// with new_edits=false and after a normal edit. CouchDB keeps those
-// bodies until compaction, and the plugin's file-history view reads them
-// (revs_info, then each available rev). On the relay, history is empty."
+// Revision history on the relay. GET /db/doc?rev=<older rev> used to
+// answer 404 missing on the relay, both for older revisions loaded with
+// new_edits=false and after a normal edit, so the plugin's file-history
+// view (revs_info, then each available rev) was empty. CouchDB keeps
+// those bodies until compaction, and so must the relay.
 
 // relayHTTP sends one request to a running relay as cred's user and
 // returns the status and body.

@@ -11,13 +11,13 @@ import (
 	"testing"
 )
 
-// Issue 13 (second probe): "Hold-back memory is capped by document count
-// but not by document size. 20 held documents, each listing 50,000
-// missing chunk ids (each doc about 850 KB), raised heap in use by 528
-// MiB." With the default limits a user's held revisions may need 200,000
-// chunk ids: of 20 such notes 4 are held and 16 refused with
-// too_many_held naming [holdback] max_held_chunk_ids_per_user, and the
-// heap grows by far less than the probe's 528 MiB.
+// Hold-back memory must be capped by the documents' size, not only by
+// their count: 20 held documents, each listing 50,000 missing chunk ids
+// (each doc about 850 KB), once raised heap in use by 528 MiB. With the
+// default limits a user's held revisions may need 200,000 chunk ids: of
+// 20 such notes 4 are held and 16 refused with too_many_held naming
+// [holdback] max_held_chunk_ids_per_user, and the heap grows by far less
+// than 528 MiB.
 func TestRelayHeldChunkIDsLimit(t *testing.T) {
 	bin := buildRelay(t)
 	wd := t.TempDir()

@@ -53,8 +53,8 @@ type bulkRow struct {
 	Reason string `json:"reason"`
 }
 
-// Issue 13 item 9: a writer could make the relay hold metadata without
-// chunks without bound (20,000 held documents: +29 MiB of heap and a
+// A writer could make the relay hold metadata without chunks without
+// bound (20,000 held documents: +29 MiB of heap and a
 // 4.96 MB /status). With [holdback] limits, metadata past them is
 // refused per document with an error that says what to do, nothing else
 // of the push is affected, refused documents take no memory or disk,

@@ -29,7 +29,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 )
 
-// Issue 13 items 2, 3, 4 and 8: the relay binary under hostile HTTP
+// The relay binary under hostile HTTP
 // clients and damaged data folders.
 
 // runRelayOnce runs the relay binary in wd until it exits (it is
@@ -62,10 +62,10 @@ func wantPlainStartFailure(t *testing.T, code int, out, msg string) {
 	}
 }
 
-// Issue 13 item 2: "Any start-up failure after the data folder is opened
-// panics with a nil pointer, so the real cause is never printed. Seen
-// for a second relay on the same data folder (the "locked by another
-// process" hint never appears)". A second relay on a folder in use stops
+// A start-up failure after the data folder is opened once panicked with a
+// nil pointer, so the real cause was never printed; a second relay on the
+// same data folder never showed the "locked by another process" hint. A
+// second relay on a folder in use stops
 // at once and says why.
 func TestRelaySecondRelayOnOneDataFolder(t *testing.T) {
 	bin := buildRelay(t)
@@ -82,7 +82,7 @@ func TestRelaySecondRelayOnOneDataFolder(t *testing.T) {
 	}
 }
 
-// Issue 13 item 2, "a corrupt database file": the start fails with a
+// A corrupt database file: the start fails with a
 // plain error naming the file and what to do, whether bbolt refuses the
 // file or panics reading it.
 func TestRelayDamagedDatabaseFile(t *testing.T) {
@@ -191,11 +191,10 @@ func relaySockets(t *testing.T, p *relayProcess) int {
 	return n
 }
 
-// Issue 13 item 3: "Unauthenticated connections can be held open for
-// ever. There is no read deadline for bodies, and for a declared body
-// under 256 KiB Go waits to drain it before sending the 401. 200
-// anonymous POSTs with Content-Length: 200000 and no body were all still
-// open after 130 s". Anonymous requests are answered 401 and closed at
+// Unauthenticated connections must not be held open for ever. Without a
+// read deadline for bodies, Go waits to drain a declared body under 256
+// KiB before sending the 401: 200 anonymous POSTs with Content-Length:
+// 200000 and no body were all still open after 130 s. Anonymous requests are answered 401 and closed at
 // once; an authenticated body that never comes is cut at body_timeout;
 // a longpoll feed still runs past it.
 func TestRelayDeclaredBodiesNeverSent(t *testing.T) {
@@ -297,10 +296,10 @@ func clientFrom(ip string) *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 60 * time.Second}
 }
 
-// Issue 13 item 4: "No rate limit or lockout on login. Each wrong
-// password costs a 600k-round PBKDF2, only GOMAXPROCS of them run at
-// once, and anonymous guesses queue out real logins. With 32 guessing
-// clients, a real login took 2.3–10.9 s." While 32 clients guess, a
+// Logins under guessing. Without a rate limit or lockout on login, each
+// wrong password cost a 600k-round PBKDF2, only GOMAXPROCS of them ran at
+// once, and anonymous guesses queued out real logins: with 32 guessing
+// clients, a real login took 2.3–10.9 s. While 32 clients guess, a
 // user whose credentials were verified before is answered without a key
 // derivation, a user logging in for the first time from another address
 // within 3 verifications' time, and the guessers get 429 with
@@ -436,11 +435,10 @@ func TestRelayLoginUnderGuessing(t *testing.T) {
 	}
 }
 
-// Issue 13 item 8: "Writes are accepted with Content-Type: text/plain
-// and form encodings (CouchDB answers 415 on _bulk_docs), and the
-// AuthSession cookie has no SameSite. Cross-site simple requests
-// therefore work with a cookie." Writes must be JSON, and the session
-// cookie is SameSite=Lax.
+// Cross-site simple requests must not work with a cookie: writes with
+// Content-Type text/plain or a form encoding were once accepted (CouchDB
+// answers 415 on _bulk_docs) and the AuthSession cookie had no SameSite.
+// Writes must be JSON, and the session cookie is SameSite=Lax.
 func TestRelayJSONOnlyWrites(t *testing.T) {
 	const pw = "json-only-password"
 	p := hostileRelay(t, pw, "")

@@ -15,8 +15,8 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 )
 
-// Issue 13: reading a document with many conflicting leaves. Each
-// revision open_revs or _bulk_get named was a separate store read of the
+// Reading a document with many conflicting leaves must be linear. Each
+// revision open_revs or _bulk_get named used to be a separate store read of the
 // whole revision tree, so n leaves cost O(n²): 10,000 planted leaves made
 // one GET ?open_revs=all take 160 s of a core, paid again by every client
 // that replicates the document. Against the built binary: reading 10,000

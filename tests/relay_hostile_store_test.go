@@ -16,7 +16,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// Issue 13 items 1, 5 and 10: what a writer with a vault's credentials
+// What a writer with a vault's credentials
 // can do to the relay's store, against the built binary.
 
 // storeRelay is a relay binary started for these tests, with its admin
@@ -99,7 +99,7 @@ func longHistory(id string, n int) []byte {
 	return b.Bytes()
 }
 
-// Issue 13 item 1: _bulk_docs with new_edits:false took time quadratic in
+// _bulk_docs with new_edits:false used to take time quadratic in
 // the length of _revisions (100,000 ids: 18-54 s), holding the database's
 // only write transaction: a 7-byte PUT waited 9.8-16.3 s. The same
 // request with 10x the ids must take about 10x the time (within 15x),
@@ -167,7 +167,7 @@ func TestRelayLongRevisionsLinear(t *testing.T) {
 	}
 }
 
-// Issue 13 item 5: a document id over bbolt's 32 KiB key limit gave 500;
+// A document id over bbolt's 32 KiB key limit used to give 500;
 // in a new_edits:false batch nothing was stored, so PouchDB retried the
 // batch for ever, and with new_edits:true part of the batch was stored.
 // Now such an id is a per-document error row and the rest of the batch
@@ -238,7 +238,7 @@ func TestRelayOverlongDocumentIDs(t *testing.T) {
 	}
 }
 
-// Issue 13 item 10: a full disk gave a generic 500, and a batch answered
+// A full disk used to give a generic 500, and a batch answered
 // 500 could be partly applied (4 of 20 documents stored). The relay runs
 // with its data directory on a 3 MiB tmpfs (in a private mount namespace,
 // via unshare); a batch that does not fit is 507 with a reason that says
@@ -309,8 +309,8 @@ exec "$2" --listen 127.0.0.1:0 --data-dir "$1/data"`
 	}
 }
 
-// Issue 13 item 1, the same stall another way: one _bulk_docs naming one
-// document many times (each entry a new conflicting leaf) rewrote the
+// The same stall another way: one _bulk_docs naming one
+// document many times (each entry a new conflicting leaf) used to rewrite the
 // document's growing record once per entry, quadratic in the batch. 10x
 // the entries must take about 10x the time (within 15x).
 func TestRelayManyConflictsOneBatchLinear(t *testing.T) {

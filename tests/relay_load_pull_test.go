@@ -30,7 +30,7 @@ import (
 )
 
 // Load test sizes. LIVESYNC_LOAD_NOTES and LIVESYNC_LOAD_CLIENTS override
-// them; issue 7's full size is LIVESYNC_LOAD_NOTES=10000 with 20 clients
+// them; the full size is LIVESYNC_LOAD_NOTES=10000 with 20 clients
 // (about 7 minutes on 2 cores; the default takes under a minute).
 const (
 	loadNotesDefault   = 1000
@@ -61,9 +61,9 @@ type loadResult struct {
 	Latencies map[string][]float64 `json:"latencies"` // ms, by kind
 }
 
-// TestRelayLoad is the load half of issue 7 item 6, against the relay
+// TestRelayLoad is the relay's load test, against the relay
 // binary: a vault of LIVESYNC_LOAD_NOTES engine-encoded E2EE notes of
-// about 1 KiB (default 1000; the issue's size is 10000) is pushed, then
+// about 1 KiB (default 1000; the full size is 10000) is pushed, then
 // LIVESYNC_LOAD_CLIENTS real PouchDB 9 clients (default 20, in
 // LIVESYNC_LOAD_PROCESSES node processes running
 // tests/pouchdb/livesync-load.mjs, default one per CPU) pull it at once with

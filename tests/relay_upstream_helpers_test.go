@@ -23,7 +23,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// The helpers of the relay upstream tests (issue 8 items 1 and 2): a
+// The helpers of the relay upstream tests: a
 // livesync-relay binary run with a configuration file whose database has
 // upstreams on the test CouchDB server and the test S3 server.
 

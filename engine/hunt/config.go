@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// Defaults of Config, from the seed "GRASP-02 Proactive Sync: Purgatory
-// Git Data Fetching" (throttle, backoff, memo, hedge), with the seed's
-// git servers become chunk sources.
+// Defaults of Config (throttle, backoff, memo, hedge): a source gets at
+// most 5 requests in flight and 30 starts a minute, an incomplete
+// document waits 20 s doubling to 120 s, a lacking answer is remembered
+// for 30 min, and a request is hedged after 30 s.
 const (
 	DefaultMaxInFlight  = 5
 	DefaultMaxPerWindow = 30
@@ -114,7 +115,7 @@ func (c Config) withDefaults() Config {
 }
 
 // backoff is the delay after the attempt-th pass that ended incomplete
-// (attempt ≥ 1): base·2^(attempt-1), capped. The seed's table: 20, 40,
+// (attempt ≥ 1): base·2^(attempt-1), capped. With the defaults: 20, 40,
 // 80, then 120 s.
 func (c Config) backoff(attempt int) time.Duration {
 	d := c.BackoffBase

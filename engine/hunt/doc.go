@@ -1,8 +1,8 @@
 // Package hunt finds the missing chunks of held documents across every
-// chunk source: the proactive hunt of the purgatory (the seed "GRASP-02
-// Proactive Sync: Purgatory Git Data Fetching", with a git object's
-// sources become a note's chunk sources). The purgatory (engine/purgatory) holds a
-// metadata revision whose chunks are not all local and calls Enqueue with
+// chunk source: the proactive hunt of the purgatory, a design that
+// fetched a git object's missing data from every git server that might
+// hold it, here with a note's chunk sources in place of git servers. The
+// purgatory (engine/purgatory) holds a metadata revision whose chunks are not all local and calls Enqueue with
 // the document's missing chunk ids; the hunt asks sources for them,
 // persists what it finds, reports it through Deps.OnDelivered (the
 // purgatory's ChunksArrived) and stops when nothing is missing or the

@@ -430,7 +430,7 @@ const (
 	allBusy
 )
 
-// place routes an idle document (the seed's main path): it starts on the
+// place routes an idle document (the main path): it starts on the
 // first source of its order that has capacity, queues on every other
 // eligible source that has none, and ends the pass when no source has
 // anything left to ask.

@@ -8,11 +8,9 @@ import (
 
 // memo remembers, per source (throttle key), the chunk ids the source
 // answered it lacks, keyed by a fingerprint of the source's state (its
-// update sequence or listing). The seed memoizes missing residual OIDs per
-// clone URL against the advertised tips the same way. A source's memo is
-// cleared when its fingerprint changes, expires lazily MemoTTL after it
-// was started, and at most MemoSources sources are remembered (the
-// oldest is evicted). Sources without a fingerprint are never memoized:
+// update sequence or listing). A source's memo is cleared when its
+// fingerprint changes, expires lazily MemoTTL after it was started, and
+// at most MemoSources sources are remembered (the oldest is evicted). Sources without a fingerprint are never memoized:
 // nothing would tell when they gained the chunk.
 type memo struct {
 	cap int

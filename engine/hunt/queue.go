@@ -6,7 +6,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 )
 
-// entry is one hunted document (the seed's SyncQueueEntry plus the state
+// entry is one hunted document (its place in the queue plus the state
 // of its current pass). All fields are guarded by the Hunt's lock.
 type entry struct {
 	doc    string
@@ -39,7 +39,7 @@ func newEntry(doc string, seq uint64) *entry {
 	return &entry{doc: doc, seq: seq, needed: make(map[engine.ChunkID]struct{})}
 }
 
-// enqueue applies an Enqueue to the entry (the seed's enqueue_sync): the
+// enqueue applies an Enqueue to the entry: the
 // needed set is replaced, the attempt count resets to 0 (fresh start),
 // and the next attempt moves to now+delay only if that is earlier
 // (debounce). A new entry (fresh) simply starts at now+delay.
@@ -82,7 +82,7 @@ func (e *entry) drop(id engine.ChunkID) bool {
 	return true
 }
 
-// inProgress reports whether a pass runs (the seed's in_progress).
+// inProgress reports whether a pass runs.
 func (e *entry) inProgress() bool { return e.inPass }
 
 // ready reports whether a new pass may start: not in progress AND the

@@ -29,7 +29,7 @@ type simDoc struct {
 	removedAt time.Duration
 }
 
-// Issue 4 item 7: a 24-hour simulation in virtual time. 50 sources, 200
+// A 24-hour simulation in virtual time. 50 sources, 200
 // missing chunk ids, 20 % of the sources failing with errors, 10 % of
 // the ids present nowhere. Documents are enqueued as the purgatory would
 // (500 ms after a pull with the pulling source as origin, 3 min after a

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// throttle is the politeness state of one throttle key (the seed's
-// DomainThrottle): requests in flight, request starts in the sliding
-// window, and the round-robin queue of documents waiting for capacity.
-// Capacity is checked and reserved in one step under its own lock
-// (tryAcquire), so racing documents can never all take the final slot —
-// the reference checked has_capacity and acquired later.
+// throttle is the politeness state of one throttle key: requests in
+// flight, request starts in the sliding window, and the round-robin queue
+// of documents waiting for capacity. Capacity is checked and reserved in
+// one step under its own lock (tryAcquire), so racing documents can never
+// all take the final slot, as they could if the check and the
+// reservation were two steps.
 type throttle struct {
 	key          string
 	maxInFlight  int
