@@ -30,7 +30,7 @@ func envCouch(t *testing.T) couchServer {
 			t.Fatal("LIVESYNC_TEST_COUCHDB_URL is not set but CI is: the CouchDB conformance tests must run in CI " +
 				"(.ci/run starts tests/couchserver and sets LIVESYNC_TEST_COUCHDB_URL, _USER and _PASSWORD)")
 		}
-		t.Skip("LIVESYNC_TEST_COUCHDB_URL not set; run scripts/test, or see README.md \"Integration tests\"")
+		t.Skip("LIVESYNC_TEST_COUCHDB_URL not set; run tests/run.sh, or see README.md \"Integration tests\"")
 	}
 	return s
 }

@@ -30,7 +30,7 @@ func envS3(t *testing.T) minio.Config {
 			t.Fatal("LIVESYNC_TEST_S3_ENDPOINT is not set but CI is: the S3 conformance tests must run in CI " +
 				"(.ci/run starts tests/s3server and sets LIVESYNC_TEST_S3_ENDPOINT, _ACCESS_KEY and _SECRET_KEY)")
 		}
-		t.Skip("LIVESYNC_TEST_S3_ENDPOINT not set; run scripts/test, or see README.md \"Integration tests\"")
+		t.Skip("LIVESYNC_TEST_S3_ENDPOINT not set; run tests/run.sh, or see README.md \"Integration tests\"")
 	}
 	switch v := os.Getenv("LIVESYNC_TEST_S3_SECURE"); {
 	case v == "1" || v == "true" || strings.HasPrefix(cfg.Endpoint, "https://"):

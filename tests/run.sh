@@ -37,8 +37,8 @@ go vet ./...
 echo "== go test (native)"
 go test -count=1 ./...
 
-echo "== go test -race (the concurrent cores: retrieval, hunt, purgatory, replication, store, hold-back, journal sync, the relay API)"
-go test -race -count=1 ./engine/activity/ ./engine/fetch/ ./engine/hunt/ ./engine/purgatory/ ./engine/replicate/ ./engine/store/... ./engine/holdback/ ./engine/journalsync/ ./adapters/couchdb/couchapi/
+echo "== go test -race (the concurrent cores: retrieval, hunt, purgatory, replication, store, hold-back, journal sync, the vault client, the bridge, the decorators, the handshake, the relay API)"
+go test -race -count=1 ./engine/activity/ ./engine/fetch/ ./engine/hunt/ ./engine/purgatory/ ./engine/replicate/ ./engine/store/... ./engine/holdback/ ./engine/journalsync/ ./engine/vault/... ./engine/bridge/ ./engine/decorate/ ./engine/negotiate/... ./adapters/couchdb/couchapi/
 
 echo "== build engine for js/wasm"
 GOOS=js GOARCH=wasm go build ./engine/...
