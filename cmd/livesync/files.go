@@ -16,9 +16,6 @@ import (
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
-// distinct returns the ids without repeats, in order of first use.
-func distinct(ids []string) []string { return vault.Distinct(ids) }
-
 func runLs(env *cliEnv, args []string) error {
 	c := env.newCommand("ls", "ls [PREFIX] [--remote REMOTE] [--deleted] [flags]")
 	remoteArg := c.fs.String("remote", "", "list the remote directly instead of the local replica")
@@ -114,7 +111,7 @@ func remoteFiles(c *command, arg string) ([]vault.File, error) {
 	}
 	var files []vault.File
 	for _, m := range metas {
-		files = append(files, vault.File{Meta: m, LocalChunks: -1, Chunks: len(distinct(m.Children))})
+		files = append(files, vault.File{Meta: m, LocalChunks: -1, Chunks: len(vault.Distinct(m.Children))})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Meta.Path < files[j].Meta.Path })
 	return files, nil
@@ -306,7 +303,7 @@ func runPut(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	n := len(distinct(res.Meta.Children))
+	n := len(vault.Distinct(res.Meta.Children))
 	if c.cf.json {
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "put", "path": p, "id": res.Meta.ID, "rev": res.Meta.Rev,
 			"size": len(data), "chunks": n, "new_chunks": res.NewChunks, "unchanged": res.Unchanged})

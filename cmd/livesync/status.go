@@ -8,9 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/livesync-go/livesync-go/engine/docid"
-	"github.com/livesync-go/livesync-go/engine/journalsync"
-	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
@@ -34,80 +31,38 @@ func runStatus(env *cliEnv, args []string) error {
 	if c.cf.json {
 		rs := map[string]any{}
 		for _, id := range st.remoteIDs {
-			r := st.remotes[id]
+			r := st.Remotes[id]
 			row := map[string]any{"last_pull": timeJSON(r.LastPull), "last_pull_seq": r.LastPullSeq,
 				"last_push": timeJSON(r.LastPush), "last_push_seq": r.LastPushSeq}
 			if r.JournalID != "" {
-				row["quarantined"] = quarantineJSON(st.quarantined[id])
+				row["quarantined"] = quarantineJSON(r.Quarantined)
 			}
 			rs[id] = row
 		}
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "status", "store": rep.path, "node_id": st.node,
-			"vault": st.vault, "docs": st.docs, "chunks": st.chunks, "files": st.live, "deleted_files": st.deleted,
-			"held_files": len(st.heldPaths), "missing_chunks": st.missing, "held": st.heldPaths, "remotes": rs})
+			"vault": st.vault, "docs": st.Docs, "chunks": st.Chunks, "files": st.Files, "deleted_files": st.Deleted,
+			"held_files": len(st.HeldPaths), "missing_chunks": st.MissingChunks, "held": st.HeldPaths, "remotes": rs})
 		return nil
 	}
 	return st.print(env.stdout, rep.path)
 }
 
-// replicaStatus is what status says of the local replica.
+// replicaStatus is what status says of the local replica: the vault's
+// status, the device's node id and the vault's settings.
 type replicaStatus struct {
-	node, vault           string
-	docs                  int64
-	chunks, live, deleted int
-	heldPaths             []string
-	missing               int // distinct chunks the held files lack
-	remoteIDs             []string
-	remotes               map[string]vault.RemoteState
-	quarantined           map[string][]journalsync.Quarantine
+	vault.Status
+	node, vault string
+	remoteIDs   []string
 }
 
 // gatherStatus reads the replica's counts, held files, vault settings and
 // what it remembers of each remote.
 func gatherStatus(ctx context.Context, rep *replica) (*replicaStatus, error) {
-	info, err := rep.st.Info(ctx)
+	vs, err := rep.v.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := &replicaStatus{docs: info.DocCount, vault: "none yet (pull from a remote, or put a file)"}
-	all, err := rep.st.AllDocs(ctx, store.AllDocsOptions{})
-	if err != nil {
-		return nil, err
-	}
-	// Each chunk document once, however many files use it.
-	for _, d := range all {
-		if docid.IsChunkID(d.ID) {
-			st.chunks++
-		}
-	}
-	files, err := rep.v.List(ctx, "", vault.ListOptions{Deleted: true})
-	if err != nil {
-		return nil, err
-	}
-	// A chunk that two held files share is one chunk to fetch: count
-	// distinct ids, not each file's shortfall.
-	missingIDs := map[string]bool{}
-	for _, f := range files {
-		if f.Meta.Deleted {
-			st.deleted++
-			continue
-		}
-		st.live++
-		if f.LocalChunks < f.Chunks {
-			st.heldPaths = append(st.heldPaths, f.Meta.Path)
-			ids := distinct(f.Meta.Children)
-			have, err := rep.st.GetChunks(ctx, ids)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range ids {
-				if _, ok := have[id]; !ok {
-					missingIDs[id] = true
-				}
-			}
-		}
-	}
-	st.missing = len(missingIDs)
+	st := &replicaStatus{Status: vs, vault: "none yet (pull from a remote, or put a file)"}
 	if st.node, err = rep.v.NodeID(ctx); err != nil {
 		return nil, err
 	}
@@ -118,17 +73,10 @@ func gatherStatus(ctx context.Context, rep *replica) (*replicaStatus, error) {
 		}
 		st.vault = fmt.Sprintf("%s, chunk size %d", describeFlags(s.Encrypt, s.PathObfuscation), s.CustomChunkSize)
 	}
-	st.remotes = rep.v.Remotes()
-	for id := range st.remotes {
+	for id := range st.Remotes {
 		st.remoteIDs = append(st.remoteIDs, id)
 	}
 	sort.Strings(st.remoteIDs)
-	st.quarantined = map[string][]journalsync.Quarantine{}
-	for _, id := range st.remoteIDs {
-		if st.quarantined[id], err = rep.v.Quarantined(ctx, id); err != nil {
-			return nil, err
-		}
-	}
 	return st, nil
 }
 
@@ -138,14 +86,14 @@ func (st *replicaStatus) print(w io.Writer, path string) error {
 	fmt.Fprintf(tw, "store\t%s\n", safe(path))
 	fmt.Fprintf(tw, "vault\t%s\n", st.vault)
 	fmt.Fprintf(tw, "device\t%s\n", safe(st.node))
-	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", st.docs, st.live, st.deleted, st.chunks)
-	if held := len(st.heldPaths); held > 0 {
-		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (livesync hunt says which; hunt --retry or cat --remote fetches them)\n", held, plural(held, "file", "files"), st.missing, plural(st.missing, "chunk", "chunks"))
+	fmt.Fprintf(tw, "documents\t%d (%d files, %d deleted files, %d chunks)\n", st.Docs, st.Files, st.Deleted, st.Chunks)
+	if held := len(st.HeldPaths); held > 0 {
+		fmt.Fprintf(tw, "held\t%d %s wait for %d %s (livesync hunt says which; hunt --retry or cat --remote fetches them)\n", held, plural(held, "file", "files"), st.MissingChunks, plural(st.MissingChunks, "chunk", "chunks"))
 	} else {
 		fmt.Fprintf(tw, "held\tnone: every file's chunks are local\n")
 	}
 	for _, id := range st.remoteIDs {
-		r := st.remotes[id]
+		r := st.Remotes[id]
 		fmt.Fprintf(tw, "remote\t%s\n", safe(id))
 		unit := "sequence"
 		if r.JournalID != "" {
@@ -156,7 +104,7 @@ func (st *replicaStatus) print(w io.Writer, path string) error {
 		if r.JournalID == "" {
 			continue
 		}
-		qs := st.quarantined[id]
+		qs := r.Quarantined
 		if len(qs) == 0 {
 			fmt.Fprintf(tw, "  quarantined\tnone\n")
 			continue

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,5 +51,40 @@ func TestStatusQuarantinedPack(t *testing.T) {
 	rs := st.Remotes[r.ID()]
 	if len(rs.Quarantined) != 1 || rs.Attached || rs.LastPull.IsZero() || st.Held != 0 {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestStatusCounts(t *testing.T) {
+	ctx := t.Context()
+	st := newStore(t)
+	v := openVault(t, st, Options{Settings: &livesync.Settings{}})
+	for _, p := range []string{"a.md", "b.md"} {
+		if _, err := v.Write(ctx, p, []byte("text of "+p), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := v.Delete(ctx, "b.md"); err != nil {
+		t.Fatal(err)
+	}
+	// Two held files share their chunk; a third lacks another one.
+	putMetaOnly(t, st, "h2.md", "shared text")
+	putMetaOnly(t, st, "h1.md", "shared text")
+	putMetaOnly(t, st, "h3.md", "other text")
+	s, err := v.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Docs != info.DocCount || s.Files != 4 || s.Deleted != 1 || s.MissingChunks != 2 || s.Held != 3 {
+		t.Fatalf("status %+v (%d documents)", s, info.DocCount)
+	}
+	if want := []string{"h1.md", "h2.md", "h3.md"}; !slices.Equal(s.HeldPaths, want) {
+		t.Fatalf("held paths %q, want %q", s.HeldPaths, want)
+	}
+	if s.Chunks != 2 {
+		t.Fatalf("%d chunks: a.md and b.md keep theirs", s.Chunks)
 	}
 }
