@@ -84,48 +84,107 @@ type loadResult struct {
 // from the relay's livesync_relay_http_request_duration_seconds.
 func TestRelayLoad(t *testing.T) {
 	pouchClient(t)
-	notes := loadEnvInt(t, "LIVESYNC_LOAD_NOTES", loadNotesDefault)
-	clients := loadEnvInt(t, "LIVESYNC_LOAD_CLIENTS", loadClientsDefault)
+	l := &loadRun{
+		t:       t,
+		notes:   loadEnvInt(t, "LIVESYNC_LOAD_NOTES", loadNotesDefault),
+		clients: loadEnvInt(t, "LIVESYNC_LOAD_CLIENTS", loadClientsDefault),
+		made:    map[string]bool{},
+	}
 	bin := buildRelay(t)
 	p := startRelayProcess(t, bin, t.TempDir())
-	e := relayCredentials(t, p)
+	l.e = relayCredentials(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	db, err := couchdb.New(couchdb.Config{URL: e.url, Database: "vault", User: e.user, Password: e.password})
+	l.ctx = ctx
+	l.open()
+	defer l.db.Close()
+
+	l.pushVault()
+	before := scrapeDurations(t, l.e)
+	l.startClients()
+	l.write()
+	result := l.finish()
+
+	// Held and released, every live note.
+	s := dbStatus(t, l.e, "vault")
+	if len(s.Held) != 0 || s.Holdback.Holds != uint64(len(l.live)) || s.Holdback.Released != uint64(len(l.live)) || s.Holdback.Dropped != 0 {
+		t.Errorf("/status after the writer: %d held, %d holds, %d released, %d dropped; want %d held and released",
+			len(s.Held), s.Holdback.Holds, s.Holdback.Released, s.Holdback.Dropped, len(l.live))
+	}
+	relayDocs := l.checkClients(result)
+	after := scrapeDurations(t, l.e)
+	l.logStats(result, relayDocs, before, after)
+}
+
+// loadRun is one run of TestRelayLoad: the relay, the writer's database
+// handle and codec, the clients, and what the writer sent.
+type loadRun struct {
+	t       *testing.T
+	ctx     context.Context
+	e       couchEnv
+	notes   int
+	clients int
+	db      *couchdb.DB
+	codec   *livesync.Codec
+	// made holds the chunks the writer already made: it is one device,
+	// and a chunk it already made (a piece two notes share) is not made
+	// again. (Made again, E2EE would give it another ciphertext, so
+	// another revision: a conflict on the relay whose winner changes
+	// after clients fetched the chunk, which readChunksOnline never
+	// fetches again.)
+	made    map[string]bool
+	loaders []*loadProcess
+	lines   chan string
+	live    []*loadLiveNote
+	// The clients' catch-up: how many caught up, the slowest in ms, and
+	// the documents they stored by then.
+	caught, catchUpMs, stored int
+}
+
+// loadLiveNote is a note the writer pushes during the pull, metadata
+// first.
+type loadLiveNote struct {
+	id          string
+	chunks      []json.RawMessage
+	chunksStart int64 // Unix ms just before the chunks were sent
+}
+
+// open opens the vault database on the relay as the writer device and
+// makes its E2EE codec.
+func (l *loadRun) open() {
+	t := l.t
+	db, err := couchdb.New(couchdb.Config{URL: l.e.url, Database: "vault", User: l.e.user, Password: l.e.password})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	l.db = db
 	settings := livesync.Settings{Encrypt: true, Passphrase: "load-test-passphrase"}
-	salt, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "load-writer", Settings: settings.TweakValues()})
+	salt, _, err := db.Handshake(l.ctx, couchdb.HandshakeOptions{NodeID: "load-writer", Settings: settings.TweakValues()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	codec, err := livesync.New(livesync.Config{Settings: settings, Salt: salt})
-	if err != nil {
+	if l.codec, err = livesync.New(livesync.Config{Settings: settings, Salt: salt}); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// The writer is one device: a chunk it already made (a piece two notes
-	// share) is not made again. (Made again, E2EE would give it another
-	// ciphertext, so another revision: a conflict on the relay whose winner
-	// changes after clients fetched the chunk, which readChunksOnline
-	// never fetches again.)
-	made := map[string]bool{}
-	newChunks := func(cs []json.RawMessage) []json.RawMessage {
-		return slices.DeleteFunc(cs, func(c json.RawMessage) bool {
-			var head struct {
-				ID string `json:"_id"`
-			}
-			json.Unmarshal(c, &head)
-			seen := made[head.ID]
-			made[head.ID] = true
-			return seen
-		})
-	}
+// newChunks drops from cs the chunks the writer already made.
+func (l *loadRun) newChunks(cs []json.RawMessage) []json.RawMessage {
+	return slices.DeleteFunc(cs, func(c json.RawMessage) bool {
+		var head struct {
+			ID string `json:"_id"`
+		}
+		json.Unmarshal(c, &head)
+		seen := l.made[head.ID]
+		l.made[head.ID] = true
+		return seen
+	})
+}
 
-	// The vault: chunks before the metadata that names them, so nothing
-	// of it is held.
+// pushVault pushes the vault: chunks before the metadata that names
+// them, so nothing of it is held.
+func (l *loadRun) pushVault() {
+	t := l.t
 	start := time.Now()
 	var batch, metas []json.RawMessage
 	pushed := 0
@@ -134,13 +193,13 @@ func TestRelayLoad(t *testing.T) {
 		if len(docs) == 0 {
 			return
 		}
-		loadPush(t, ctx, db, docs)
+		loadPush(t, l.ctx, l.db, docs)
 		pushed += len(docs)
 		batch, metas = nil, nil
 	}
-	for i := range notes {
-		m, cs := relayMainNote(t, codec, fmt.Sprintf("Vault/%03d/Note %05d.md", i/100, i), loadNoteText(uint64(i)))
-		cs = newChunks(cs)
+	for i := range l.notes {
+		m, cs := relayMainNote(t, l.codec, fmt.Sprintf("Vault/%03d/Note %05d.md", i/100, i), loadNoteText(uint64(i)))
+		cs = l.newChunks(cs)
 		batch = append(batch, cs...)
 		metas = append(metas, m)
 		if len(batch)+len(metas) >= 1000 {
@@ -148,127 +207,120 @@ func TestRelayLoad(t *testing.T) {
 		}
 	}
 	flush()
-	t.Logf("vault: %d notes, %d documents, encoded and pushed in %v", notes, pushed, time.Since(start).Round(time.Millisecond))
-	before := scrapeDurations(t, e)
+	t.Logf("vault: %d notes, %d documents, encoded and pushed in %v", l.notes, pushed, time.Since(start).Round(time.Millisecond))
+}
 
-	// The clients, in LIVESYNC_LOAD_PROCESSES node processes (default
-	// one per CPU: one node process runs its clients on one core).
-	procs := min(clients, loadEnvInt(t, "LIVESYNC_LOAD_PROCESSES", runtime.NumCPU()))
-	lines := make(chan string, clients+procs)
-	var loaders []*loadProcess
+// startClients starts the clients, in LIVESYNC_LOAD_PROCESSES node
+// processes (default one per CPU: one node process runs its clients on
+// one core).
+func (l *loadRun) startClients() {
+	procs := min(l.clients, loadEnvInt(l.t, "LIVESYNC_LOAD_PROCESSES", runtime.NumCPU()))
+	l.lines = make(chan string, l.clients+procs)
 	for i := range procs {
-		first, n := i*clients/procs, (i+1)*clients/procs-i*clients/procs
-		loaders = append(loaders, startLoadProcess(t, ctx, e, first, n, lines))
+		first, n := i*l.clients/procs, (i+1)*l.clients/procs-i*l.clients/procs
+		l.loaders = append(l.loaders, startLoadProcess(l.t, l.ctx, l.e, first, n, l.lines))
 	}
+}
 
-	// The writer, until every client caught up and loadLiveAfter more
-	// notes were written.
-	type liveNote struct {
-		id          string
-		chunks      []json.RawMessage
-		chunksStart int64 // Unix ms just before the chunks were sent
-	}
-	var live []*liveNote
-	sendChunks := func(n *liveNote) {
-		n.chunksStart = time.Now().UnixMilli()
-		loadPush(t, ctx, db, n.chunks)
-	}
-	caught, catchUpMs, stored := 0, 0, 0
+// sendChunks sends a live note's chunks.
+func (l *loadRun) sendChunks(n *loadLiveNote) {
+	n.chunksStart = time.Now().UnixMilli()
+	loadPush(l.t, l.ctx, l.db, n.chunks)
+}
+
+// write runs the writer until every client caught up and loadLiveAfter
+// more notes were written, then sends the last chunks and waits until
+// every live note is released.
+func (l *loadRun) write() {
+	t := l.t
 	stopAt := -1
 	tick := time.NewTicker(loadTick)
 	defer tick.Stop()
-	for stopAt < 0 || len(live) < stopAt {
+	for stopAt < 0 || len(l.live) < stopAt {
 		select {
-		case l, ok := <-lines:
+		case line, ok := <-l.lines:
 			if !ok {
 				t.Fatal("the clients exited")
 			}
 			var i, ms, docs int
-			if _, err := fmt.Sscanf(l, "CAUGHTUP %d %d %d", &i, &ms, &docs); err != nil {
-				t.Fatalf("clients said %q", l)
+			if _, err := fmt.Sscanf(line, "CAUGHTUP %d %d %d", &i, &ms, &docs); err != nil {
+				t.Fatalf("clients said %q", line)
 			}
-			caught++
-			catchUpMs = max(catchUpMs, ms)
-			stored += docs
-			if caught == clients {
-				stopAt = len(live) + loadLiveAfter
+			l.caught++
+			l.catchUpMs = max(l.catchUpMs, ms)
+			l.stored += docs
+			if l.caught == l.clients {
+				stopAt = len(l.live) + loadLiveAfter
 			}
 		case <-tick.C:
-			j := len(live)
-			m, cs := relayMainNote(t, codec, fmt.Sprintf("Live/%05d.md", j), loadNoteText(1<<32+uint64(j)))
-			cs = newChunks(cs)
-			var head struct {
-				ID string `json:"_id"`
-			}
-			json.Unmarshal(m, &head)
-			live = append(live, &liveNote{id: head.ID, chunks: cs})
-			loadPush(t, ctx, db, []json.RawMessage{m})
-			if j >= loadLag {
-				sendChunks(live[j-loadLag])
-			}
-		case <-ctx.Done():
-			t.Fatalf("timed out: %d of %d clients caught up", caught, clients)
+			l.writeLiveNote()
+		case <-l.ctx.Done():
+			t.Fatalf("timed out: %d of %d clients caught up", l.caught, l.clients)
 		}
 	}
-	for _, n := range live[max(0, len(live)-loadLag):] {
-		sendChunks(n)
+	for _, n := range l.live[max(0, len(l.live)-loadLag):] {
+		l.sendChunks(n)
 	}
 	// Every live note is released: each is in the feed.
 	var liveIDs []string
-	for _, n := range live {
+	for _, n := range l.live {
 		liveIDs = append(liveIDs, n.id)
 	}
-	loadWaitReleased(t, ctx, db, liveIDs)
+	loadWaitReleased(t, l.ctx, l.db, liveIDs)
+}
+
+// writeLiveNote is one tick of the writer: a new note's metadata, and
+// the chunks of the note loadLag ticks older.
+func (l *loadRun) writeLiveNote() {
+	j := len(l.live)
+	m, cs := relayMainNote(l.t, l.codec, fmt.Sprintf("Live/%05d.md", j), loadNoteText(1<<32+uint64(j)))
+	cs = l.newChunks(cs)
+	var head struct {
+		ID string `json:"_id"`
+	}
+	json.Unmarshal(m, &head)
+	l.live = append(l.live, &loadLiveNote{id: head.ID, chunks: cs})
+	loadPush(l.t, l.ctx, l.db, []json.RawMessage{m})
+	if j >= loadLag {
+		l.sendChunks(l.live[j-loadLag])
+	}
+}
+
+// finish ends the client processes and merges their results.
+func (l *loadRun) finish() loadResult {
 	var result loadResult
 	result.Latencies = map[string][]float64{}
-	for _, l := range loaders {
-		r := l.finish(t)
+	for _, p := range l.loaders {
+		r := p.finish(l.t)
 		result.Clients = append(result.Clients, r.Clients...)
 		for k, v := range r.Latencies {
 			result.Latencies[k] = append(result.Latencies[k], v...)
 		}
 	}
-	if len(result.Clients) != clients {
-		t.Fatalf("%d results for %d clients", len(result.Clients), clients)
+	if len(result.Clients) != l.clients {
+		l.t.Fatalf("%d results for %d clients", len(result.Clients), l.clients)
 	}
+	return result
+}
 
-	// Held and released, every live note.
-	s := dbStatus(t, e, "vault")
-	if len(s.Held) != 0 || s.Holdback.Holds != uint64(len(live)) || s.Holdback.Released != uint64(len(live)) || s.Holdback.Dropped != 0 {
-		t.Errorf("/status after the writer: %d held, %d holds, %d released, %d dropped; want %d held and released",
-			len(s.Held), s.Holdback.Holds, s.Holdback.Released, s.Holdback.Dropped, len(live))
-	}
-	// Identical contents.
-	relayLines := loadRelayLines(t, ctx, db)
+// checkClients checks every client holds the relay's contents, was
+// never served a note before the relay had its chunks, and saw every
+// live note only after its chunks were sent. It returns the relay's
+// document count.
+func (l *loadRun) checkClients(result loadResult) int {
+	t := l.t
+	relayLines := loadRelayLines(t, l.ctx, l.db)
 	relayDocs, relaySum := len(relayLines), loadSum(relayLines)
 	for _, c := range result.Clients {
 		if c.SHA256 != relaySum || c.Docs != relayDocs || c.Incomplete != 0 {
 			t.Errorf("client %d: %d documents (sha256 %s), %d with chunks missing; the relay has %d (%s)",
 				c.Client, c.Docs, c.SHA256[:12], c.Incomplete, relayDocs, relaySum[:12])
-			var b []byte
-			for _, l := range loaders {
-				if b, err = os.ReadFile(fmt.Sprintf("%s.client-%d", l.out, c.Client)); err == nil {
-					break
-				}
-			}
-			got := map[string]bool{}
-			for _, l := range strings.Split(string(b), "\n") {
-				got[l] = true
-			}
-			for _, l := range relayLines {
-				if !got[l] {
-					t.Errorf("client %d lacks %s", c.Client, l)
-				}
-				delete(got, l)
-			}
-			for l := range got {
-				t.Errorf("client %d has %s, the relay does not", c.Client, l)
-			}
+			l.diffClient(c.Client, relayLines)
 		}
 		for _, v := range c.Violations {
 			t.Errorf("client %d was served %v before the relay had its chunks", c.Client, v)
 		}
-		for _, n := range live {
+		for _, n := range l.live {
 			if seen, ok := c.Seen[n.id]; !ok {
 				t.Errorf("client %d never saw %s", c.Client, n.id)
 			} else if seen < n.chunksStart {
@@ -276,11 +328,42 @@ func TestRelayLoad(t *testing.T) {
 			}
 		}
 	}
-	after := scrapeDurations(t, e)
+	return relayDocs
+}
 
+// diffClient reports the documents a client lacks or has beyond the
+// relay's, from the client's dump file.
+func (l *loadRun) diffClient(client int, relayLines []string) {
+	t := l.t
+	var b []byte
+	var err error
+	for _, p := range l.loaders {
+		if b, err = os.ReadFile(fmt.Sprintf("%s.client-%d", p.out, client)); err == nil {
+			break
+		}
+	}
+	got := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		got[line] = true
+	}
+	for _, line := range relayLines {
+		if !got[line] {
+			t.Errorf("client %d lacks %s", client, line)
+		}
+		delete(got, line)
+	}
+	for line := range got {
+		t.Errorf("client %d has %s, the relay does not", client, line)
+	}
+}
+
+// logStats logs the throughput and the client-side and relay-side
+// request latencies.
+func (l *loadRun) logStats(result loadResult, relayDocs int, before, after map[string]histogram) {
+	t := l.t
 	t.Logf("%d clients caught up with %d notes (%d documents each) in %.1f s: %d documents stored, %.0f docs/s",
-		clients, notes, relayDocs, float64(catchUpMs)/1000, stored, float64(stored)/(float64(catchUpMs)/1000))
-	t.Logf("writer: %d live notes, metadata first, all held then released; no violation", len(live))
+		l.clients, l.notes, relayDocs, float64(l.catchUpMs)/1000, l.stored, float64(l.stored)/(float64(l.catchUpMs)/1000))
+	t.Logf("writer: %d live notes, metadata first, all held then released; no violation", len(l.live))
 	var all []float64
 	for _, v := range result.Latencies {
 		all = append(all, v...)
