@@ -186,16 +186,7 @@ const vectorsDir = "../engine/testdata/vectors"
 // salt read back from the sync-parameters object) and rebuilds every input
 // file byte for byte.
 func TestS3JournalVectors(t *testing.T) {
-	var dump struct {
-		Files []struct {
-			VaultPath string `json:"vaultPath"`
-			Source    string `json:"source"`
-			Content   string `json:"content"`
-			CTime     int64  `json:"ctime"`
-			MTime     int64  `json:"mtime"`
-			SHA256    string `json:"sha256"`
-		} `json:"files"`
-	}
+	var dump s3VectorDump
 	raw, err := os.ReadFile(filepath.Join(vectorsDir, "vault-dump-plain.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -208,155 +199,204 @@ func TestS3JournalVectors(t *testing.T) {
 			b, _ := freshBucket(t)
 			ctx := ctxT(t)
 			dir := filepath.Join(vectorsDir, "journal", kind)
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wantPacks []string
-			for _, en := range entries {
-				name := en.Name()
-				if en.IsDir() || name == "manifest.json" {
-					continue
-				}
-				body, err := os.ReadFile(filepath.Join(dir, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := b.PutObject(ctx, name, body); err != nil {
-					t.Fatal(err)
-				}
-				if strings.HasSuffix(name, journal.PackKeySuffix) {
-					wantPacks = append(wantPacks, b.Prefix()+name)
-				}
-			}
-			keys, err := b.List(ctx, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(keys) != fmt.Sprint(wantPacks) {
-				t.Fatalf("List = %v, want %v", keys, wantPacks)
-			}
-			if after, err := b.List(ctx, keys[0]); err != nil || fmt.Sprint(after) != fmt.Sprint(keys[1:]) {
-				t.Fatalf("List after %s = %v, %v; want %v", keys[0], after, err, keys[1:])
-			}
+			keys := s3UploadVectors(t, b, dir)
 			if _, err := b.GetMilestone(ctx); err != nil {
 				t.Fatal(err)
 			}
-
-			var manifest struct {
-				Settings struct {
-					Effective negotiate.TweakValues `json:"effective"`
-				} `json:"settings"`
-			}
-			mb, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(mb, &manifest); err != nil {
-				t.Fatal(err)
-			}
-			s, err := livesync.FromTweakValues(livesync.Settings{Passphrase: "vector-passphrase"}, manifest.Settings.Effective)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The handshake accepts the bucket the plugin wrote when run
-			// with the plugin's settings, and returns the plugin's salt.
-			hsSalt, v, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: "livesync-go", Settings: s.TweakValues()})
-			if err != nil || v.Kind != negotiate.VerdictOK {
-				t.Fatalf("handshake on the plugin's bucket: %v (verdict %v)", err, v.Kind)
-			}
-			var cipher journal.Cipher
-			if s.Encrypt {
-				p, err := b.GetSyncParameters(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				salt, err := p.Salt()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(hsSalt, salt) {
-					t.Fatal("the handshake returned a salt other than the plugin's")
-				}
-				cipher = e2ee.New(s.Passphrase, salt, e2ee.Options{})
-			}
-			chunks := map[string]string{}
-			metas := map[string]livesync.Doc{}
-			for _, k := range keys {
-				recs, err := b.GetPack(ctx, k, cipher)
-				if err != nil {
-					t.Fatalf("%s: %v", k, err)
-				}
-				// Round trip: the same records through PutPack and GetPack.
-				rk, err := b.PutPack(ctx, recs, cipher)
-				if err != nil {
-					t.Fatal(err)
-				}
-				back, err := b.GetPack(ctx, rk, cipher)
-				if err != nil || len(back) != len(recs) {
-					t.Fatalf("PutPack/GetPack %s: %d records, %v; want %d", rk, len(back), err, len(recs))
-				}
-				if _, ok := journal.ParsePackKey(b.Prefix(), rk); !ok {
-					t.Fatalf("PutPack key %s is not a pack key", rk)
-				}
-				for _, r := range recs {
-					if r.IsChunk() {
-						chunks[r.ID] = r.ChunkData
-						continue
-					}
-					d, err := livesync.ParseDoc(r.Doc)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if d.IsFileDoc() {
-						metas[d.ID()] = d
-					}
-				}
-			}
+			s := s3VectorSettings(t, dir)
+			cipher := s3VectorHandshake(t, b, s)
+			chunks, metas := s3ReadVectorPacks(t, b, keys, cipher)
 			if len(metas) != len(dump.Files) {
 				t.Fatalf("%d files in the journal, want %d", len(metas), len(dump.Files))
 			}
-			get := func(id string) (string, error) {
-				if d, ok := chunks[id]; ok {
-					return d, nil
-				}
-				return "", engine.ErrNotFound
+			dump.check(t, s, chunks, metas)
+		})
+	}
+}
+
+// s3VectorDump is the part of the plugin's plain vault dump the journal
+// vectors are checked against: the input files.
+type s3VectorDump struct {
+	Files []struct {
+		VaultPath string `json:"vaultPath"`
+		Source    string `json:"source"`
+		Content   string `json:"content"`
+		CTime     int64  `json:"ctime"`
+		MTime     int64  `json:"mtime"`
+		SHA256    string `json:"sha256"`
+	} `json:"files"`
+}
+
+// s3UploadVectors puts every object of the vectors' dir into b as it
+// is, and checks List returns the packs in order, also after a key. It
+// returns the pack keys.
+func s3UploadVectors(t *testing.T, b *minio.Bucket, dir string) []string {
+	ctx := ctxT(t)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantPacks []string
+	for _, en := range entries {
+		name := en.Name()
+		if en.IsDir() || name == "manifest.json" {
+			continue
+		}
+		body, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.PutObject(ctx, name, body); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, journal.PackKeySuffix) {
+			wantPacks = append(wantPacks, b.Prefix()+name)
+		}
+	}
+	keys, err := b.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys) != fmt.Sprint(wantPacks) {
+		t.Fatalf("List = %v, want %v", keys, wantPacks)
+	}
+	if after, err := b.List(ctx, keys[0]); err != nil || fmt.Sprint(after) != fmt.Sprint(keys[1:]) {
+		t.Fatalf("List after %s = %v, %v; want %v", keys[0], after, err, keys[1:])
+	}
+	return keys
+}
+
+// s3VectorSettings returns the plugin's effective settings from the
+// vectors' manifest, with the vectors' passphrase.
+func s3VectorSettings(t *testing.T, dir string) livesync.Settings {
+	var manifest struct {
+		Settings struct {
+			Effective negotiate.TweakValues `json:"effective"`
+		} `json:"settings"`
+	}
+	mb, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(mb, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	s, err := livesync.FromTweakValues(livesync.Settings{Passphrase: "vector-passphrase"}, manifest.Settings.Effective)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// s3VectorHandshake checks the handshake accepts the bucket the plugin
+// wrote when run with the plugin's settings, and returns the plugin's
+// salt; it returns the journal's cipher (nil for a plain vault).
+func s3VectorHandshake(t *testing.T, b *minio.Bucket, s livesync.Settings) journal.Cipher {
+	ctx := ctxT(t)
+	hsSalt, v, err := b.Handshake(ctx, minio.HandshakeOptions{NodeID: "livesync-go", Settings: s.TweakValues()})
+	if err != nil || v.Kind != negotiate.VerdictOK {
+		t.Fatalf("handshake on the plugin's bucket: %v (verdict %v)", err, v.Kind)
+	}
+	if !s.Encrypt {
+		return nil
+	}
+	p, err := b.GetSyncParameters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	salt, err := p.Salt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(hsSalt, salt) {
+		t.Fatal("the handshake returned a salt other than the plugin's")
+	}
+	return e2ee.New(s.Passphrase, salt, e2ee.Options{})
+}
+
+// s3ReadVectorPacks opens every pack, checks the same records round
+// trip through PutPack and GetPack, and returns the chunks' data by id
+// and the file metadata documents by id.
+func s3ReadVectorPacks(t *testing.T, b *minio.Bucket, keys []string, cipher journal.Cipher) (map[string]string, map[string]livesync.Doc) {
+	ctx := ctxT(t)
+	chunks := map[string]string{}
+	metas := map[string]livesync.Doc{}
+	for _, k := range keys {
+		recs, err := b.GetPack(ctx, k, cipher)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		// Round trip: the same records through PutPack and GetPack.
+		rk, err := b.PutPack(ctx, recs, cipher)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := b.GetPack(ctx, rk, cipher)
+		if err != nil || len(back) != len(recs) {
+			t.Fatalf("PutPack/GetPack %s: %d records, %v; want %d", rk, len(back), err, len(recs))
+		}
+		if _, ok := journal.ParsePackKey(b.Prefix(), rk); !ok {
+			t.Fatalf("PutPack key %s is not a pack key", rk)
+		}
+		for _, r := range recs {
+			if r.IsChunk() {
+				chunks[r.ID] = r.ChunkData
+				continue
 			}
-			codec, err := livesync.New(livesync.Config{Settings: s})
+			d, err := livesync.ParseDoc(r.Doc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range dump.Files {
-				input := []byte(f.Content)
-				if f.Content == "" && f.Source != "" {
-					if input, err = os.ReadFile(filepath.Join(vectorsDir, f.Source)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				// The metadata id the plugin derives from the path (plain or
-				// obfuscated), as the engine computes it.
-				want, _, err := codec.FileDocs(f.VaultPath, input, f.CTime, f.MTime)
-				if err != nil {
-					t.Fatal(err)
-				}
-				doc, ok := metas[want.ID]
-				if !ok {
-					t.Fatalf("%s: %s not in the journal", f.VaultPath, want.ID)
-				}
-				m, err := livesync.ParseMeta(doc)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := livesync.ReadFile(m, get)
-				if err != nil {
-					t.Fatalf("%s: %v", f.VaultPath, err)
-				}
-				sum := sha256.Sum256(got)
-				if hex.EncodeToString(sum[:]) != f.SHA256 {
-					t.Errorf("%s: rebuilt bytes differ from the input", f.VaultPath)
-				}
+			if d.IsFileDoc() {
+				metas[d.ID()] = d
 			}
-		})
+		}
+	}
+	return chunks, metas
+}
+
+// check rebuilds every input file from the journal's metadata and
+// chunks and compares it with the input byte for byte.
+func (dump s3VectorDump) check(t *testing.T, s livesync.Settings, chunks map[string]string, metas map[string]livesync.Doc) {
+	get := func(id string) (string, error) {
+		if d, ok := chunks[id]; ok {
+			return d, nil
+		}
+		return "", engine.ErrNotFound
+	}
+	codec, err := livesync.New(livesync.Config{Settings: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range dump.Files {
+		input := []byte(f.Content)
+		if f.Content == "" && f.Source != "" {
+			if input, err = os.ReadFile(filepath.Join(vectorsDir, f.Source)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The metadata id the plugin derives from the path (plain or
+		// obfuscated), as the engine computes it.
+		want, _, err := codec.FileDocs(f.VaultPath, input, f.CTime, f.MTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, ok := metas[want.ID]
+		if !ok {
+			t.Fatalf("%s: %s not in the journal", f.VaultPath, want.ID)
+		}
+		m, err := livesync.ParseMeta(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := livesync.ReadFile(m, get)
+		if err != nil {
+			t.Fatalf("%s: %v", f.VaultPath, err)
+		}
+		sum := sha256.Sum256(got)
+		if hex.EncodeToString(sum[:]) != f.SHA256 {
+			t.Errorf("%s: rebuilt bytes differ from the input", f.VaultPath)
+		}
 	}
 }
 
