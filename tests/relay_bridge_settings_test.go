@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
@@ -43,23 +45,8 @@ func TestRelayBridgeSettings(t *testing.T) {
 		t.Fatalf("B's PREFERRED after the import: %s", mustMarshal(t, prefB))
 	}
 
-	// D: another database whose milestone disagrees (not encrypted).
 	nameD := dbName(t)
-	d := openDB(t, couchServer, nameD, true, nil)
-	t.Cleanup(func() { _ = d.Destroy(ctxT(t)) })
-	plain := negotiate.NewVaultTweaks()
-	_ = plain.Set("encrypt", false)
-	_ = plain.Set("usePathObfuscation", false)
-	now := time.Now()
-	md := negotiate.NewMilestone("plain-device", now)
-	md.Register("plain-device", negotiate.CouchDBChunkRange, negotiate.DeviceInfo{DeviceName: "plain"}, plain, now)
-	if err := d.PutLocal(ctxT(t), "obsydian_livesync_milestone", mustMarshal(t, md)); err != nil {
-		t.Fatal(err)
-	}
-	rawD, err := d.GetLocal(ctxT(t), "obsydian_livesync_milestone")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, rawD := bridgePlainDatabase(t, nameD)
 
 	bk, _ := freshBucket(t)
 	r := upStartRelay(t, relayBin, "",
@@ -82,43 +69,8 @@ func TestRelayBridgeSettings(t *testing.T) {
 		m, err := negotiate.ParseMilestone(raw)
 		return err == nil && m.TweakValues[negotiate.PreferredNode].Equal(prefB)
 	}, nil)
-
-	// D: an error naming the keys and both values; nothing written to it.
-	ud := r.waitUpstream(t, "d", func(u upUpstream) bool { return u.State == "error" })
-	for _, want := range []string{"encrypt: vault true, upstream false", "usePathObfuscation: vault true, upstream false", `upstream "d"`} {
-		if !strings.Contains(ud.LastError, want) {
-			t.Errorf("d's last_error lacks %q: %s", want, ud.LastError)
-		}
-	}
-	if after, err := d.GetLocal(ctxT(t), "obsydian_livesync_milestone"); err != nil || string(after) != string(rawD) {
-		t.Errorf("D's milestone was overwritten:\n%s\nwas\n%s", after, rawD)
-	}
-	if _, err := d.GetLocal(ctxT(t), "obsidian_livesync_sync_parameters"); err == nil {
-		t.Error("D was given the vault's salt")
-	}
-	if info, err := d.Info(ctxT(t)); err != nil || info.DocCount != 0 {
-		t.Errorf("D holds %d documents (%v), want none", info.DocCount, err)
-	}
-
-	// Everything reached the relay and the bucket.
-	upPoll(t, "B's documents on the relay", func() bool {
-		info, err := r.db.Info(ctxT(t))
-		return err == nil && info.DocCount >= infoB.DocCount
-	}, nil)
-	// The journal sends what the relay holds at each poll (300 ms): done
-	// when its count has not moved for 20 polls of /status.
-	var pushed uint64
-	still := 0
-	upPoll(t, "the relay's documents in the bucket", func() bool {
-		_, ups := r.status(t)
-		if n := ups["c"].DocsPushed; n != pushed || n == 0 || ups["c"].State != "live" {
-			pushed, still = n, 0
-			return false
-		}
-		still++
-		return still >= 20
-	}, func() string { _, ups := r.status(t); return mustJSONString(ups["c"]) })
-	t.Logf("B: %d documents; sent to the bucket: %d documents and chunks", infoB.DocCount, pushed)
+	bridgeCheckRefused(t, r, d, rawD)
+	bridgeWaitSent(t, r, infoB.DocCount)
 
 	// The first export from the relay, with a throwaway replica.
 	work := t.TempDir()
@@ -141,9 +93,87 @@ func TestRelayBridgeSettings(t *testing.T) {
 	if ups["b"].State != "live" || ups["c"].State != "live" || ups["d"].State != "error" {
 		t.Errorf("states: b %s, c %s, d %s", ups["b"].State, ups["c"].State, ups["d"].State)
 	}
-	// A lock written through the relay (as the plugin's "lock the
-	// remote" does) reaches B and the bucket, with the locking device's
-	// chunk range; D, which disagrees, gets nothing.
+	bridgeLockThroughRelay(t, r, b, bk, d, rawD)
+
+	// The throttle key separates endpoint, bucket and prefix.
+	ep := "http://" + se.hostPort()
+	if se.secure {
+		ep = "https://" + se.hostPort()
+	}
+	if want := ep + "," + bk.Name() + "," + bk.Prefix(); ups["c"].Hunt.ThrottleKey != want {
+		t.Errorf("c's throttle key %q, want %q", ups["c"].Hunt.ThrottleKey, want)
+	}
+}
+
+// bridgePlainDatabase makes D: another database whose milestone
+// disagrees with the vault (not encrypted). It returns D and its
+// milestone as written.
+func bridgePlainDatabase(t *testing.T, nameD string) (*couchdb.DB, []byte) {
+	d := openDB(t, couchServer, nameD, true, nil)
+	t.Cleanup(func() { _ = d.Destroy(ctxT(t)) })
+	plain := negotiate.NewVaultTweaks()
+	_ = plain.Set("encrypt", false)
+	_ = plain.Set("usePathObfuscation", false)
+	now := time.Now()
+	md := negotiate.NewMilestone("plain-device", now)
+	md.Register("plain-device", negotiate.CouchDBChunkRange, negotiate.DeviceInfo{DeviceName: "plain"}, plain, now)
+	if err := d.PutLocal(ctxT(t), "obsydian_livesync_milestone", mustMarshal(t, md)); err != nil {
+		t.Fatal(err)
+	}
+	rawD, err := d.GetLocal(ctxT(t), "obsydian_livesync_milestone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, rawD
+}
+
+// bridgeCheckRefused checks upstream d is an error naming the keys and
+// both values, and nothing was written to D.
+func bridgeCheckRefused(t *testing.T, r *upRelay, d *couchdb.DB, rawD []byte) {
+	ud := r.waitUpstream(t, "d", func(u upUpstream) bool { return u.State == "error" })
+	for _, want := range []string{"encrypt: vault true, upstream false", "usePathObfuscation: vault true, upstream false", `upstream "d"`} {
+		if !strings.Contains(ud.LastError, want) {
+			t.Errorf("d's last_error lacks %q: %s", want, ud.LastError)
+		}
+	}
+	if after, err := d.GetLocal(ctxT(t), "obsydian_livesync_milestone"); err != nil || string(after) != string(rawD) {
+		t.Errorf("D's milestone was overwritten:\n%s\nwas\n%s", after, rawD)
+	}
+	if _, err := d.GetLocal(ctxT(t), "obsidian_livesync_sync_parameters"); err == nil {
+		t.Error("D was given the vault's salt")
+	}
+	if info, err := d.Info(ctxT(t)); err != nil || info.DocCount != 0 {
+		t.Errorf("D holds %d documents (%v), want none", info.DocCount, err)
+	}
+}
+
+// bridgeWaitSent waits until B's docCount documents reached the relay
+// and the relay's documents reached the bucket (upstream c).
+func bridgeWaitSent(t *testing.T, r *upRelay, docCount int64) {
+	upPoll(t, "B's documents on the relay", func() bool {
+		info, err := r.db.Info(ctxT(t))
+		return err == nil && info.DocCount >= docCount
+	}, nil)
+	// The journal sends what the relay holds at each poll (300 ms): done
+	// when its count has not moved for 20 polls of /status.
+	var pushed uint64
+	still := 0
+	upPoll(t, "the relay's documents in the bucket", func() bool {
+		_, ups := r.status(t)
+		if n := ups["c"].DocsPushed; n != pushed || n == 0 || ups["c"].State != "live" {
+			pushed, still = n, 0
+			return false
+		}
+		still++
+		return still >= 20
+	}, func() string { _, ups := r.status(t); return mustJSONString(ups["c"]) })
+	t.Logf("B: %d documents; sent to the bucket: %d documents and chunks", docCount, pushed)
+}
+
+// bridgeLockThroughRelay: a lock written through the relay (as the
+// plugin's "lock the remote" does) reaches B and the bucket, with the
+// locking device's chunk range; D, which disagrees, gets nothing.
+func bridgeLockThroughRelay(t *testing.T, r *upRelay, b *couchdb.DB, bk *minio.Bucket, d *couchdb.DB, rawD []byte) {
 	raw, err := r.db.GetLocal(ctxT(t), "obsydian_livesync_milestone")
 	if err != nil {
 		t.Fatal(err)
@@ -174,15 +204,6 @@ func TestRelayBridgeSettings(t *testing.T) {
 	}, nil)
 	if after, err := d.GetLocal(ctxT(t), "obsydian_livesync_milestone"); err != nil || string(after) != string(rawD) {
 		t.Errorf("D's milestone changed after the lock:\n%s", after)
-	}
-
-	// The throttle key separates endpoint, bucket and prefix.
-	ep := "http://" + se.hostPort()
-	if se.secure {
-		ep = "https://" + se.hostPort()
-	}
-	if want := ep + "," + bk.Name() + "," + bk.Prefix(); ups["c"].Hunt.ThrottleKey != want {
-		t.Errorf("c's throttle key %q, want %q", ups["c"].Hunt.ThrottleKey, want)
 	}
 }
 
