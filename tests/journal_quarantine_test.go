@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/e2ee"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
 // TestJournalQuarantine, on the real server: one bad journal must not
@@ -34,36 +36,7 @@ func TestJournalQuarantine(t *testing.T) {
 			s, inputs := vectorSettings(t, c.kind)
 			b, _ := freshBucket(t)
 			ctx := ctxT(t)
-			d1 := connectJournal(t, b, "device-1", s)
-			st1 := newMemoryStore(t)
-			writeFiles(t, st1, d1.codec, inputs)
-			// Packs a second apart, so that other keys fit between them.
-			var tick atomic.Int64
-			clock := func() time.Time { return time.UnixMilli(1700000000000 + 1000*tick.Add(1)) }
-			if res, err := newJournal(t, journalsync.Config{Local: st1, Remote: b, Cipher: d1.cipher, Epoch: d1.epoch,
-				MaxPackRecords: 60, Now: clock}).Send(ctx); err != nil || res.PacksSent < 4 {
-				t.Fatalf("send: %+v, %v; want at least 4 packs", res, err)
-			}
-			good := packKeys(t, b)
-			at := func(i int) int64 {
-				ms, ok := journal.ParsePackKey(b.Prefix(), good[i])
-				if !ok {
-					t.Fatalf("%s is not a pack key", good[i])
-				}
-				return ms
-			}
-			random := make([]byte, 4096)
-			_, _ = rand.Read(random)
-			whole, err := b.Get(ctx, good[2])
-			if err != nil {
-				t.Fatal(err)
-			}
-			corrupt, truncated := journal.PackKey(b.Prefix(), at(0)+500), journal.PackKey(b.Prefix(), at(2)+500)
-			for k, body := range map[string][]byte{corrupt: random, truncated: whole[:len(whole)/2]} {
-				if err := b.Put(ctx, k, body); err != nil {
-					t.Fatal(err)
-				}
-			}
+			good, corrupt, truncated, whole := quarantinePlant(t, b, s, inputs)
 			bad := []string{corrupt, truncated}
 
 			d2 := connectJournal(t, b, "device-2", s)
@@ -81,16 +54,7 @@ func TestJournalQuarantine(t *testing.T) {
 			}
 			checkQuarantine := func(what string, got []journalsync.Quarantine, want []string) {
 				t.Helper()
-				var keys []string
-				for _, q := range got {
-					keys = append(keys, q.Key)
-					if q.Stage != string(c.stage) || q.Err == "" || q.At.IsZero() {
-						t.Errorf("%s: %s quarantined at stage %q (%q, %v); want %q with the error", what, q.Key, q.Stage, q.Err, q.At, c.stage)
-					}
-				}
-				if !slices.Equal(keys, want) {
-					t.Errorf("%s: quarantined %v, want %v", what, keys, want)
-				}
+				quarantineCheck(t, c.stage, what, got, want)
 			}
 			checkQuarantine("receive result", res.Quarantined, bad)
 			q, err := j.Quarantined(ctx)
@@ -144,24 +108,86 @@ func TestJournalQuarantine(t *testing.T) {
 			if !s.Encrypt {
 				return
 			}
-			// A wrong passphrase is not corruption.
-			wrong := "not-" + s.Passphrase
-			st3 := newMemoryStore(t)
-			j3 := newJournal(t, journalsync.Config{Local: st3, Remote: b, Cipher: e2ee.New(wrong, d2.salt, e2ee.Options{}), Epoch: d2.epoch})
-			res, err = j3.Receive(ctx)
-			var ee *engine.Error
-			if !errors.Is(err, engine.ErrDecrypt) || !errors.As(err, &ee) || ee.Stage != engine.StageDecrypt {
-				t.Fatalf("receive with a wrong passphrase: %+v, %v; want an ErrDecrypt *engine.Error", res, err)
-			}
-			if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), s.Passphrase) {
-				t.Errorf("the error shows the passphrase: %v", err)
-			}
-			if q, err := j3.Quarantined(ctx); err != nil || len(q) != 0 || len(res.Quarantined) != 0 || res.PacksReceived != 0 {
-				t.Errorf("wrong passphrase quarantined %v (%v), result %+v; want nothing", q, err, res)
-			}
-			if metas := localFileMetas(t, st3); len(metas) != 0 {
-				t.Errorf("wrong passphrase wrote %d files", len(metas))
-			}
+			quarantineWrongPassphrase(t, b, s, d2)
 		})
+	}
+}
+
+// quarantinePlant has device 1 send the vault's files to b in packs a
+// second apart, then puts an object of random bytes after the first
+// pack and a truncated copy of the third after the third. It returns
+// the good packs' keys, the two planted keys and the third pack whole.
+func quarantinePlant(t *testing.T, b *minio.Bucket, s livesync.Settings, inputs map[string][]byte) (good []string, corrupt, truncated string, whole []byte) {
+	ctx := ctxT(t)
+	d1 := connectJournal(t, b, "device-1", s)
+	st1 := newMemoryStore(t)
+	writeFiles(t, st1, d1.codec, inputs)
+	// Packs a second apart, so that other keys fit between them.
+	var tick atomic.Int64
+	clock := func() time.Time { return time.UnixMilli(1700000000000 + 1000*tick.Add(1)) }
+	if res, err := newJournal(t, journalsync.Config{Local: st1, Remote: b, Cipher: d1.cipher, Epoch: d1.epoch,
+		MaxPackRecords: 60, Now: clock}).Send(ctx); err != nil || res.PacksSent < 4 {
+		t.Fatalf("send: %+v, %v; want at least 4 packs", res, err)
+	}
+	good = packKeys(t, b)
+	at := func(i int) int64 {
+		ms, ok := journal.ParsePackKey(b.Prefix(), good[i])
+		if !ok {
+			t.Fatalf("%s is not a pack key", good[i])
+		}
+		return ms
+	}
+	random := make([]byte, 4096)
+	_, _ = rand.Read(random)
+	whole, err := b.Get(ctx, good[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt, truncated = journal.PackKey(b.Prefix(), at(0)+500), journal.PackKey(b.Prefix(), at(2)+500)
+	for k, body := range map[string][]byte{corrupt: random, truncated: whole[:len(whole)/2]} {
+		if err := b.Put(ctx, k, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return good, corrupt, truncated, whole
+}
+
+// quarantineCheck checks got quarantines exactly want, in order, each
+// at stage with its error and time.
+func quarantineCheck(t *testing.T, stage engine.Stage, what string, got []journalsync.Quarantine, want []string) {
+	t.Helper()
+	var keys []string
+	for _, q := range got {
+		keys = append(keys, q.Key)
+		if q.Stage != string(stage) || q.Err == "" || q.At.IsZero() {
+			t.Errorf("%s: %s quarantined at stage %q (%q, %v); want %q with the error", what, q.Key, q.Stage, q.Err, q.At, stage)
+		}
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("%s: quarantined %v, want %v", what, keys, want)
+	}
+}
+
+// quarantineWrongPassphrase: a wrong passphrase is not corruption. The
+// receive fails with an ErrDecrypt error that does not show the
+// passphrase, quarantines nothing and writes nothing.
+func quarantineWrongPassphrase(t *testing.T, b *minio.Bucket, s livesync.Settings, d2 journalClient) {
+	ctx := ctxT(t)
+	wrong := "not-" + s.Passphrase
+	st3 := newMemoryStore(t)
+	j3 := newJournal(t, journalsync.Config{Local: st3, Remote: b, Cipher: e2ee.New(wrong, d2.salt, e2ee.Options{}), Epoch: d2.epoch})
+	res, err := j3.Receive(ctx)
+	var ee *engine.Error
+	if !errors.Is(err, engine.ErrDecrypt) || !errors.As(err, &ee) || ee.Stage != engine.StageDecrypt {
+		t.Fatalf("receive with a wrong passphrase: %+v, %v; want an ErrDecrypt *engine.Error", res, err)
+	}
+	if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), s.Passphrase) {
+		t.Errorf("the error shows the passphrase: %v", err)
+	}
+	if q, err := j3.Quarantined(ctx); err != nil || len(q) != 0 || len(res.Quarantined) != 0 || res.PacksReceived != 0 {
+		t.Errorf("wrong passphrase quarantined %v (%v), result %+v; want nothing", q, err, res)
+	}
+	if metas := localFileMetas(t, st3); len(metas) != 0 {
+		t.Errorf("wrong passphrase wrote %d files", len(metas))
 	}
 }
