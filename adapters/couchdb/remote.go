@@ -52,7 +52,7 @@ func NewRemote(cfg Config, o RemoteOptions) (*Remote, error) {
 func SplitURL(raw string) (server, database string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", "", fmt.Errorf("couchdb: the database URL does not parse: %w", err)
+		return "", "", fmt.Errorf("couchdb: the database URL does not parse: %w", RedactURLError(err))
 	}
 	s := *u
 	s.User, s.RawQuery, s.Fragment = nil, "", ""
@@ -66,6 +66,45 @@ func SplitURL(raw string) (server, database string, err error) {
 	}
 	s.RawPath = ""
 	return s.String(), database, nil
+}
+
+// ParseURL parses a database's URL,
+// http(s)://[user[:password]@]host[:port][/path]/database, into the
+// Config that reaches it: the server's URL without credentials, query or
+// fragment (SplitURL), the database (the last path segment) and the user
+// and password the URL holds. No error repeats the password.
+func ParseURL(raw string) (Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("the remote is not a valid URL: %w", RedactURLError(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return Config{}, fmt.Errorf("the remote URL's scheme %q: want http or https", u.Scheme)
+	}
+	server, database, err := SplitURL(raw)
+	if err != nil {
+		return Config{}, err
+	}
+	var cfg Config
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+		u.User = nil
+	}
+	if database == "" || u.Host == "" {
+		return Config{}, fmt.Errorf("the remote URL %s names no database: use https://host:5984/DATABASE", u.Redacted())
+	}
+	cfg.URL, cfg.Database = server, database
+	return cfg, nil
+}
+
+// RedactURLError drops the URL from a url.Parse error, which may hold a
+// password.
+func RedactURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
 }
 
 // DatabaseURL is cfg's database URL without credentials.

@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/livesync-go/livesync-go/adapters/minio"
 )
 
 func testEnv(vars map[string]string) *cliEnv {
@@ -69,7 +72,7 @@ func TestResolveRemote(t *testing.T) {
 		{"https://couch.example/db?x=1#y", "https://couch.example/db", "", "", ""},
 	} {
 		spec, err := resolveRemote(cfg, tc.arg)
-		if err != nil || spec.String() != tc.url || spec.user != tc.user || spec.name != tc.name || spec.password != tc.password || spec.kind != "couchdb" {
+		if err != nil || spec.String() != tc.url || spec.couch.User != tc.user || spec.name != tc.name || spec.couch.Password != tc.password || spec.kind != "couchdb" {
 			t.Errorf("%q: %+v %v", tc.arg, spec, err)
 		}
 	}
@@ -229,17 +232,18 @@ func TestResolveBucketRemote(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		arg, id string
-		want    s3Spec
+		want    minio.Location
 	}{
-		{"keys", "s3://minio.example:9000/vaults/mine/", s3Spec{endpoint: "minio.example:9000", tls: true, bucket: "vaults", prefix: "mine/",
-			region: "eu-1", accessKey: "AK", caFile: "/ca.pem", pathStyle: true, directFetch: true}},
-		{"url", "s3://10.0.0.2:9000/vaults", s3Spec{endpoint: "10.0.0.2:9000", tls: true, bucket: "vaults", region: "r", accessKey: "AK", secretKey: "in-config", caFile: "/ca.pem"}},
-		{"tls", "s3://minio.example/b", s3Spec{endpoint: "minio.example", tls: true, bucket: "b"}},
+		{"keys", "s3://minio.example:9000/vaults/mine/", minio.Location{Config: minio.Config{Endpoint: "minio.example:9000", Secure: true, Bucket: "vaults",
+			Prefix: "mine/", Region: "eu-1", AccessKey: "AK", PathStyle: true}, CAFile: "/ca.pem", DirectFetch: true}},
+		{"url", "s3://10.0.0.2:9000/vaults", minio.Location{Config: minio.Config{Endpoint: "10.0.0.2:9000", Secure: true, Bucket: "vaults", Region: "r",
+			AccessKey: "AK", SecretKey: "in-config"}, CAFile: "/ca.pem"}},
+		{"tls", "s3://minio.example/b", minio.Location{Config: minio.Config{Endpoint: "minio.example", Secure: true, Bucket: "b"}}},
 		{"s3://AK@127.0.0.1:9000/b/vault/?region=lsgo-local-1&virtual-host=0&direct-fetch=1", "s3://127.0.0.1:9000/b/vault/",
-			s3Spec{endpoint: "127.0.0.1:9000", bucket: "b", prefix: "vault/", region: "lsgo-local-1", accessKey: "AK", directFetch: true}},
+			minio.Location{Config: minio.Config{Endpoint: "127.0.0.1:9000", Bucket: "b", Prefix: "vault/", Region: "lsgo-local-1", AccessKey: "AK"}, DirectFetch: true}},
 	} {
 		spec, err := resolveRemote(cfg, tc.arg)
-		if err != nil || spec.kind != "s3" || spec.String() != tc.id || spec.s3 != tc.want {
+		if err != nil || spec.kind != "s3" || spec.String() != tc.id || !reflect.DeepEqual(spec.s3, tc.want) {
 			t.Errorf("%q: %v\n got %+v (%s)\nwant %+v (%s)", tc.arg, err, spec.s3, spec.String(), tc.want, tc.id)
 		}
 	}

@@ -1,17 +1,19 @@
 package main
 
 import (
+	"net/url"
+
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 )
 
 // couchConfig resolves the password of spec and returns the adapter's
 // configuration of its database.
 func (e *cliEnv) couchConfig(spec remoteSpec, f commonFlags) (couchdb.Config, error) {
-	password := spec.password
-	if f.passwordArg != "" || f.passwordFile != "" || password == "" {
+	cfg := spec.couch
+	if f.passwordArg != "" || f.passwordFile != "" || cfg.Password == "" {
 		prompt := ""
-		if spec.user != "" {
-			prompt = "Password for " + spec.user + " at " + spec.url.Host + ": "
+		if u, err := url.Parse(cfg.URL); err == nil && cfg.User != "" {
+			prompt = "Password for " + cfg.User + " at " + u.Host + ": "
 		}
 		p, err := e.secret(secretSource{what: "password", insecureArg: f.passwordArg, file: f.passwordFile,
 			envVar: "LIVESYNC_PASSWORD", configFile: spec.cfg.PasswordFile, prompt: prompt})
@@ -19,15 +21,11 @@ func (e *cliEnv) couchConfig(spec remoteSpec, f commonFlags) (couchdb.Config, er
 			return couchdb.Config{}, err
 		}
 		if p != "" {
-			password = p
+			cfg.Password = p
 		}
 	}
-	if spec.user != "" && password == "" {
-		return couchdb.Config{}, usageError{"no password for " + spec.user + ": set LIVESYNC_PASSWORD, use --password-file, or run on a terminal to be asked"}
+	if cfg.User != "" && cfg.Password == "" {
+		return couchdb.Config{}, usageError{"no password for " + cfg.User + ": set LIVESYNC_PASSWORD, use --password-file, or run on a terminal to be asked"}
 	}
-	server, database, err := couchdb.SplitURL(spec.url.String())
-	if err != nil {
-		return couchdb.Config{}, usageError{err.Error()}
-	}
-	return couchdb.Config{URL: server, Database: database, User: spec.user, Password: password}, nil
+	return cfg, nil
 }

@@ -18,18 +18,17 @@ import (
 // remoteSpec is a remote as named on the command line or in the
 // configuration, before connecting.
 type remoteSpec struct {
-	name     string   // the configuration's name, "" for a URL
-	arg      string   // the URL as given on the command line (no password), "" for a name
-	kind     string   // "couchdb" or "s3"
-	url      *url.URL // the URL without credentials
-	user     string
-	password string // from the configuration's URL, else ""
-	cfg      remoteConfig
-	s3       s3Spec // kind "s3"
+	name  string         // the configuration's name, "" for a URL
+	arg   string         // the URL as given on the command line (no password), "" for a name
+	kind  string         // "couchdb" or "s3"
+	id    string         // the URL without credentials (couchdb.DatabaseURL, minio.BucketURL)
+	cfg   remoteConfig   // the configuration's table
+	couch couchdb.Config // kind "couchdb": a password only from the configuration's URL
+	s3    minio.Location // kind "s3": a secret key only from the configuration's URL
 }
 
 // String is the remote's URL without credentials.
-func (s remoteSpec) String() string { return s.url.String() }
+func (s remoteSpec) String() string { return s.id }
 
 // resolveRemote turns a command's REMOTE argument (a URL, a configured
 // name, or "" for the configuration's default) into a spec.
@@ -65,12 +64,12 @@ func resolveRemote(cfg *config, arg string) (remoteSpec, error) {
 		spec.cfg = *rc
 		if spec.kind == "s3" {
 			if rc.CAFile != "" {
-				spec.s3.caFile = rc.CAFile
+				spec.s3.CAFile = rc.CAFile
 			}
-			spec.s3.directFetch = spec.s3.directFetch || rc.DirectFetch
+			spec.s3.DirectFetch = spec.s3.DirectFetch || rc.DirectFetch
 		}
 		if rc.User != "" {
-			spec.user = rc.User
+			spec.couch.User = rc.User
 		}
 		return spec, nil
 	}
@@ -79,53 +78,38 @@ func resolveRemote(cfg *config, arg string) (remoteSpec, error) {
 	return spec, err
 }
 
-// parseRemoteURL parses a remote URL. A password in a URL given on the
-// command line is refused: other users see it in the process list.
+// parseRemoteURL parses a remote URL (couchdb.ParseURL, minio.ParseURL).
+// A password or secret key in a URL given on the command line is
+// refused: other users see it in the process list.
 func parseRemoteURL(raw string, fromConfig bool) (remoteSpec, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return remoteSpec{}, usageError{fmt.Sprintf("the remote is not a valid URL: %v", redactURLError(err))}
+		return remoteSpec{}, usageError{fmt.Sprintf("the remote is not a valid URL: %v", couchdb.RedactURLError(err))}
 	}
-	var spec remoteSpec
+	_, secret := u.User.Password()
 	switch u.Scheme {
 	case "http", "https":
-		spec.kind = "couchdb"
-	case "s3":
-		return parseS3URL(u, fromConfig)
-	default:
-		return remoteSpec{}, usageError{fmt.Sprintf("unknown kind of remote %q: use an http:// or https:// CouchDB database URL, or an s3:// bucket URL", u.Scheme)}
-	}
-	if u.User != nil {
-		spec.user = u.User.Username()
-		if p, ok := u.User.Password(); ok {
-			if !fromConfig {
-				return remoteSpec{}, usageError{"the remote URL holds a password, which other users can see in the process list; " +
-					"give it with $LIVESYNC_PASSWORD, --password-file or the prompt instead (or --password-insecure-arg if you must)"}
-			}
-			spec.password = p
+		if secret && !fromConfig {
+			return remoteSpec{}, usageError{"the remote URL holds a password, which other users can see in the process list; " +
+				"give it with $LIVESYNC_PASSWORD, --password-file or the prompt instead (or --password-insecure-arg if you must)"}
 		}
-		u.User = nil
+		c, err := couchdb.ParseURL(raw)
+		if err != nil {
+			return remoteSpec{}, usageError{err.Error()}
+		}
+		return remoteSpec{kind: "couchdb", couch: c, id: couchdb.DatabaseURL(c)}, nil
+	case "s3":
+		if secret && !fromConfig {
+			return remoteSpec{}, usageError{"the bucket URL holds a secret key, which other users can see in the process list; " +
+				"give it with $LIVESYNC_S3_SECRET_KEY, --password-file or the prompt instead (or --password-insecure-arg if you must)"}
+		}
+		l, err := minio.ParseURL(raw)
+		if err != nil {
+			return remoteSpec{}, usageError{err.Error()}
+		}
+		return remoteSpec{kind: "s3", s3: l, id: minio.BucketURL(l.Config)}, nil
 	}
-	db := strings.Trim(u.Path, "/")
-	if i := strings.LastIndexByte(db, '/'); i >= 0 {
-		db = db[i+1:]
-	}
-	if db == "" || u.Host == "" {
-		return remoteSpec{}, usageError{fmt.Sprintf("the remote URL %s names no database: use https://host:5984/DATABASE", u.Redacted())}
-	}
-	u.RawQuery, u.Fragment = "", ""
-	u.Path = "/" + strings.Trim(u.Path, "/")
-	spec.url = u
-	return spec, nil
-}
-
-// redactURLError drops the URL from a url.Parse error, which may hold a
-// password.
-func redactURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
-	}
-	return err
+	return remoteSpec{}, usageError{fmt.Sprintf("unknown kind of remote %q: use an http:// or https:// CouchDB database URL, or an s3:// bucket URL", u.Scheme)}
 }
 
 // connectOptions are what a command asks of the connection.
@@ -218,11 +202,11 @@ func (c *command) openRemote(spec remoteSpec) (vault.Remote, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		r, err := minio.NewRemote(cfg, minio.RemoteOptions{ID: spec.String(), DirectFetch: spec.s3.directFetch})
+		r, err := minio.NewRemote(cfg, minio.RemoteOptions{ID: spec.String(), DirectFetch: spec.s3.DirectFetch})
 		if err != nil {
 			return nil, "", bucketConfigError(err)
 		}
-		return r, spec.s3.bucket, nil
+		return r, spec.s3.Bucket, nil
 	}
 	return nil, "", usageError{fmt.Sprintf("unknown kind of remote %q", spec.kind)}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,7 +142,7 @@ func TestPrintPointsEscape(t *testing.T) {
 	printHeld(env, []vault.HeldFile{{File: vault.File{Meta: livesync.Meta{Path: hostile}, Chunks: 2}, Missing: []engine.ChunkID{"h:1"},
 		Since: at, Source: hostile, LastAttempt: at, LastResult: hostile}})
 	warnQuarantined(env, "bucket", journalsync.Quarantine{Key: hostile, Stage: hostile, Err: hostile, At: at}, true)
-	d := &doctor{env: env, spec: remoteSpec{url: &url.URL{Scheme: "http", Host: "couch"}}}
+	d := &doctor{env: env, spec: remoteSpec{id: "http://couch"}}
 	d.add(finding{Check: "chunks", Status: statusWarning, Message: hostile, Details: []string{hostile}, Advice: hostile})
 	d.report()
 	for name, s := range map[string]string{"stdout": out.String(), "stderr": errb.String()} {

@@ -37,15 +37,12 @@ func vaultNameFor(r *replica, spec remoteSpec) string {
 	var name string
 	switch spec.kind {
 	case "s3":
-		name = strings.Trim(spec.s3.prefix, "/")
+		name = strings.Trim(spec.s3.Prefix, "/")
 		if name == "" {
-			name = spec.s3.bucket
+			name = spec.s3.Bucket
 		}
 	default:
-		if spec.url != nil {
-			path := strings.Trim(spec.url.Path, "/")
-			name = path[strings.LastIndexByte(path, '/')+1:]
-		}
+		name = spec.couch.Database
 	}
 	if name == "" {
 		return fallbackVaultName

@@ -1,18 +1,21 @@
 package main
 
 import (
-	"net/url"
 	"path/filepath"
 	"testing"
+
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/minio"
 )
 
 // vault_name: the folder the replica serves; for a temporary replica, the
 // remote's database name or bucket prefix; never empty.
 func TestVaultNameFor(t *testing.T) {
 	root := t.TempDir()
-	couch := remoteSpec{kind: "couchdb", url: &url.URL{Scheme: "https", Host: "couch.example", Path: "/base/notes-db"}}
+	couch := remoteSpec{kind: "couchdb", id: "https://couch.example/base/notes-db",
+		couch: couchdb.Config{URL: "https://couch.example/base", Database: "notes-db"}}
 	bucket := func(prefix string) remoteSpec {
-		return remoteSpec{kind: "s3", url: &url.URL{Scheme: "s3"}, s3: s3Spec{bucket: "vaults", prefix: prefix}}
+		return remoteSpec{kind: "s3", s3: minio.Location{Config: minio.Config{Bucket: "vaults", Prefix: prefix}}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -27,7 +30,7 @@ func TestVaultNameFor(t *testing.T) {
 		{"temporary replica, bucket prefix", &replica{temp: root}, bucket("team/my-vault/"), "team/my-vault"},
 		{"temporary replica, bucket root", &replica{temp: root}, bucket(""), "vaults"},
 		{"store at the root", &replica{path: "/store.db"}, couch, "notes-db"},
-		{"nothing names it", &replica{temp: root}, remoteSpec{kind: "couchdb", url: &url.URL{Scheme: "http", Host: "h"}}, fallbackVaultName},
+		{"nothing names it", &replica{temp: root}, remoteSpec{kind: "couchdb", id: "http://h", couch: couchdb.Config{URL: "http://h"}}, fallbackVaultName},
 	} {
 		if got := vaultNameFor(tc.r, tc.spec); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
