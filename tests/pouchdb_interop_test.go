@@ -132,37 +132,7 @@ func TestPouchDBInteropE2EE(t *testing.T) { testPouchDBInteropE2EE(t, couchServe
 
 func testPouchDBInteropE2EE(t *testing.T, srv couchFactory) {
 	pouchClient(t) // fail or skip before touching the server
-	b, err := os.ReadFile(filepath.Join(vectors, "vault-dump-e2ee.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d vaultDump
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	var meta struct {
-		Files []struct {
-			VaultPath string `json:"vaultPath"`
-			CTime     int64  `json:"ctime"`
-			MTime     int64  `json:"mtime"`
-		} `json:"files"`
-	}
-	_ = json.Unmarshal(b, &meta)
-	files := map[string][]byte{}
-	ctime, mtime := map[string]int64{}, map[string]int64{}
-	for i, f := range d.Files {
-		data := []byte(f.Content)
-		if f.Source != "" {
-			if data, err = os.ReadFile(filepath.Join(vectors, f.Source)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		files[f.VaultPath] = data
-		ctime[f.VaultPath], mtime[f.VaultPath] = meta.Files[i].CTime, meta.Files[i].MTime
-	}
-	if len(files) < 5 {
-		t.Fatalf("only %d input files", len(files))
-	}
+	d, files, ctime, mtime := pouchE2EEInputs(t)
 
 	settings, err := livesync.FromTweakValues(livesync.Settings{Passphrase: "pouchdb-interop passphrase"}, d.Settings.Effective)
 	if err != nil {
@@ -209,6 +179,56 @@ func testPouchDBInteropE2EE(t *testing.T, srv couchFactory) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := pouchDecodeCopy(t, reader, copyDocs, files)
+	if len(got) != len(files) {
+		t.Errorf("decoded %d files from the PouchDB copy, want %d", len(got), len(files))
+	}
+	for path, want := range files {
+		if g, ok := got[path]; !ok || !bytes.Equal(g, want) {
+			t.Errorf("%s: decoded %d bytes (found %v), want the %d input bytes", path, len(g), ok, len(want))
+		}
+	}
+}
+
+// pouchE2EEInputs reads the plugin's E2EE vault dump and returns it with
+// its input files (vault path → bytes) and their ctimes and mtimes.
+func pouchE2EEInputs(t *testing.T) (d vaultDump, files map[string][]byte, ctime, mtime map[string]int64) {
+	b, err := os.ReadFile(filepath.Join(vectors, "vault-dump-e2ee.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Files []struct {
+			VaultPath string `json:"vaultPath"`
+			CTime     int64  `json:"ctime"`
+			MTime     int64  `json:"mtime"`
+		} `json:"files"`
+	}
+	_ = json.Unmarshal(b, &meta)
+	files = map[string][]byte{}
+	ctime, mtime = map[string]int64{}, map[string]int64{}
+	for i, f := range d.Files {
+		data := []byte(f.Content)
+		if f.Source != "" {
+			if data, err = os.ReadFile(filepath.Join(vectors, f.Source)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		files[f.VaultPath] = data
+		ctime[f.VaultPath], mtime[f.VaultPath] = meta.Files[i].CTime, meta.Files[i].MTime
+	}
+	if len(files) < 5 {
+		t.Fatalf("only %d input files", len(files))
+	}
+	return d, files, ctime, mtime
+}
+
+// pouchDecodeCopy decodes the PouchDB copy with reader (no plaintext
+// path of files may be in it) and returns the files it rebuilds.
+func pouchDecodeCopy(t *testing.T, reader *livesync.Codec, copyDocs []json.RawMessage, files map[string][]byte) map[string][]byte {
 	chunks := map[string]string{}
 	var metas []livesync.Meta
 	for _, raw := range copyDocs {
@@ -255,12 +275,5 @@ func testPouchDBInteropE2EE(t *testing.T, srv couchFactory) {
 		}
 		got[m.Path] = data
 	}
-	if len(got) != len(files) {
-		t.Errorf("decoded %d files from the PouchDB copy, want %d", len(got), len(files))
-	}
-	for path, want := range files {
-		if g, ok := got[path]; !ok || !bytes.Equal(g, want) {
-			t.Errorf("%s: decoded %d bytes (found %v), want the %d input bytes", path, len(g), ok, len(want))
-		}
-	}
+	return got
 }
