@@ -312,17 +312,7 @@ func TestRelayLoginUnderGuessing(t *testing.T) {
 	first := []string{"alice", "bob", "carol", "dave", "erin"}
 	p := hostileRelay(t, pw, "", append([]string{"victor", "wendy"}, first...)...)
 	get := func(c *http.Client, user, pass string) (int, http.Header, time.Duration) {
-		req, _ := http.NewRequest(http.MethodGet, p.url+"/vault", nil)
-		req.SetBasicAuth(user, pass)
-		start := time.Now()
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Errorf("GET /vault as %s: %v", user, err)
-			return 0, nil, 0
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header, time.Since(start)
+		return loginGet(t, p.url, c, user, pass)
 	}
 	local := clientFrom("127.0.0.1")
 	if st, _, _ := get(local, "admin", pw); st != http.StatusOK {
@@ -342,55 +332,13 @@ func TestRelayLoginUnderGuessing(t *testing.T) {
 	}
 	t.Logf("one verification: %s", one)
 
-	// 32 guessers on 127.0.0.1: the admin's name, other users' names and
-	// names that do not exist, each with its own wrong passwords.
-	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	var unauthorized, limited, badRetry atomic.Int64
-	spent := make(chan struct{}) // closed at the 100th 429
-	var spentOnce sync.Once
-	names := []string{"admin", "root", "couchdb", "mallory"}
-	for g := range 32 {
-		wg.Go(func() {
-			c := clientFrom("127.0.0.1")
-			tick := time.NewTicker(20 * time.Millisecond) // 50 guesses a second each: 1,600 in all
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/vault", nil)
-				req.SetBasicAuth(names[g%len(names)], fmt.Sprintf("guess-%d-%d", g, i))
-				resp, err := c.Do(req)
-				if err != nil {
-					return // stopped
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusUnauthorized:
-					unauthorized.Add(1)
-				case http.StatusTooManyRequests:
-					if limited.Add(1) == 100 {
-						spentOnce.Do(func() { close(spent) })
-					}
-					if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
-						badRetry.Add(1)
-					}
-				default:
-					t.Errorf("a guess got %d", resp.StatusCode)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		})
-	}
-	defer func() { stop(); wg.Wait() }()
+	g := startGuessers(t, p.url)
+	defer g.stopAndWait()
 	// Let the guessers spend their budgets.
 	select {
-	case <-spent:
+	case <-g.spent:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("after 30 s of guessing: %d answered 401, %d answered 429", unauthorized.Load(), limited.Load())
+		t.Fatalf("after 30 s of guessing: %d answered 401, %d answered 429", g.unauthorized.Load(), g.limited.Load())
 	}
 
 	// The admin, verified before, from the guessers' own address.
@@ -416,15 +364,14 @@ func TestRelayLoginUnderGuessing(t *testing.T) {
 	if med := took[len(took)/2]; med > 3*one {
 		t.Fatalf("first logins during the guessing took %v: median %s, want within 3 verifications (%s)", took, med, 3*one)
 	}
-	stop()
-	wg.Wait()
-	t.Logf("guesses: %d answered 401, %d answered 429", unauthorized.Load(), limited.Load())
-	if badRetry.Load() > 0 {
-		t.Fatalf("%d answers 429 without a Retry-After of at least 1 s", badRetry.Load())
+	g.stopAndWait()
+	t.Logf("guesses: %d answered 401, %d answered 429", g.unauthorized.Load(), g.limited.Load())
+	if g.badRetry.Load() > 0 {
+		t.Fatalf("%d answers 429 without a Retry-After of at least 1 s", g.badRetry.Load())
 	}
 	// 10 failures per address, then one per 6 s, whatever the number of
 	// guessers.
-	if u := unauthorized.Load(); u > 20 {
+	if u := g.unauthorized.Load(); u > 20 {
 		t.Fatalf("%d guesses were checked (401); the address's budget is 10 and one more per 6 s", u)
 	}
 	// A 429 before the password is checked: a right password from the
@@ -433,6 +380,85 @@ func TestRelayLoginUnderGuessing(t *testing.T) {
 	if st != http.StatusOK && (st != http.StatusTooManyRequests || h.Get("Retry-After") == "") {
 		t.Fatalf("alice from the guessers' address: %d", st)
 	}
+}
+
+// loginGet sends GET /vault to the relay at url as user through c and
+// returns the status, the headers and the time until the body was read.
+func loginGet(t *testing.T, url string, c *http.Client, user, pass string) (int, http.Header, time.Duration) {
+	req, _ := http.NewRequest(http.MethodGet, url+"/vault", nil)
+	req.SetBasicAuth(user, pass)
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Errorf("GET /vault as %s: %v", user, err)
+		return 0, nil, 0
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header, time.Since(start)
+}
+
+// guessers are 32 password guessers on 127.0.0.1: the admin's name,
+// other users' names and names that do not exist, each with its own
+// wrong passwords, 50 guesses a second each. They count the answers.
+type guessers struct {
+	stop                            context.CancelFunc
+	wg                              sync.WaitGroup
+	unauthorized, limited, badRetry atomic.Int64
+	spent                           chan struct{} // closed at the 100th 429
+	spentOnce                       sync.Once
+}
+
+// startGuessers starts the guessers against the relay at url.
+func startGuessers(t *testing.T, url string) *guessers {
+	ctx, stop := context.WithCancel(t.Context())
+	g := &guessers{stop: stop, spent: make(chan struct{})}
+	names := []string{"admin", "root", "couchdb", "mallory"}
+	for n := range 32 {
+		g.wg.Go(func() { g.guess(t, ctx, url, names[n%len(names)], n) })
+	}
+	return g
+}
+
+// guess is guesser n: it guesses name's password until ctx ends.
+func (g *guessers) guess(t *testing.T, ctx context.Context, url, name string, n int) {
+	c := clientFrom("127.0.0.1")
+	tick := time.NewTicker(20 * time.Millisecond) // 50 guesses a second each: 1,600 in all
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/vault", nil)
+		req.SetBasicAuth(name, fmt.Sprintf("guess-%d-%d", n, i))
+		resp, err := c.Do(req)
+		if err != nil {
+			return // stopped
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			g.unauthorized.Add(1)
+		case http.StatusTooManyRequests:
+			if g.limited.Add(1) == 100 {
+				g.spentOnce.Do(func() { close(g.spent) })
+			}
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+				g.badRetry.Add(1)
+			}
+		default:
+			t.Errorf("a guess got %d", resp.StatusCode)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// stopAndWait stops the guessers and waits until every one returned.
+func (g *guessers) stopAndWait() {
+	g.stop()
+	g.wg.Wait()
 }
 
 // Cross-site simple requests must not work with a cookie: writes with
