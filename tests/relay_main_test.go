@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"crypto/md5"
 	"encoding/base64"
@@ -123,14 +124,23 @@ func TestRelayMain(t *testing.T) {
 	}
 
 	// A request that never finishes keeps the shutdown waiting: a second
-	// signal ends the process at once.
+	// signal ends the process at once. The signal goes only once the
+	// relay's handler reads the body (it asks for it with 100 Continue):
+	// a request the relay has not read when the shutdown begins is
+	// dropped with its connection (Go's server does that), and the
+	// shutdown would have nothing to wait for.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p2.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /vault/_bulk_docs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nAuthorization: Basic %s\r\n\r\n{\"docs\":[",
+	fmt.Fprintf(conn, "POST /vault/_bulk_docs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\nAuthorization: Basic %s\r\n\r\n",
 		base64.StdEncoding.EncodeToString([]byte(user+":"+password)))
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("the relay did not ask for the body: %q, %v", line, err)
+	}
+	fmt.Fprint(conn, `{"docs":[`)
 	p2.cmd.Process.Signal(syscall.SIGINT)
 	p2.waitFor(t, "shutting down")
 	if code := p2.signal(syscall.SIGINT); code != 1 || !strings.Contains(p2.output(), "second signal") {
