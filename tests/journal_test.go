@@ -421,43 +421,7 @@ func TestJournalTwoDevices(t *testing.T) {
 	if res.PacksReceived != 0 || res.PacksSent != 2 || res.RecordsSent != len(inputs)+len(chunkIDs) {
 		t.Fatalf("device 1 sync: %+v; want %d records in 2 packs (upstream's 251-record packs)", res, len(inputs)+len(chunkIDs))
 	}
-	packs := packKeys(t, b)
-	if len(packs) != 2 {
-		t.Fatalf("bucket holds packs %v, want 2", packs)
-	}
-	for _, k := range packs {
-		raw, err := b.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for path := range inputs {
-			if bytes.Contains(raw, []byte(filepath.Base(path))) {
-				t.Errorf("%s shows the file name %q in the clear", k, path)
-			}
-		}
-		if _, err := journal.Open(k, raw, nil, 0); err == nil {
-			t.Errorf("%s opens without the key", k)
-		}
-	}
-	recs := bucketRecords(t, b, d1.cipher)
-	for key, r := range recs {
-		if r.IsChunk() {
-			if !chunkIDs[r.ID] {
-				t.Errorf("pack holds chunk %s that no file references", r.ID)
-			}
-			continue
-		}
-		var d struct {
-			Rev       string `json:"_rev"`
-			Revisions struct {
-				Start int      `json:"start"`
-				IDs   []string `json:"ids"`
-			} `json:"_revisions"`
-		}
-		if err := json.Unmarshal(r.Doc, &d); err != nil || d.Rev == "" || d.Revisions.Start != 1 || len(d.Revisions.IDs) != 1 {
-			t.Errorf("document record %s: %s (%v); want _rev and _revisions", key, r.Doc, err)
-		}
-	}
+	twoDevicesCheckPacks(t, b, d1, inputs, chunkIDs)
 
 	d2 := connectJournal(t, b, "device-2", s)
 	if !bytes.Equal(d2.salt, d1.salt) || d2.epoch != d1.epoch {
@@ -518,5 +482,50 @@ func TestJournalTwoDevices(t *testing.T) {
 	}
 	if n := len(packKeys(t, b)); n != 3 {
 		t.Errorf("bucket holds %d packs, want 3 (2 from device 1, 1 from device 2)", n)
+	}
+}
+
+// twoDevicesCheckPacks checks device 1's two packs in b: only
+// ciphertext (no file name in the clear, no pack opens without the key),
+// every chunk referenced by a file, every document with _rev and
+// _revisions.
+func twoDevicesCheckPacks(t *testing.T, b *minio.Bucket, d1 journalClient, inputs map[string][]byte, chunkIDs map[string]bool) {
+	ctx := ctxT(t)
+	packs := packKeys(t, b)
+	if len(packs) != 2 {
+		t.Fatalf("bucket holds packs %v, want 2", packs)
+	}
+	for _, k := range packs {
+		raw, err := b.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for path := range inputs {
+			if bytes.Contains(raw, []byte(filepath.Base(path))) {
+				t.Errorf("%s shows the file name %q in the clear", k, path)
+			}
+		}
+		if _, err := journal.Open(k, raw, nil, 0); err == nil {
+			t.Errorf("%s opens without the key", k)
+		}
+	}
+	recs := bucketRecords(t, b, d1.cipher)
+	for key, r := range recs {
+		if r.IsChunk() {
+			if !chunkIDs[r.ID] {
+				t.Errorf("pack holds chunk %s that no file references", r.ID)
+			}
+			continue
+		}
+		var d struct {
+			Rev       string `json:"_rev"`
+			Revisions struct {
+				Start int      `json:"start"`
+				IDs   []string `json:"ids"`
+			} `json:"_revisions"`
+		}
+		if err := json.Unmarshal(r.Doc, &d); err != nil || d.Rev == "" || d.Revisions.Start != 1 || len(d.Revisions.IDs) != 1 {
+			t.Errorf("document record %s: %s (%v); want _rev and _revisions", key, r.Doc, err)
+		}
 	}
 }
