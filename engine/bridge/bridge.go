@@ -80,7 +80,8 @@ type Upstream struct {
 	ThrottleKey string
 	// Remote is the upstream: a CouchDB database, replicated through its
 	// Endpoint, or a journal bucket (Objects). Its Negotiate port holds
-	// the sync parameters and the milestone.
+	// the sync parameters and the milestone. The bridge owns it: Close
+	// (and so Stop) closes it, and so does New when it fails.
 	Remote vault.Remote
 	// Docs reads a CouchDB upstream's raw documents for the hunt.
 	Docs RawDocs
@@ -163,9 +164,11 @@ type Bridge struct {
 	saltStateMu sync.Mutex
 	lastSalt    []byte
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	remotes   []vault.Remote // the upstreams' remotes, closed by Close
 }
 
 // keySource is the hunt's source for one throttle key: the upstreams on
@@ -193,9 +196,14 @@ func New(v Local, c Config) (*Bridge, error) {
 	hc.Logger = log.With("component", "hunt")
 	b := &Bridge{db: c.DB, v: v, uuid: c.UUID, log: log, claims: fetch.NewCoordinator(), huntCfg: effectiveHunt(c.Hunt),
 		settingsWake: make(chan struct{}, 1)}
+	for _, u := range c.Upstreams {
+		if u.Remote != nil {
+			b.remotes = append(b.remotes, u.Remote)
+		}
+	}
 	h, err := hunt.New(hc, hunt.Deps{Local: huntLocal{v}, Claims: b.claims, OnDelivered: v.ChunksArrived})
 	if err != nil {
-		b.claims.Close()
+		b.Close()
 		return nil, fmt.Errorf("database %q: hunt: %w", c.DB, err)
 	}
 	b.hunt = h
@@ -264,21 +272,30 @@ func (b *Bridge) Start() {
 	})
 }
 
-// Stop cancels the runners and waits for them, then stops the hunt. It
-// must not be called while the database blocks the runners' writes.
+// Stop cancels the runners and waits for them, then stops the hunt and
+// closes the upstreams (Close). It must not be called while the database
+// blocks the runners' writes.
 func (b *Bridge) Stop() {
 	b.cancel()
 	b.wg.Wait()
 	b.Close()
 }
 
-// Close stops the hunt and releases the claims, without waiting for
-// runners (for a bridge that was never started).
+// Close stops the hunt, releases the claims and closes the upstreams'
+// remotes, without waiting for runners (for a bridge that was never
+// started). Later calls do nothing.
 func (b *Bridge) Close() {
-	if b.hunt != nil {
-		b.hunt.Close()
-	}
-	b.claims.Close()
+	b.closeOnce.Do(func() {
+		if b.hunt != nil {
+			b.hunt.Close()
+		}
+		b.claims.Close()
+		for _, r := range b.remotes {
+			if err := r.Close(); err != nil {
+				b.log.Warn("closing an upstream", "upstream", r.ID(), "err", err)
+			}
+		}
+	})
 }
 
 // adoptFirstSalt gives the database the salt of the first CouchDB

@@ -109,6 +109,9 @@ func TestBridgeForwardsBothWays(t *testing.T) {
 		if ups, _ := b.Snapshot(); ups[0].State != StateStopped {
 			t.Errorf("after Stop: %s", ups[0].State)
 		}
+		if _, err := up.Store().Info(t.Context()); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("the upstream's remote is open after Stop: %v", err)
+		}
 	})
 }
 
