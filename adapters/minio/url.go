@@ -111,3 +111,18 @@ func redactURLError(err error) error {
 	}
 	return err
 }
+
+// EndpointURL is cfg's server as a URL without a trailing slash:
+// http(s)://host[:port], the scheme from Secure for a host[:port]
+// Endpoint.
+func EndpointURL(cfg Config) string {
+	ep := cfg.Endpoint
+	if !strings.Contains(ep, "://") {
+		scheme := "http://"
+		if cfg.Secure {
+			scheme = "https://"
+		}
+		ep = scheme + ep
+	}
+	return strings.TrimSuffix(ep, "/")
+}

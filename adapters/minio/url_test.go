@@ -71,3 +71,18 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+func TestEndpointURL(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Endpoint: "127.0.0.1:9000"}, "http://127.0.0.1:9000"},
+		{Config{Endpoint: "s3.example", Secure: true}, "https://s3.example"},
+		{Config{Endpoint: "https://s3.example:9000/"}, "https://s3.example:9000"},
+	} {
+		if got := EndpointURL(tc.cfg); got != tc.want {
+			t.Errorf("EndpointURL(%+v) = %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}

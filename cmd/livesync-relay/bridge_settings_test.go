@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	ebridge "github.com/livesync-go/livesync-go/engine/bridge"
@@ -73,13 +74,13 @@ func TestMilestoneRebuildsTheVaultCodec(t *testing.T) {
 	}
 	params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
 	rn.admin("PUT", "/vault/_local/obsidian_livesync_sync_parameters", string(params), 201)
-	var v *vaultStore
-	for _, s := range rn.r.dbs.vaults() {
-		if s.name == "vault" {
+	var v *couchapi.HeldDatabase
+	for _, s := range rn.r.dbs.Opened() {
+		if s.Name == "vault" {
 			v = s
 		}
 	}
-	if c, _ := v.currentCodec(); c == nil || !c.Settings().PathObfuscation {
+	if c, _ := v.Codec(); c == nil || !c.Settings().PathObfuscation {
 		t.Fatalf("before the milestone: %+v", c)
 	}
 	now := time.Now()
@@ -88,7 +89,7 @@ func TestMilestoneRebuildsTheVaultCodec(t *testing.T) {
 		tweaksWith(t, "encrypt", true, "usePathObfuscation", false), now)
 	raw, _ := json.Marshal(m)
 	rn.admin("PUT", "/vault/_local/obsydian_livesync_milestone", string(raw), 201)
-	if c, _ := v.currentCodec(); c == nil || c.Settings().PathObfuscation || !c.Settings().Encrypt {
+	if c, _ := v.Codec(); c == nil || c.Settings().PathObfuscation || !c.Settings().Encrypt {
 		t.Fatal("after a milestone without path obfuscation, the codec still obfuscates paths (or does not encrypt)")
 	}
 }

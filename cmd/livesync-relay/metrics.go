@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	ebridge "github.com/livesync-go/livesync-go/engine/bridge"
 )
 
 // metricsNamespace prefixes every metric of the relay.
@@ -145,8 +147,8 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	for _, v := range c.dbs.vaults() {
-		s, db := v.Stats(), v.name
+	for _, v := range c.dbs.Opened() {
+		s, db := v.Stats(), v.Name
 		gauge(descHeldDocs, float64(s.Purgatory.Active), db, "active")
 		gauge(descHeldDocs, float64(s.Purgatory.SoftExpired), db, "soft_expired")
 		gauge(descHeldRevs, float64(s.Held), db)
@@ -171,22 +173,22 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		if size, ok := c.dbs.fileSize(db); ok {
 			gauge(descStoreSize, float64(size), db)
 		}
-		if v.bridge != nil {
-			collectBridge(v.bridge, db, gauge, counter)
+		if v.Bridge != nil {
+			collectBridge(v.Bridge, db, gauge, counter)
 		}
 	}
 }
 
 // collectBridge reports a database's upstreams and hunt.
-func collectBridge(b *bridge, db string, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
-	ups, hs := b.snapshot()
+func collectBridge(b *ebridge.Bridge, db string, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	ups, hs := b.Snapshot()
 	for i, u := range ups {
 		up := 0.0
-		if b.ups[i].up() {
+		if b.Up(i) {
 			up = 1
 		}
 		gauge(descUpstreamUp, up, db, u.Name)
-		for _, st := range []string{stateConnecting, stateCatchingUp, stateLive, stateBackoff, stateError, stateStopped} {
+		for _, st := range []string{ebridge.StateConnecting, ebridge.StateCatchingUp, ebridge.StateLive, ebridge.StateBackoff, ebridge.StateError, ebridge.StateStopped} {
 			v := 0.0
 			if u.State == st {
 				v = 1
@@ -208,7 +210,7 @@ func collectBridge(b *bridge, db string, gauge func(*prometheus.Desc, float64, .
 			continue
 		}
 		seen[s.ThrottleKey] = true
-		src := b.sourceName(s.ThrottleKey)
+		src := b.SourceName(s.ThrottleKey)
 		counter(descHuntRequests, s.Found, db, src, "found")
 		counter(descHuntRequests, s.Missing, db, src, "missing")
 		counter(descHuntRequests, s.Failed, db, src, "failed")

@@ -134,8 +134,7 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 	if err != nil {
 		return err
 	}
-	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log)
-	dbs.setUpstreams(r.uuid, s.upstreams, s.huntConfig)
+	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log, r.uuid, s.upstreams, s.huntConfig)
 	*cleanup = append(*cleanup, func() { dbs.Close() })
 	r.dbs = dbs
 	ctx := context.Background()
@@ -154,7 +153,7 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 		return fmt.Errorf("listing the databases in %s: %w", s.dataDir, err)
 	}
 	for _, name := range names {
-		v, err := r.dbs.openVault(ctx, name)
+		v, err := r.dbs.OpenHeld(ctx, name)
 		if err != nil {
 			return lockedHint(fmt.Errorf("opening database %q (%s): %w", name, dir.Path(name), err))
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	ebridge "github.com/livesync-go/livesync-go/engine/bridge"
 	"github.com/livesync-go/livesync-go/engine/holdback"
 )
 
@@ -46,8 +47,8 @@ type dbStatus struct {
 	// Upstreams are the remotes the database is bridged to (empty
 	// without any), and Hunt the hunt for held documents' chunks across
 	// them (absent without upstreams).
-	Upstreams []upstreamStatus `json:"upstreams"`
-	Hunt      *huntStatus      `json:"hunt,omitempty"`
+	Upstreams []ebridge.UpstreamStatus `json:"upstreams"`
+	Hunt      *ebridge.HuntStatus      `json:"hunt,omitempty"`
 }
 
 // heldStatus is one held document: why it is not served yet.
@@ -113,15 +114,15 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		Started: r.started.UTC().Truncate(time.Second), UptimeSeconds: int64(now.Sub(r.started).Seconds()),
 		ReplicationClients: r.metrics.openFeeds(), Databases: []dbStatus{},
 	}
-	for _, v := range r.dbs.vaults() {
+	for _, v := range r.dbs.Opened() {
 		// The list first: a document gone from it was released (or
 		// dropped) before the counters are read, so they count it.
 		held, total := v.HeldFirst(heldListed)
 		s := v.Stats()
-		size, _ := r.dbs.fileSize(v.name)
+		size, _ := r.dbs.fileSize(v.Name)
 		d := dbStatus{
-			Name: v.name, Mode: string(s.Mode), ModeExplained: explainMode(s.Mode, v.hasPassphrase()),
-			PassphraseConfigured: v.hasPassphrase(), StoreBytes: size, Held: []heldStatus{}, Upstreams: []upstreamStatus{},
+			Name: v.Name, Mode: string(s.Mode), ModeExplained: explainMode(s.Mode, v.HasPassphrase()),
+			PassphraseConfigured: v.HasPassphrase(), StoreBytes: size, Held: []heldStatus{}, Upstreams: []ebridge.UpstreamStatus{},
 			Holdback: holdbackStatus{
 				HeldRevisions: s.Held, WrittenThrough: s.WrittenThrough, Holds: s.Holds, Released: s.Released,
 				Dropped: s.Dropped, Unreadable: s.Unreadable, Undecodable: s.Undecodable, SaveErrors: s.SaveErrors,
@@ -135,8 +136,8 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 				ReleaseErrors: s.Purgatory.ReleaseErrors, Superseded: s.Purgatory.Superseded,
 			},
 		}
-		if v.bridge != nil {
-			ups, hs := v.bridge.snapshot()
+		if v.Bridge != nil {
+			ups, hs := v.Bridge.Snapshot()
 			d.Upstreams, d.Hunt = ups, &hs
 		}
 		if d.Holdback.HeldByUser == nil {
@@ -151,8 +152,8 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 			switch {
 			case src == "":
 				src = "client push"
-			case v.bridge != nil:
-				src = "upstream " + v.bridge.sourceName(src)
+			case v.Bridge != nil:
+				src = "upstream " + v.Bridge.SourceName(src)
 			}
 			d.Held = append(d.Held, heldStatus{
 				Doc: h.Doc, Revisions: h.Revisions, MissingChunks: h.Missing, State: h.State.String(),

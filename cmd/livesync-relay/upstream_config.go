@@ -230,14 +230,7 @@ func (u upstreamSpec) location() string {
 	if u.kind == kindCouchDB {
 		return strings.TrimSuffix(u.couch.URL, "/") + "/" + u.couch.Database
 	}
-	ep := u.s3.Endpoint
-	if !strings.Contains(ep, "://") {
-		ep = "http://" + ep
-		if u.s3.Secure {
-			ep = "https://" + u.s3.Endpoint
-		}
-	}
-	return strings.TrimSuffix(ep, "/") + "/" + u.s3.Bucket + "/" + u.s3.Prefix
+	return minio.EndpointURL(u.s3) + "/" + u.s3.Bucket + "/" + u.s3.Prefix
 }
 
 // resolveUpstreams reads the secrets and files of database d's upstreams.

@@ -25,12 +25,5 @@ var openBucket = func(cfg minio.Config, log *slog.Logger) (vault.Remote, error) 
 // journal's checkpoint identity, minio.Bucket.ID, which must stay
 // byte-compatible with the plugin's.)
 func bucketThrottleKey(spec upstreamSpec) string {
-	ep := spec.s3.Endpoint
-	if !strings.Contains(ep, "://") {
-		ep = "http://" + ep
-		if spec.s3.Secure {
-			ep = "https://" + spec.s3.Endpoint
-		}
-	}
-	return strings.Join([]string{strings.TrimSuffix(ep, "/"), spec.s3.Bucket, spec.s3.Prefix}, ",")
+	return strings.Join([]string{minio.EndpointURL(spec.s3), spec.s3.Bucket, spec.s3.Prefix}, ",")
 }

@@ -65,12 +65,12 @@ func couchUpstream(name, rawURL, mode, extra string) string {
 const e2eeVault = "[purgatory]\npushed_delay = \"200ms\"\n\n[[databases]]\nname = \"vault\"\npassphrase_env = \"TEST_PASSPHRASE\"\n\n"
 
 // waitUpstream polls /status until the upstream satisfies ok.
-func (rn *running) waitUpstream(db, name string, ok func(upstreamStatus) bool) upstreamStatus {
+func (rn *running) waitUpstream(db, name string, ok func(ebridge.UpstreamStatus) bool) ebridge.UpstreamStatus {
 	rn.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	var last upstreamStatus
+	var last ebridge.UpstreamStatus
 	for time.Now().Before(deadline) {
 		for _, u := range rn.status().db(rn.t, db).Upstreams {
 			if u.Name == name {
@@ -86,7 +86,7 @@ func (rn *running) waitUpstream(db, name string, ok func(upstreamStatus) bool) u
 	return last
 }
 
-func isLive(u upstreamStatus) bool { return u.State == stateLive }
+func isLive(u ebridge.UpstreamStatus) bool { return u.State == ebridge.StateLive }
 
 // setSalt writes sync parameters with salt into rn's vault, as the
 // first client does.
@@ -198,7 +198,7 @@ func TestUpstreamCouchForwardsBothWays(t *testing.T) {
 	if got := b.readNote(codec, meta2.ID()); got != "written to the relay\n" {
 		t.Fatalf("read through the upstream: %q", got)
 	}
-	u = a.waitUpstream("vault", "b", func(u upstreamStatus) bool { return u.DocsPushed >= 2 })
+	u = a.waitUpstream("vault", "b", func(u ebridge.UpstreamStatus) bool { return u.DocsPushed >= 2 })
 	if u.DocsPulled < 2 || u.LastSeq == "" || u.PushSeq == "" || u.Lag != 0 || u.LastSuccess == nil || u.Errors != 0 {
 		t.Errorf("counters: %+v", u)
 	}
@@ -259,7 +259,7 @@ func TestUpstreamSaltDiffersWithoutPassphrase(t *testing.T) {
 	a.setSalt(newSalt(t))
 	a.stop()
 	a = startConfigured(t, dirA, plain+couchUpstream("b", b.url, "sync", ""), map[string]string{"TEST_UPSTREAM_PW": testAdminPW})
-	u := a.waitUpstream("vault", "b", func(u upstreamStatus) bool { return u.State == stateError })
+	u := a.waitUpstream("vault", "b", func(u ebridge.UpstreamStatus) bool { return u.State == ebridge.StateError })
 	if !strings.Contains(u.LastError, "salt differs") || !strings.Contains(u.LastError, "passphrase_file or passphrase_env") {
 		t.Fatalf("last error: %q", u.LastError)
 	}
@@ -320,11 +320,11 @@ func TestUpstreamWrongPasswordAndDownServer(t *testing.T) {
 	const wrong = "not-the-password-123"
 	a := startConfigured(t, t.TempDir(), cfg, map[string]string{"TEST_UPSTREAM_PW": testAdminPW, "TEST_WRONG_PW": wrong})
 	a.waitUpstream("vault", "good", isLive)
-	w := a.waitUpstream("vault", "wrong", func(u upstreamStatus) bool { return u.State == stateError })
+	w := a.waitUpstream("vault", "wrong", func(u ebridge.UpstreamStatus) bool { return u.State == ebridge.StateError })
 	if !strings.Contains(w.LastError, "authentication failed") || strings.Contains(w.LastError, wrong) || w.LastErrorAt == nil || w.Errors < 1 {
 		t.Fatalf("wrong password: %+v", w)
 	}
-	dn := a.waitUpstream("vault", "down", func(u upstreamStatus) bool { return u.State == stateBackoff })
+	dn := a.waitUpstream("vault", "down", func(u ebridge.UpstreamStatus) bool { return u.State == ebridge.StateBackoff })
 	if !strings.Contains(dn.LastError, "connection refused") || dn.Hunt.CanFetch {
 		t.Fatalf("server down: %+v", dn)
 	}
@@ -558,7 +558,7 @@ func TestUpstreamBucketBridges(t *testing.T) {
 	// however many times it syncs.
 	n := bk.packs()
 	t0 := time.Now().Add(200 * time.Millisecond)
-	u = a.waitUpstream("vault", "c", func(u upstreamStatus) bool { return u.LastSuccess != nil && u.LastSuccess.After(t0) })
+	u = a.waitUpstream("vault", "c", func(u ebridge.UpstreamStatus) bool { return u.LastSuccess != nil && u.LastSuccess.After(t0) })
 	if got := bk.packs(); got != n || u.DocsPulled == 0 || u.DocsPushed == 0 {
 		t.Errorf("packs: %d after the round trip, then %d; %+v", n, got, u)
 	}
@@ -670,7 +670,9 @@ func TestUpstreamGetsTheSaltAClientWritesLater(t *testing.T) {
 		s, _ := paramsSalt(body)
 		return code == 200 && bytes.Equal(s, salt)
 	})
-	a.waitUpstream("vault", "b", func(u upstreamStatus) bool { return u.State == stateLive && u.Boundary == ebridge.BoundaryForward })
+	a.waitUpstream("vault", "b", func(u ebridge.UpstreamStatus) bool {
+		return u.State == ebridge.StateLive && u.Boundary == ebridge.BoundaryForward
+	})
 }
 
 // TestUpstreamChunksOnline: a pull with chunks_online brings metadata
@@ -752,7 +754,7 @@ func TestUpstreamBucketPlainVaultRefusesEncryptedDocs(t *testing.T) {
 	salt := newSalt(t)
 	meta2, chunks2 := note(t, e2eeCodec(t, salt), "Secret.md", "an encrypted vault\n")
 	a.pushDocs("vault", append(chunks2, meta2)...)
-	u := a.waitUpstream("vault", "c", func(u upstreamStatus) bool { return u.State == stateError })
+	u := a.waitUpstream("vault", "c", func(u ebridge.UpstreamStatus) bool { return u.State == ebridge.StateError })
 	if !strings.Contains(u.LastError, "e2ee = false") {
 		t.Fatalf("last error %q", u.LastError)
 	}

@@ -74,6 +74,10 @@
 // Databases (for example one that wraps each opened Store) changes what is
 // served without touching this package; a Store that wants a document
 // refused answers with an error wrapping ErrForbidden.
+// HeldDatabases is the relay's decorator: it serves every database
+// through a hold-back (engine/holdback.Served), so that no client sees a
+// note before its chunks, and bridges a database to its upstreams
+// (engine/bridge) when HeldConfig.Bridge builds a bridge for it.
 //
 // Long-running feeds (longpoll and continuous _changes) end when the client
 // disconnects or Close is called; Close waits for them.
