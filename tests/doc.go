@@ -12,7 +12,7 @@
 //	LIVESYNC_TEST_S3_BUCKET_PREFIX  optional (default lsgo-test-)
 //	LIVESYNC_TEST_S3_REGION, _VIRTUAL_DOMAIN, _SECURE, _CA_FILE  optional
 //
-// .ci/run and scripts/test start the express-pouchdb test server
+// .ci/run and tests/run.sh start the express-pouchdb test server
 // (tests/couchserver) and versitygw (tests/s3server) and set them;
 // compose.yml starts Apache CouchDB 3.5 and MinIO for the same tests.
 // Without a server the tests skip, except when CI is set: then they fail,

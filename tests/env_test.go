@@ -28,7 +28,7 @@ func couchServer(t *testing.T) couchEnv {
 			t.Fatal("LIVESYNC_TEST_COUCHDB_URL is not set but CI is: the CouchDB integration tests must run in CI " +
 				"(.ci/run starts tests/couchserver and sets LIVESYNC_TEST_COUCHDB_URL, _USER and _PASSWORD)")
 		}
-		t.Skip("LIVESYNC_TEST_COUCHDB_URL not set; run scripts/test, or see README.md \"Integration tests\"")
+		t.Skip("LIVESYNC_TEST_COUCHDB_URL not set; run tests/run.sh, or see README.md \"Integration tests\"")
 	}
 	return e
 }

@@ -55,7 +55,7 @@ func s3Server(t *testing.T) s3Env {
 			t.Fatal("LIVESYNC_TEST_S3_ENDPOINT is not set but CI is: the S3 integration tests must run in CI " +
 				"(.ci/run starts tests/s3server and sets LIVESYNC_TEST_S3_ENDPOINT, _ACCESS_KEY and _SECRET_KEY)")
 		}
-		t.Skip("LIVESYNC_TEST_S3_ENDPOINT not set; run scripts/test, or see README.md \"Integration tests\"")
+		t.Skip("LIVESYNC_TEST_S3_ENDPOINT not set; run tests/run.sh, or see README.md \"Integration tests\"")
 	}
 	if e.bucketPrefix == "" {
 		e.bucketPrefix = "lsgo-test-"
