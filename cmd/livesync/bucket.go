@@ -8,10 +8,6 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/minio"
 )
 
-// journalChunkSize is customChunkSize of a new vault on a journal bucket:
-// the object-storage preset of the plugin's setup URI generator.
-const journalChunkSize = 10
-
 // s3SpecFromConfig returns the spec of a [remote.NAME] table with kind =
 // "s3" and endpoint/bucket keys.
 func s3SpecFromConfig(c s3Config) (remoteSpec, error) {

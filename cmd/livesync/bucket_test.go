@@ -265,7 +265,7 @@ func TestStatusListsQuarantine(t *testing.T) {
 	if _, err := j.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := json.Marshal(map[string]any{"tweak_values": newVaultSettings(vaultConfig{}).TweakValues(),
+	rec, _ := json.Marshal(map[string]any{"tweak_values": newVaultSettings(vaultConfig{}, false).TweakValues(),
 		"remotes": map[string]*vault.RemoteState{"s3://h:9000/b/vault/": {LastPull: s.now, LastPullSeq: keys[1], JournalID: mb.ID(), JournalPrefix: mb.Prefix()}}})
 	if err := bs.PutLocal(ctx, vault.RecordID, rec); err != nil {
 		t.Fatal(err)

@@ -120,12 +120,7 @@ func (d *doctor) options(ctx context.Context) diag.Options {
 		Line:       commandLine,
 		Passphrase: func() (string, error) { return d.env.passphraseFor(&d.spec, d.flags) },
 	}
-	c := vaultConfig{}
-	if d.bucket != nil {
-		size := journalChunkSize
-		c.CustomChunkSize = &size
-	}
-	o.NewVault = newVaultSettings(c).TweakValues()
+	o.NewVault = vault.DefaultSettings(d.bucket != nil).TweakValues()
 	if d.rep == nil {
 		return o
 	}

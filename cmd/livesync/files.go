@@ -284,15 +284,11 @@ func runPut(env *cliEnv, args []string) error {
 	if !rep.v.HasVault() {
 		// A new vault: the command line's settings, else the default
 		// remote's from the configuration.
-		vc := vf.config(c.fs)
+		vc, journal := vf.config(c.fs), false
 		if spec := defaultSpec(cfg); spec != nil {
-			vc = spec.cfg.vaultConfig.merge(vc)
-			if spec.kind == "s3" && vc.CustomChunkSize == nil {
-				size := journalChunkSize
-				vc.CustomChunkSize = &size
-			}
+			vc, journal = spec.cfg.vaultConfig.merge(vc), spec.kind == "s3"
 		}
-		if err := rep.v.Create(env.ctx, newVaultSettings(vc)); err != nil {
+		if err := rep.v.Create(env.ctx, newVaultSettings(vc, journal)); err != nil {
 			return err
 		}
 	}

@@ -174,11 +174,7 @@ func newVaultOf(spec remoteSpec, flags vaultConfig) *livesync.Settings {
 	if !explicit.isSet() {
 		return nil
 	}
-	if spec.kind == "s3" && explicit.CustomChunkSize == nil {
-		size := journalChunkSize
-		explicit.CustomChunkSize = &size
-	}
-	s := newVaultSettings(explicit)
+	s := newVaultSettings(explicit, spec.kind == "s3")
 	return &s
 }
 

@@ -107,10 +107,10 @@ func (r *replica) nodeIDIfAny(ctx context.Context) (string, error) {
 // ones included): nothing of it could be merged into a remote.
 func (r *replica) isEmpty(ctx context.Context) (bool, error) { return r.v.IsEmpty(ctx) }
 
-// newVaultSettings returns the settings of a new vault: upstream's
-// defaults with the self-hosted CouchDB preset's chunk size, changed by c.
-func newVaultSettings(c vaultConfig) livesync.Settings {
-	s := livesync.Settings{CustomChunkSize: 60}
+// newVaultSettings returns the settings of a new vault, on a journal
+// bucket or not: vault.DefaultSettings changed by c.
+func newVaultSettings(c vaultConfig, journal bool) livesync.Settings {
+	s := vault.DefaultSettings(journal)
 	if c.E2EE != nil {
 		s.Encrypt = *c.E2EE
 	}

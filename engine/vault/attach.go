@@ -21,9 +21,16 @@ var (
 	ErrRekeyedMeanwhile = errors.New("the remote's salt changed while connecting (another device rebuilt it just now); try again")
 )
 
-// journalChunkSize is customChunkSize of a new vault on a journal
-// bucket: the object-storage preset of the plugin's setup URI generator.
-const journalChunkSize = 10
+// DefaultSettings are the settings of a new vault that nothing else
+// chooses: upstream's defaults with the chunk size of the plugin's setup
+// URI presets, customChunkSize 60 (self-hosted CouchDB), or 10 on a
+// journal (object storage).
+func DefaultSettings(journal bool) livesync.Settings {
+	if journal {
+		return livesync.Settings{CustomChunkSize: 10}
+	}
+	return livesync.Settings{CustomChunkSize: 60}
+}
 
 // AttachOptions are what Attach asks of the remote.
 type AttachOptions struct {
@@ -36,8 +43,7 @@ type AttachOptions struct {
 	ReadOnly bool
 	// NewVault are the settings of a new vault, used when the replica
 	// holds no vault: given, they win over the remote's preferred
-	// settings; nil takes the remote's, else the defaults (customChunkSize
-	// 60, or 10 on a journal).
+	// settings; nil takes the remote's, else DefaultSettings.
 	NewVault *livesync.Settings
 	// Passphrase is asked when the vault needs one and the Vault has
 	// none; nil means ErrNeedPassphrase.
@@ -250,11 +256,7 @@ func (v *Vault) vaultSettings(pref negotiate.TweakValues, hasPref bool, explicit
 			s.Passphrase = ""
 			tv = s.TweakValues()
 		case !hasPref:
-			s := livesync.Settings{CustomChunkSize: 60}
-			if journal {
-				s.CustomChunkSize = journalChunkSize
-			}
-			tv = s.TweakValues()
+			tv = DefaultSettings(journal).TweakValues()
 		default:
 			tv = pref
 		}

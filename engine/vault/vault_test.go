@@ -332,3 +332,12 @@ func TestReadWaitsForFiniteSync(t *testing.T) {
 		}
 	})
 }
+
+func TestDefaultSettings(t *testing.T) {
+	if s := DefaultSettings(false); s.CustomChunkSize != 60 || s.Encrypt || s.PathObfuscation {
+		t.Errorf("a CouchDB vault: %+v", s)
+	}
+	if s := DefaultSettings(true); s.CustomChunkSize != 10 || s.Encrypt || s.PathObfuscation {
+		t.Errorf("a journal vault: %+v", s)
+	}
+}
