@@ -142,7 +142,10 @@ func testUpstreamBucketWiped(t *testing.T, bin string, packsOnly bool) {
 	var s rsUpstream
 	upPoll(t, "the relay to refill the bucket", func() bool {
 		s = rsStatus(t, r, "c")
-		return s.Resets >= 1 && s.State == "live" && s.Lag == 0
+		// Both directions known: right after the wipe is noticed, the
+		// pull lag is unknown (-1) and the lag counts only the push side
+		// until the pass ends.
+		return s.Resets >= 1 && s.State == "live" && s.Lag == 0 && s.LagPush == 0 && s.LagPull == 0
 	}, func() string { return fmt.Sprintf("%+v\n%s", s, r.p.output()) })
 	rsAgree(t, r, "c")
 	after := newUpDevice(t, bk, "after-the-wipe")
@@ -227,11 +230,24 @@ func rsReadMetrics(t *testing.T, r *upRelay, name string) rsMetrics {
 }
 
 // rsAgree wants /status and /metrics to report the same numbers and
-// state (both read while nothing moves).
+// state. Each is computed when it is requested, so the two can only be
+// compared while nothing moves: it reads both twice in turn and compares
+// them once neither changed across the two rounds (a relay that is still
+// writing, e.g. a held note released and sent on, or a pass ending, is
+// read again every 50 ms, 60 s at most). Stable and different is a
+// failure at once.
 func rsAgree(t *testing.T, r *upRelay, name string) rsUpstream {
 	t.Helper()
-	s := rsStatus(t, r, name)
-	m := rsReadMetrics(t, r, name)
+	s, m := rsStatus(t, r, name), rsReadMetrics(t, r, name)
+	upPoll(t, "/status and /metrics to be stable", func() bool {
+		s2, m2 := rsStatus(t, r, name), rsReadMetrics(t, r, name)
+		stable := s2 == s && m2 == m
+		if !stable {
+			t.Logf("still moving: %+v, %+v then %+v, %+v", s, m, s2, m2)
+		}
+		s, m = s2, m2
+		return stable
+	}, func() string { return fmt.Sprintf("last %+v against %+v", s, m) })
 	up := 0.0
 	if s.State == "live" || s.State == "catching-up" {
 		up = 1
@@ -585,25 +601,34 @@ func testUpstreamCatchUpLag(t *testing.T, bin string) {
 // testUpstreamBucketPushLag: a bucket's lag_push counts the relay's
 // documents after the journal's send position, not 0 after every pass:
 // while 6,000 documents pulled from B reach the relay, C's push lag is
-// seen above 0, then reaches 0, with /status and /metrics agreeing.
+// seen above 0, then reaches 0 once every one of them is in the relay,
+// with /status and /metrics agreeing.
 func testUpstreamBucketPushLag(t *testing.T, bin string) {
 	ce, se := couchServer(t), s3Server(t)
 	name := dbName(t)
 	b, codec, _ := upCouchClient(t, name)
 	rsNotes(t, b, codec, "PushLag", 3000)
+	want := rsDocCount(t, b) // the notes and the client's version document
 	bk, _ := freshBucket(t)
 	r := upStartRelay(t, bin, "", upCouch(ce, "b", ce.url, name, "pull", "LSGO_UP_B")+upBucket(se, bk, "c", "push", "LSGO_UP_C", ""),
 		"LSGO_UP_B="+ce.password, "LSGO_UP_C="+se.secret)
 	start := time.Now()
 	most := 0
 	for {
+		// The relay's documents first. B's pull lag reaches 0 while
+		// notes are still held: the test server numbers a bulk write's
+		// documents by id, metadata before chunks, so metadata arrives
+		// before its chunks and is released later, each release a write
+		// C sends on. C's push lag read after every document is in
+		// counts them all.
+		n := rsDocCount(t, r.db)
 		s := rsStatus(t, r, "c")
 		most = max(most, s.LagPush)
-		if b := rsStatus(t, r, "b"); b.State == "live" && b.Lag == 0 && s.State == "live" && s.LagPush == 0 && most > 0 {
+		if b := rsStatus(t, r, "b"); b.State == "live" && b.Lag == 0 && n == want && s.State == "live" && s.LagPush == 0 && most > 0 {
 			break
 		}
 		if time.Since(start) > 120*time.Second {
-			t.Fatalf("C never caught up with a push lag seen (most %d): %+v", most, s)
+			t.Fatalf("C never caught up with a push lag seen (most %d; the relay holds %d of %d documents): %+v", most, n, want, s)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -97,8 +97,16 @@ func testUpstreamBridge(t *testing.T, bin string) {
 		t.Errorf("on B: chunk encrypted %v, revision %s (want %s)", chunk.E, metaB.Rev, m2.Rev)
 	}
 
-	_, ups := r.status(t)
-	if ups["b"].DocsPulled == 0 || ups["b"].DocsPushed == 0 || ups["c"].DocsPulled == 0 || ups["c"].DocsPushed == 0 || ups["b"].Errors != 0 || ups["c"].Errors != 0 {
+	// The counters: a batch or pack is counted when the relay has its
+	// answer, which can be after the note is readable where it went, so
+	// they are polled until each direction counted something; and no
+	// errors meanwhile.
+	var ups map[string]upUpstream
+	upPoll(t, "every direction counted", func() bool {
+		_, ups = r.status(t)
+		return ups["b"].DocsPulled > 0 && ups["b"].DocsPushed > 0 && ups["c"].DocsPulled > 0 && ups["c"].DocsPushed > 0
+	}, func() string { return fmt.Sprintf("counters: %+v", ups) })
+	if ups["b"].Errors != 0 || ups["c"].Errors != 0 {
 		t.Errorf("counters: %+v", ups)
 	}
 	t.Logf("b: %+v", ups["b"])
