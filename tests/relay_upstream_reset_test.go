@@ -20,10 +20,11 @@ import (
 )
 
 // TestRelayUpstreamReset runs the livesync-relay binary against upstreams
-// that are reset under it (issue 14 items 2 and 3): a CouchDB-protocol
-// database recreated empty within the relay's backoff delay and again
-// after it, one re-keyed with another salt, and a 10,000-document
-// catch-up whose lag must count down, with /status and /metrics agreeing.
+// that are reset under it, which it must notice and heal, and one that
+// was re-keyed, which it must refuse: a CouchDB-protocol database
+// recreated empty within the relay's backoff delay and again after it,
+// one re-keyed with another salt, and a 10,000-document catch-up whose lag
+// must count down, with /status and /metrics agreeing.
 func TestRelayUpstreamReset(t *testing.T) {
 	couchServer(t)
 	bin := buildRelay(t)

@@ -17,7 +17,8 @@ import (
 
 // TestRelayUpstreams runs the livesync-relay binary with upstreams on the
 // test CouchDB-protocol server (express-pouchdb) and the test S3 server
-// (versitygw): issue 8, items 1 and 2.
+// (versitygw): replication both ways with each kind of upstream, and the
+// hunt for held notes' chunks across them.
 func TestRelayUpstreams(t *testing.T) {
 	couchServer(t)
 	s3Server(t)
