@@ -214,7 +214,7 @@ func (c *couchDoctor) checkSyncParameters(ctx context.Context) ([]byte, bool) {
 // not on the salt). It returns a codec for the data checks, or nil.
 func (c *couchDoctor) checkPassphrase(ctx context.Context, s livesync.Settings, salt []byte) *livesync.Codec {
 	f := c.f
-	if !doctor.NeedsPassphrase(s) {
+	if !vault.NeedsPassphrase(s) {
 		codec, err := livesync.New(livesync.Config{Settings: s, Salt: salt})
 		if err != nil {
 			f.Problem("passphrase", f.O.Codes.Failed, err.Error(), "")
@@ -239,7 +239,7 @@ func (c *couchDoctor) checkPassphrase(ctx context.Context, s livesync.Settings, 
 		f.Problem("passphrase", f.O.Codes.Failed, err.Error(), "")
 		return nil
 	}
-	err = c.db.CheckPassphrase(ctx, codec)
+	err = vault.CheckEndpointPassphrase(ctx, c.db, codec)
 	if err == nil {
 		f.OK("passphrase", "the remote's data decrypts with this passphrase")
 		return codec

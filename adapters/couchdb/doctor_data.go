@@ -2,8 +2,6 @@ package couchdb
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -13,103 +11,8 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/livesync"
-	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
-
-// CheckPassphrase decodes a few of the database's documents with codec,
-// so that a wrong passphrase is found before anything is written
-// anywhere. A document that does not decrypt gives an error wrapping
-// engine.ErrDecrypt and naming it.
-func (d *DB) CheckPassphrase(ctx context.Context, codec *livesync.Codec) error {
-	page, err := d.Changes(ctx, engine.ChangesRequest{Limit: 50})
-	if err != nil {
-		return err
-	}
-	var refs []engine.DocRev
-	for _, ch := range page.Results {
-		if ch.Deleted || docid.IsSystemID(ch.ID) || len(ch.Revs) == 0 {
-			continue
-		}
-		refs = append(refs, engine.DocRev{ID: ch.ID, Rev: ch.Revs[0]})
-		if len(refs) == 10 {
-			break
-		}
-	}
-	if len(refs) == 0 {
-		return nil
-	}
-	docs, err := d.BulkGet(ctx, refs)
-	if err != nil {
-		return err
-	}
-	for _, raw := range docs {
-		doc, err := livesync.ParseDoc(raw)
-		if err != nil {
-			continue
-		}
-		if _, err := codec.DecodeRemote(doc); errors.Is(err, engine.ErrDecrypt) {
-			return &engine.Error{Op: "check passphrase", DocID: doc.ID(), Stage: engine.StageDecrypt, Err: err}
-		}
-	}
-	return nil
-}
-
-// Files pages through the database's changes without chunks, reads the
-// metadata documents and decodes them with codec (deleted files
-// included, marked).
-func (d *DB) Files(ctx context.Context, codec *livesync.Codec) ([]livesync.Meta, error) {
-	var out []livesync.Meta
-	since := ""
-	for {
-		page, err := d.Changes(ctx, engine.ChangesRequest{Since: since, Limit: 100, Selector: replicate.ChunksOnlineSelector})
-		if err != nil {
-			return nil, err
-		}
-		var refs []engine.DocRev
-		for _, ch := range page.Results {
-			if docid.IsSystemID(ch.ID) || docid.IsChunkID(ch.ID) || len(ch.Revs) == 0 {
-				continue
-			}
-			refs = append(refs, engine.DocRev{ID: ch.ID, Rev: ch.Revs[0]})
-		}
-		if len(refs) > 0 {
-			docs, err := d.BulkGet(ctx, refs)
-			if err != nil {
-				return nil, err
-			}
-			if out, err = appendMetas(out, docs, codec); err != nil {
-				return nil, err
-			}
-		}
-		if len(page.Results) == 0 || page.Pending == 0 || page.LastSeq == since {
-			return out, nil
-		}
-		since = page.LastSeq
-	}
-}
-
-// appendMetas decodes the file metadata among docs.
-func appendMetas(out []livesync.Meta, docs []json.RawMessage, codec *livesync.Codec) ([]livesync.Meta, error) {
-	for _, raw := range docs {
-		doc, err := livesync.ParseDoc(raw)
-		if err != nil {
-			continue
-		}
-		if doc, err = codec.DecodeRemote(doc); err != nil {
-			return nil, err
-		}
-		if !doc.IsFileDoc() {
-			continue
-		}
-		m, err := livesync.ParseMeta(doc)
-		if err != nil {
-			continue
-		}
-		out = append(out, m)
-	}
-	return out, nil
-}
 
 // ChunkIDs lists the ids of the database's chunks (not deleted) from its
 // changes feed.
@@ -140,7 +43,7 @@ func (c *couchDoctor) checkChunks(ctx context.Context, codec *livesync.Codec) {
 		f.Skipped("chunks", "not checked: the vault's documents cannot be read", "")
 		return
 	}
-	metas, err := c.db.Files(ctx, codec)
+	metas, err := vault.EndpointFiles(ctx, c.db, codec)
 	if err != nil {
 		code, msg := f.Explain(err)
 		f.Problem("chunks", code, "the file list could not be read: "+msg, "")

@@ -333,35 +333,10 @@ func (l *Link) checkPassphrase(ctx context.Context) error {
 	if ep == nil {
 		return nil
 	}
-	page, err := ep.Changes(ctx, engine.ChangesRequest{Limit: 50})
-	if err != nil {
-		return err
+	err := CheckEndpointPassphrase(ctx, ep, l.codec)
+	var e *engine.Error
+	if errors.Is(err, engine.ErrDecrypt) && errors.As(err, &e) {
+		return &PassphraseError{Remote: l.ID(), DocID: e.DocID}
 	}
-	var refs []engine.DocRev
-	for _, ch := range page.Results {
-		if ch.Deleted || isSystemID(ch.ID) || len(ch.Revs) == 0 {
-			continue
-		}
-		refs = append(refs, engine.DocRev{ID: ch.ID, Rev: ch.Revs[0]})
-		if len(refs) == 10 {
-			break
-		}
-	}
-	if len(refs) == 0 {
-		return nil
-	}
-	docs, err := ep.BulkGet(ctx, refs)
-	if err != nil {
-		return err
-	}
-	for _, raw := range docs {
-		d, err := livesync.ParseDoc(raw)
-		if err != nil {
-			continue
-		}
-		if _, err := l.codec.DecodeRemote(d); errors.Is(err, engine.ErrDecrypt) {
-			return &PassphraseError{Remote: l.ID(), DocID: d.ID()}
-		}
-	}
-	return nil
+	return err
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/journal"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
-	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
 // Files lists the file metadata the remote holds, decoded (deleted files
@@ -18,64 +16,7 @@ func (l *Link) Files(ctx context.Context) ([]livesync.Meta, error) {
 	if l.journal != nil {
 		return l.journalFiles(ctx)
 	}
-	return l.endpointFiles(ctx)
-}
-
-// endpointFiles pages through the remote's changes without chunks, reads
-// the metadata documents and decodes them.
-func (l *Link) endpointFiles(ctx context.Context) ([]livesync.Meta, error) {
-	ep := l.remote.Endpoint()
-	var out []livesync.Meta
-	since := ""
-	for {
-		page, err := ep.Changes(ctx, engine.ChangesRequest{Since: since, Limit: 100, Selector: replicate.ChunksOnlineSelector})
-		if err != nil {
-			return nil, err
-		}
-		var refs []engine.DocRev
-		for _, ch := range page.Results {
-			if docid.IsSystemID(ch.ID) || docid.IsChunkID(ch.ID) || len(ch.Revs) == 0 {
-				continue
-			}
-			refs = append(refs, engine.DocRev{ID: ch.ID, Rev: ch.Revs[0]})
-		}
-		if len(refs) > 0 {
-			metas, err := l.decodeMetas(ctx, refs)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, metas...)
-		}
-		if len(page.Results) == 0 || page.Pending == 0 || page.LastSeq == since {
-			return out, nil
-		}
-		since = page.LastSeq
-	}
-}
-
-// decodeMetas reads and decodes the documents refs, keeping the files.
-func (l *Link) decodeMetas(ctx context.Context, refs []engine.DocRev) ([]livesync.Meta, error) {
-	docs, err := l.remote.Endpoint().BulkGet(ctx, refs)
-	if err != nil {
-		return nil, err
-	}
-	var out []livesync.Meta
-	for _, raw := range docs {
-		d, err := livesync.ParseDoc(raw)
-		if err != nil {
-			continue
-		}
-		if d, err = l.codec.DecodeRemote(d); err != nil {
-			return nil, err
-		}
-		if !d.IsFileDoc() {
-			continue
-		}
-		if m, err := livesync.ParseMeta(d); err == nil {
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return EndpointFiles(ctx, l.remote.Endpoint(), l.codec)
 }
 
 // journalFiles reads every pack of the journal and decodes the file
