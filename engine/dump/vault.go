@@ -223,7 +223,7 @@ func (b *Builder) Write(w io.Writer, device negotiate.DeviceInfo, now time.Time)
 		}
 		local = append(local, p)
 	}
-	node, err := newNodeID()
+	node, err := negotiate.NewNodeID()
 	if err != nil {
 		return err
 	}
@@ -235,18 +235,4 @@ func (b *Builder) Write(w io.Writer, device negotiate.DeviceInfo, now time.Time)
 	}
 	docs := append(append(append([]livesync.Doc(nil), b.chunks...), b.metas...), version)
 	return Write(w, docs, append(local, m))
-}
-
-// newNodeID returns a random 10-character base-36 node id, the shape of
-// upstream's Math.random().toString(36).slice(-10).
-func newNodeID() (string, error) {
-	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("random node id: %w", err)
-	}
-	for i := range b {
-		b[i] = digits[int(b[i])%36]
-	}
-	return string(b), nil
 }

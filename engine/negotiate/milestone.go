@@ -1,6 +1,7 @@
 package negotiate
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -123,6 +124,20 @@ type Milestone struct {
 
 	extra      map[string]json.RawMessage
 	hasCleaned bool
+}
+
+// NewNodeID returns a random 10-character base-36 node id, the shape of
+// upstream's Math.random().toString(36).slice(-10).
+func NewNodeID() (string, error) {
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, 10)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random node id: %w", err)
+	}
+	for i := range b {
+		b[i] = digits[int(b[i])%36]
+	}
+	return string(b), nil
 }
 
 // NewMilestone returns the milestone a node starts from when the remote

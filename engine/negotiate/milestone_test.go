@@ -457,3 +457,18 @@ func TestMilestoneJSON(t *testing.T) {
 		t.Errorf("NodeInfoDoc = %s", b)
 	}
 }
+
+// A node id has upstream's shape: 10 base-36 characters, fresh each time.
+func TestNewNodeID(t *testing.T) {
+	a, err := NewNodeID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewNodeID()
+	if len(a) != 10 || strings.Trim(a, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
+		t.Errorf("node id %q is not 10 base-36 characters", a)
+	}
+	if a == b {
+		t.Errorf("two node ids are both %q", a)
+	}
+}

@@ -2,7 +2,6 @@ package vault
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,7 +77,7 @@ func NodeID(ctx context.Context, st store.Store) (string, error) {
 	if id, err := NodeIDIfAny(ctx, st); err != nil || id != "" {
 		return id, err
 	}
-	node, err := newNodeID()
+	node, err := negotiate.NewNodeID()
 	if err != nil {
 		return "", err
 	}
@@ -128,17 +127,3 @@ func SettingsOf(tv negotiate.TweakValues) (livesync.Settings, error) {
 // NeedsPassphrase reports whether a vault with s needs the passphrase to
 // make ids or to talk to a remote.
 func NeedsPassphrase(s livesync.Settings) bool { return s.Encrypt || s.PathObfuscation }
-
-// newNodeID returns a random 10-character base-36 node id, the shape of
-// upstream's Math.random().toString(36).slice(-10).
-func newNodeID() (string, error) {
-	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("random node id: %w", err)
-	}
-	for i := range b {
-		b[i] = digits[int(b[i])%36]
-	}
-	return string(b), nil
-}

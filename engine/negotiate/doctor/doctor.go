@@ -169,19 +169,3 @@ func Describe(s livesync.Settings) string {
 	}
 	return fmt.Sprintf("%s, chunk size %d", strings.Join(parts, ", "), s.CustomChunkSize)
 }
-
-// NeedsPassphrase reports whether a vault with settings s needs the
-// passphrase to be read.
-func NeedsPassphrase(s livesync.Settings) bool { return s.Encrypt || s.PathObfuscation }
-
-// SettingsOf turns tweak values into settings (without a passphrase).
-func SettingsOf(tv negotiate.TweakValues) (livesync.Settings, error) {
-	// FromTweakValues validates the result, and an encrypted vault needs
-	// a passphrase to be valid: give a placeholder, then take it away.
-	s, err := livesync.FromTweakValues(livesync.Settings{Passphrase: "-"}, tv)
-	if err != nil {
-		return s, fmt.Errorf("the vault's settings: %w", err)
-	}
-	s.Passphrase = ""
-	return s, nil
-}

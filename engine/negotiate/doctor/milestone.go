@@ -53,7 +53,7 @@ func (f *Findings) Milestone(raw []byte, readErr error, my negotiate.ChunkRange)
 	if hasPref {
 		remoteTweaks = pref
 	}
-	s, err := SettingsOf(remoteTweaks)
+	s, err := vault.SettingsOf(remoteTweaks)
 	if err != nil {
 		f.Problem("settings", f.O.Codes.Refused, err.Error(), "")
 		return s, false
