@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -98,7 +97,7 @@ func (rn *running) setSalt(salt []byte) {
 // salt reads rn's vault salt.
 func (rn *running) salt() []byte {
 	rn.t.Helper()
-	s, err := paramsSalt(rn.admin("GET", "/vault/_local/obsidian_livesync_sync_parameters", nil, 200))
+	s, err := negotiate.SaltOf(rn.admin("GET", "/vault/_local/obsidian_livesync_sync_parameters", nil, 200))
 	if err != nil {
 		rn.t.Fatal(err)
 	}
@@ -667,7 +666,7 @@ func TestUpstreamGetsTheSaltAClientWritesLater(t *testing.T) {
 	a.setSalt(salt)
 	pollUntil(t, "the upstream has the relay's salt", func() bool {
 		code, body := b.do("GET", "/vault/_local/obsidian_livesync_sync_parameters", b.user, b.pass, nil)
-		s, _ := paramsSalt(body)
+		s, _ := negotiate.SaltOf(body)
 		return code == 200 && bytes.Equal(s, salt)
 	})
 	a.waitUpstream("vault", "b", func(u ebridge.UpstreamStatus) bool {
@@ -761,18 +760,4 @@ func TestUpstreamBucketPlainVaultRefusesEncryptedDocs(t *testing.T) {
 	if n := bk.packs(); n != 1 {
 		t.Fatalf("%d packs: encrypted documents were sent", n)
 	}
-}
-
-// paramsSalt returns the salt of a sync-parameters document, nil when it
-// has none.
-func paramsSalt(raw []byte) ([]byte, error) {
-	p, err := negotiate.ParseSyncParameters(raw)
-	if err != nil {
-		return nil, err
-	}
-	salt, err := p.Salt()
-	if errors.Is(err, negotiate.ErrNoSalt) {
-		return nil, nil
-	}
-	return salt, err
 }

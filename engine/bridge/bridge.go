@@ -130,13 +130,6 @@ var (
 // replication starts.
 const saltStepTimeout = 10 * time.Second
 
-// Ids of the vault documents in the store's _local namespace (the store
-// keeps _local ids without the "_local/" prefix).
-var (
-	syncParamsLocalID = strings.TrimPrefix(negotiate.SyncParametersDocID, "_local/")
-	milestoneLocalID  = strings.TrimPrefix(negotiate.MilestoneDocID, "_local/")
-)
-
 // Bridge connects one database to its upstreams: one runner per
 // upstream replicating continuously, and one purgatory hunt (the
 // database's hold-back Hunter) whose sources are the upstreams.
@@ -335,7 +328,7 @@ func isDeletedLocal(raw []byte) bool {
 // relaySalt reads the database's sync parameters: the document and its
 // salt, both nil when it has none.
 func (b *Bridge) relaySalt(ctx context.Context) (json.RawMessage, []byte, error) {
-	raw, err := b.v.GetLocal(ctx, syncParamsLocalID)
+	raw, err := b.v.GetLocal(ctx, negotiate.SyncParametersLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -345,7 +338,7 @@ func (b *Bridge) relaySalt(ctx context.Context) (json.RawMessage, []byte, error)
 	if isDeletedLocal(raw) {
 		return nil, nil, nil
 	}
-	salt, err := paramsSalt(raw)
+	salt, err := negotiate.SaltOf(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the relay database's sync parameters: %w", err)
 	}
@@ -355,31 +348,17 @@ func (b *Bridge) relaySalt(ctx context.Context) (json.RawMessage, []byte, error)
 	return raw, salt, nil
 }
 
-// paramsSalt returns the salt of a sync-parameters document, nil when it
-// has none.
-func paramsSalt(raw []byte) ([]byte, error) {
-	p, err := negotiate.ParseSyncParameters(raw)
-	if err != nil {
-		return nil, err
-	}
-	salt, err := p.Salt()
-	if errors.Is(err, negotiate.ErrNoSalt) {
-		return nil, nil
-	}
-	return salt, err
-}
-
 // upstreamSalt reads a CouchDB upstream's sync parameters (nil, nil when
 // absent or salt-less).
 func upstreamSalt(ctx context.Context, db engine.Endpoint) (json.RawMessage, []byte, error) {
-	raw, err := db.GetLocal(ctx, syncParamsLocalID)
+	raw, err := db.GetLocal(ctx, negotiate.SyncParametersLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	salt, err := paramsSalt(raw)
+	salt, err := negotiate.SaltOf(raw)
 	if err != nil {
 		return nil, nil, &engine.Error{Op: "read sync parameters", DocID: negotiate.SyncParametersDocID, Stage: engine.StageDecode, Err: err}
 	}
@@ -449,12 +428,12 @@ func (b *Bridge) writeRelayParams(ctx context.Context, params json.RawMessage) e
 	delete(m, "_revisions")
 	delete(m, "_deleted")
 	m["_id"], _ = json.Marshal(negotiate.SyncParametersDocID)
-	m["_rev"], _ = json.Marshal(b.nextLocalRev(ctx, syncParamsLocalID))
+	m["_rev"], _ = json.Marshal(b.nextLocalRev(ctx, negotiate.SyncParametersLocalID))
 	doc, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	return b.v.PutLocal(ctx, syncParamsLocalID, doc)
+	return b.v.PutLocal(ctx, negotiate.SyncParametersLocalID, doc)
 }
 
 // ParamsChanged is called after the database's sync parameters were

@@ -11,6 +11,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/decorate"
 	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
@@ -99,7 +100,7 @@ func (u *upstream) couchHandshake(ctx context.Context) (*decorate.Recoder, error
 		return nil, err
 	}
 	if upSalt == nil && relaySalt != nil {
-		if err := db.PutLocal(ctx, syncParamsLocalID, withoutMeta(relayRaw)); err != nil {
+		if err := db.PutLocal(ctx, negotiate.SyncParametersLocalID, withoutMeta(relayRaw)); err != nil {
 			return nil, fmt.Errorf("giving the upstream the vault's salt: %w", err)
 		}
 		if _, upSalt, err = upstreamSalt(ctx, db); err != nil {

@@ -130,7 +130,7 @@ func TestBridgeAdoptsTheUpstreamSalt(t *testing.T) {
 		defer up.Close()
 		salt, _ := negotiate.NewSalt(nil)
 		params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
-		if err := up.Store().PutLocal(t.Context(), syncParamsLocalID, params); err != nil {
+		if err := up.Store().PutLocal(t.Context(), negotiate.SyncParametersLocalID, params); err != nil {
 			t.Fatal(err)
 		}
 		b, err := New(memLocal{local}, Config{DB: "vault", UUID: "uuid", Upstreams: []Upstream{{

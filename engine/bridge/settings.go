@@ -45,7 +45,7 @@ func (e *settingsDifferError) Unwrap() error { return errSettingsDiffer }
 // relayMilestone reads the relay database's milestone (nil when it has
 // none).
 func (b *Bridge) relayMilestone(ctx context.Context) (*negotiate.Milestone, error) {
-	raw, err := b.v.GetLocal(ctx, milestoneLocalID)
+	raw, err := b.v.GetLocal(ctx, negotiate.MilestoneLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
 	}
@@ -66,7 +66,7 @@ func (b *Bridge) relayMilestone(ctx context.Context) (*negotiate.Milestone, erro
 // nextLocalRev).
 func (b *Bridge) writeRelayMilestone(ctx context.Context, m *negotiate.Milestone) error {
 	c := m.Clone()
-	c.ID, c.Rev = negotiate.MilestoneDocID, b.nextLocalRev(ctx, milestoneLocalID)
+	c.ID, c.Rev = negotiate.MilestoneDocID, b.nextLocalRev(ctx, negotiate.MilestoneLocalID)
 	if c.Type == "" {
 		c.Type = negotiate.TypeMilestoneInfo
 	}
@@ -74,12 +74,12 @@ func (b *Bridge) writeRelayMilestone(ctx context.Context, m *negotiate.Milestone
 	if err != nil {
 		return err
 	}
-	return b.v.PutLocal(ctx, milestoneLocalID, doc)
+	return b.v.PutLocal(ctx, negotiate.MilestoneLocalID, doc)
 }
 
 // couchMilestone reads a CouchDB upstream's milestone (nil when absent).
 func couchMilestone(ctx context.Context, db engine.Endpoint) (*negotiate.Milestone, error) {
-	raw, err := db.GetLocal(ctx, milestoneLocalID)
+	raw, err := db.GetLocal(ctx, negotiate.MilestoneLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
 	}
@@ -195,7 +195,7 @@ func (u *upstream) writeUpstreamSettings(ctx context.Context, um *negotiate.Mile
 		if err != nil {
 			return err
 		}
-		return u.couch.PutLocal(ctx, milestoneLocalID, withoutMeta(raw))
+		return u.couch.PutLocal(ctx, negotiate.MilestoneLocalID, withoutMeta(raw))
 	}
 	_, err := negotiate.UpdateMilestone(ctx, u.port, "", time.Now(), func(m *negotiate.Milestone, found bool) (bool, error) {
 		cur := negotiate.VaultOf(m)

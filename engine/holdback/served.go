@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -16,13 +15,6 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/store"
-)
-
-// Ids of the vault documents in the store's _local namespace (the store
-// keeps _local ids without the "_local/" prefix).
-var (
-	syncParamsLocalID = strings.TrimPrefix(negotiate.SyncParametersDocID, "_local/")
-	milestoneLocalID  = strings.TrimPrefix(negotiate.MilestoneDocID, "_local/")
 )
 
 // ServedConfig configures a Served database.
@@ -145,7 +137,7 @@ func (v *Served) HasPassphrase() bool { return v.cfg.Passphrase != "" }
 // decoding accepts every scheme). It returns a nil codec while the vault
 // has no salt.
 func vaultCodec(ctx context.Context, st store.Store, passphrase string) (*livesync.Codec, []byte, error) {
-	raw, err := st.GetLocal(ctx, syncParamsLocalID)
+	raw, err := st.GetLocal(ctx, negotiate.SyncParametersLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -155,19 +147,15 @@ func vaultCodec(ctx context.Context, st store.Store, passphrase string) (*livesy
 	if isDeletedLocal(raw) {
 		return nil, nil, nil
 	}
-	p, err := negotiate.ParseSyncParameters(raw)
+	salt, err := negotiate.SaltOf(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the sync parameters: %w", err)
 	}
-	salt, err := p.Salt()
-	if errors.Is(err, negotiate.ErrNoSalt) {
+	if salt == nil {
 		return nil, nil, nil
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("the sync parameters: %w", err)
-	}
 	s := livesync.Settings{Passphrase: passphrase, Encrypt: true, PathObfuscation: true}
-	if raw, err := st.GetLocal(ctx, milestoneLocalID); err == nil && !isDeletedLocal(raw) {
+	if raw, err := st.GetLocal(ctx, negotiate.MilestoneLocalID); err == nil && !isDeletedLocal(raw) {
 		if m, err := negotiate.ParseMilestone(raw); err == nil {
 			if pref, ok := m.TweakValues[negotiate.PreferredNode]; ok {
 				if fs, err := livesync.FromTweakValues(s, pref); err == nil {

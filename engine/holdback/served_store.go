@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -79,14 +80,14 @@ func (v *Served) PutLocal(ctx context.Context, id string, doc json.RawMessage) e
 		return err
 	}
 	switch id {
-	case syncParamsLocalID:
+	case negotiate.SyncParametersLocalID:
 		if v.HasPassphrase() {
 			v.rekey(ctx)
 		}
 		if v.hooks.ParamsChanged != nil {
 			v.hooks.ParamsChanged(ctx)
 		}
-	case milestoneLocalID:
+	case negotiate.MilestoneLocalID:
 		if v.HasPassphrase() {
 			v.rekey(ctx)
 		}

@@ -42,7 +42,7 @@ func TestServedRekeysWhenTheSaltArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.PutLocal(ctx, syncParamsLocalID, raw); err != nil {
+	if err := v.PutLocal(ctx, negotiate.SyncParametersLocalID, raw); err != nil {
 		t.Fatal(err)
 	}
 	c, got := v.Codec()
@@ -58,7 +58,7 @@ func TestServedRekeysWhenTheSaltArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := v.PutLocal(ctx, milestoneLocalID, raw); err != nil {
+	if err := v.PutLocal(ctx, negotiate.MilestoneLocalID, raw); err != nil {
 		t.Fatal(err)
 	}
 	if settings != 1 || params != 1 {
@@ -86,7 +86,7 @@ func TestServedWithoutPassphrase(t *testing.T) {
 	}
 	defer inner.Close()
 	raw, _ := json.Marshal(negotiate.NewSyncParameters(make([]byte, 32)))
-	if err := inner.PutLocal(ctx, syncParamsLocalID, raw); err != nil {
+	if err := inner.PutLocal(ctx, negotiate.SyncParametersLocalID, raw); err != nil {
 		t.Fatal(err)
 	}
 	v := NewServed(ctx, inner, ServedConfig{Name: "vault", Holdback: Config{}})

@@ -12,16 +12,22 @@ const (
 	// MilestoneDocID is the id of the CouchDB milestone document. It is also
 	// the _id inside a journal milestone object written by the compatibility
 	// check, because upstream builds that object from the same template.
-	MilestoneDocID = "_local/obsydian_livesync_milestone"
+	MilestoneDocID = "_local/" + MilestoneLocalID
 	// NodeInfoDocID is the id of the local-only document that holds this
 	// device's node id; it never leaves the local database.
-	NodeInfoDocID = "_local/obsydian_livesync_nodeinfo"
+	NodeInfoDocID = "_local/" + NodeInfoLocalID
 	// SyncInfoID is the id of the obsolete "can I decrypt" document.
 	SyncInfoID = "syncinfo"
 	// SyncParametersDocID is the id of the sync-parameters document. The
 	// journal object keeps this _id in its body (inherited from upstream's
 	// DEFAULT_SYNC_PARAMETERS).
-	SyncParametersDocID = "_local/obsidian_livesync_sync_parameters"
+	SyncParametersDocID = "_local/" + SyncParametersLocalID
+	// MilestoneLocalID, NodeInfoLocalID and SyncParametersLocalID are
+	// those documents' ids in a store's _local namespace, which keeps
+	// _local ids without the "_local/" prefix.
+	MilestoneLocalID      = "obsydian_livesync_milestone"
+	NodeInfoLocalID       = "obsydian_livesync_nodeinfo"
+	SyncParametersLocalID = "obsidian_livesync_sync_parameters"
 	// JournalSyncParametersKey is the object key (below the bucket prefix)
 	// of the sync parameters on object storage. It is never encrypted.
 	JournalSyncParametersKey = "_obsidian_livesync_journal_sync_parameters.json"

@@ -132,6 +132,21 @@ func (p SyncParameters) Salt() ([]byte, error) {
 	return salt, nil
 }
 
+// SaltOf returns the salt of the sync-parameters document raw, nil when
+// it has none (an empty pbkdf2salt). A document that does not parse or a
+// salt that is not valid gives an error.
+func SaltOf(raw []byte) ([]byte, error) {
+	p, err := ParseSyncParameters(raw)
+	if err != nil {
+		return nil, err
+	}
+	salt, err := p.Salt()
+	if errors.Is(err, ErrNoSalt) {
+		return nil, nil
+	}
+	return salt, err
+}
+
 // forgivingBase64 is the WHATWG forgiving-base64 decode behind atob.
 func forgivingBase64(s string) ([]byte, bool) {
 	s = strings.Map(func(r rune) rune {

@@ -156,3 +156,21 @@ func TestJournalEpoch(t *testing.T) {
 		}
 	}
 }
+
+// SaltOf reads a document's salt, gives nil for a salt-less one and
+// errors for a damaged document or salt.
+func TestSaltOf(t *testing.T) {
+	got, err := SaltOf([]byte(`{"_id":"` + SyncParametersDocID + `","pbkdf2salt":"` + vectorSalt + `"}`))
+	if err != nil || !bytes.Equal(got, mustB64(vectorSalt)) {
+		t.Errorf("salt %x, %v; want %x", got, err, mustB64(vectorSalt))
+	}
+	if got, err := SaltOf([]byte(`{"_id":"` + SyncParametersDocID + `","pbkdf2salt":""}`)); got != nil || err != nil {
+		t.Errorf("salt-less: %x, %v; want nil, nil", got, err)
+	}
+	if _, err := SaltOf([]byte(`{"_id":"` + SyncParametersDocID + `","pbkdf2salt":"AAAAA"}`)); !errors.Is(err, engine.ErrMalformed) {
+		t.Errorf("bad salt: %v; want ErrMalformed", err)
+	}
+	if _, err := SaltOf([]byte(`not json`)); err == nil {
+		t.Error("a damaged document gives no error")
+	}
+}

@@ -19,10 +19,6 @@ import (
 // wrote open unchanged.
 const RecordID = "livesync-go-cli"
 
-// nodeInfoID is the _local id of this device's node id, as the plugin
-// keeps it in its local database (_local/obsydian_livesync_nodeinfo).
-var nodeInfoID = negotiate.NodeInfoDocID[len("_local/"):]
-
 // record is what the replica knows of its vault (the JSON of RecordID).
 type record struct {
 	// Tweaks are the vault's must-match settings (the remote's PREFERRED
@@ -90,7 +86,7 @@ func NodeID(ctx context.Context, st store.Store) (string, error) {
 // NodeIDIfAny returns this device's node id kept in st, "" if there is
 // none yet (it creates nothing).
 func NodeIDIfAny(ctx context.Context, st store.Store) (string, error) {
-	raw, err := st.GetLocal(ctx, nodeInfoID)
+	raw, err := st.GetLocal(ctx, negotiate.NodeInfoLocalID)
 	if errors.Is(err, engine.ErrNotFound) {
 		return "", nil
 	}
@@ -108,7 +104,7 @@ func NodeIDIfAny(ctx context.Context, st store.Store) (string, error) {
 // emptied for a fresh fetch keeps the device's id this way).
 func PutNodeID(ctx context.Context, st store.Store, node string) error {
 	b, _ := json.Marshal(negotiate.NodeInfoDoc{ID: negotiate.NodeInfoDocID, Type: negotiate.TypeNodeInfo, NodeID: node, V20220607: true})
-	return st.PutLocal(ctx, nodeInfoID, b)
+	return st.PutLocal(ctx, negotiate.NodeInfoLocalID, b)
 }
 
 // SettingsOf returns the format settings of tweak values, without a
