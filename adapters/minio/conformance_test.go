@@ -12,9 +12,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/enginetest"
-	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/journalsync/journalsynctest"
-	"github.com/livesync-go/livesync-go/engine/store"
 	minioclient "github.com/minio/minio-go/v7"
 )
 
@@ -121,7 +119,7 @@ func TestChunkSourceSuitePackIndex(t *testing.T) {
 	enginetest.ChunkSourceSuite(t,
 		func(t *testing.T, chunks []engine.Chunk) (engine.ChunkSource, func()) {
 			b, cleanup := freshBucket(t, env, "vault/")
-			return packIndexSource(t, b, chunks), cleanup
+			return journalsynctest.PackIndexSource(t, b, chunks), cleanup
 		},
 		func(t *testing.T) (engine.ChunkSource, func()) { // the secret key is wrong
 			b, cleanup := freshBucket(t, env, "vault/")
@@ -133,41 +131,6 @@ func TestChunkSourceSuitePackIndex(t *testing.T) {
 				cleanup()
 				t.Fatal(err)
 			}
-			return packIndexSource(t, wb, nil), cleanup
+			return journalsynctest.PackIndexSource(t, wb, nil), cleanup
 		})
-}
-
-// packIndexSource sends chunks to bucket as packs of at most 25 records,
-// and returns the pack-index chunk source of a device that has received
-// nothing (DirectFetch).
-func packIndexSource(t *testing.T, bucket journalsync.Objects, chunks []engine.Chunk) engine.ChunkSource {
-	t.Helper()
-	ctx := t.Context()
-	if len(chunks) > 0 {
-		writer, err := store.NewMemory(store.Options{Name: "writer"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer writer.Close()
-		if err := writer.PutChunks(ctx, chunks); err != nil {
-			t.Fatal(err)
-		}
-		j, err := journalsync.New(journalsync.Config{Local: writer, Remote: bucket, MaxPackRecords: 25})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res, err := j.Send(ctx); err != nil || res.RecordsSent != len(chunks) {
-			t.Fatalf("send: %+v, %v", res, err)
-		}
-	}
-	reader, err := store.NewMemory(store.Options{Name: "reader"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reader.Close() })
-	j, err := journalsync.New(journalsync.Config{Local: reader, Remote: bucket, DirectFetch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return j.ChunkSource()
 }

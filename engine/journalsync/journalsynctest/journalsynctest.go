@@ -135,3 +135,34 @@ func memStore(t *testing.T, name string) store.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// PackIndexSource sends chunks to bucket as packs of at most 25 records
+// from one device, and returns the pack-index chunk source of another
+// device that has received nothing (DirectFetch): the source the chunk
+// source conformance suite (enginetest.ChunkSourceSuite) runs against.
+func PackIndexSource(t *testing.T, bucket journalsync.Objects, chunks []engine.Chunk) engine.ChunkSource {
+	t.Helper()
+	ctx := t.Context()
+	if len(chunks) > 0 {
+		writer, err := store.NewMemory(store.Options{Name: "writer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer writer.Close()
+		if err := writer.PutChunks(ctx, chunks); err != nil {
+			t.Fatal(err)
+		}
+		j, err := journalsync.New(journalsync.Config{Local: writer, Remote: bucket, MaxPackRecords: 25})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := j.Send(ctx); err != nil || res.RecordsSent != len(chunks) {
+			t.Fatalf("send: %+v, %v", res, err)
+		}
+	}
+	j, err := journalsync.New(journalsync.Config{Local: memStore(t, "reader"), Remote: bucket, DirectFetch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.ChunkSource()
+}
