@@ -26,7 +26,8 @@
 // process-wide, so creating many Ciphers for the same vault is cheap and
 // decrypting thousands of chunks runs PBKDF2 once. A host that derives the
 // master key itself (WebCrypto in the js/wasm build) passes it to
-// KeyFromMaster and NewWithKey. Options.Algorithm mirrors upstream's
+// KeyFromMaster and NewWithKey, or installs its deriver for every
+// derivation of the process with SetPBKDF2. Options.Algorithm mirrors upstream's
 // E2EEAlgorithm setting; convert it with ParseAlgorithm, because the zero
 // value of Algorithm is V2 whereas upstream's empty string means legacy
 // V1. Options.Rand makes the output deterministic for tests: a V2 message

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/livesync-go/livesync-go/engine"
 )
@@ -139,14 +140,89 @@ func cachedPBKDF2(kind kdfKind, password, salt []byte, iter int) ([32]byte, erro
 	}
 	deriveCache.mu.Unlock()
 	e.once.Do(func() { e.key, e.err = pbkdf2SHA256(password, salt, iter) })
+	if e.err != nil {
+		// A failure is not remembered: an installed deriver (SetPBKDF2)
+		// may fail for a passing reason, and the next call retries.
+		deriveCache.mu.Lock()
+		if deriveCache.entries[idx] == e {
+			delete(deriveCache.entries, idx)
+			for i, o := range deriveCache.order {
+				if o == idx {
+					deriveCache.order = append(deriveCache.order[:i], deriveCache.order[i+1:]...)
+					break
+				}
+			}
+		}
+		deriveCache.mu.Unlock()
+	}
 	return e.key, e.err
 }
 
-// pbkdf2SHA256 is the uncached derivation.
+// PBKDF2Func computes PBKDF2-HMAC-SHA256(password, salt, iter, keyLen)
+// and returns exactly keyLen bytes. It may block (for example while a
+// JavaScript Promise settles) and is called from the goroutine that needs
+// the key, never with a lock of this package held. It must be safe for
+// concurrent use.
+type PBKDF2Func func(password, salt []byte, iter, keyLen int) ([]byte, error)
+
+// pbkdf2Hook holds the PBKDF2Func installed by SetPBKDF2, if any.
+var pbkdf2Hook atomic.Pointer[PBKDF2Func]
+
+// SetPBKDF2 makes every key derivation of this package (V2 master keys,
+// "%$" setup strings, legacy V1 and V3 keys) call f instead of Go's
+// crypto/pbkdf2, process-wide, and returns a function that restores the
+// previous deriver. A nil f restores Go's. It exists for the js/wasm build,
+// where the host's WebCrypto (crypto.subtle.deriveBits with PBKDF2) is
+// several times faster than Go's PBKDF2 compiled to wasm: the wasm main
+// installs it once, before opening a vault.
+//
+// f must compute exactly PBKDF2-HMAC-SHA256; a result of the wrong length
+// fails the derivation with engine.ErrUnsupported, and an error of f is
+// returned wrapped in one as well (its text is not repeated, so f's errors
+// cannot leak inputs). The process-wide cache of derived keys is emptied, so
+// that no key derived by the previous deriver is reused; the cache's
+// semantics are otherwise unchanged (one derivation per distinct input, and
+// concurrent callers wait for it).
+func SetPBKDF2(f PBKDF2Func) (restore func()) {
+	var prev *PBKDF2Func
+	if f == nil {
+		prev = pbkdf2Hook.Swap(nil)
+	} else {
+		prev = pbkdf2Hook.Swap(&f)
+	}
+	resetDeriveCache()
+	return func() {
+		pbkdf2Hook.Store(prev)
+		resetDeriveCache()
+	}
+}
+
+// resetDeriveCache forgets every cached derivation. Derivations in flight
+// complete for their callers; only later lookups miss.
+func resetDeriveCache() {
+	deriveCache.mu.Lock()
+	deriveCache.entries = nil
+	deriveCache.order = nil
+	deriveCache.mu.Unlock()
+}
+
+// pbkdf2SHA256 is the uncached derivation, through the SetPBKDF2 hook if
+// one is installed.
 func pbkdf2SHA256(password, salt []byte, iter int) ([32]byte, error) {
 	var out [32]byte
 	if iter < 1 {
 		return out, fmt.Errorf("e2ee: invalid PBKDF2 iteration count: %w", engine.ErrUnsupported)
+	}
+	if f := pbkdf2Hook.Load(); f != nil {
+		k, err := (*f)(append([]byte(nil), password...), append([]byte(nil), salt...), iter, len(out))
+		if err != nil {
+			return out, fmt.Errorf("e2ee: the installed PBKDF2 deriver failed: %w", engine.ErrUnsupported)
+		}
+		if len(k) != len(out) {
+			return out, fmt.Errorf("e2ee: the installed PBKDF2 deriver returned %d bytes, want %d: %w", len(k), len(out), engine.ErrUnsupported)
+		}
+		copy(out[:], k)
+		return out, nil
 	}
 	k, err := pbkdf2.Key(sha256.New, string(password), salt, iter, len(out))
 	if err != nil {
