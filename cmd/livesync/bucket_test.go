@@ -96,26 +96,6 @@ func sendFiles(t *testing.T, b *enginetest.MemObjects, files ...string) []string
 	return keys
 }
 
-func TestPollBackoff(t *testing.T) {
-	for _, tc := range []struct {
-		interval time.Duration
-		n        int
-		want     time.Duration
-	}{
-		{10 * time.Second, 1, 20 * time.Second},
-		{10 * time.Second, 2, 40 * time.Second},
-		{10 * time.Second, 3, 80 * time.Second},
-		{10 * time.Second, 5, 5 * time.Minute}, // 320 s capped
-		{10 * time.Second, 50, 5 * time.Minute},
-		{time.Second, 1, 2 * time.Second},
-		{10 * time.Minute, 3, 10 * time.Minute}, // never below the interval
-	} {
-		if got := vault.PollBackoff(tc.interval, tc.n); got != tc.want {
-			t.Errorf("PollBackoff(%s, %d) = %s, want %s", tc.interval, tc.n, got, tc.want)
-		}
-	}
-}
-
 // A watch on a bucket polls every interval; transport failures double
 // the pause, a success resets it; exact virtual times.
 func TestBucketWatchBackoff(t *testing.T) {

@@ -16,18 +16,7 @@ import (
 // its chunks, and holds lost.md whose chunks are on no remote.
 func heldDevice(t *testing.T, r *vaulttest.Remote) *device {
 	t.Helper()
-	ctx := context.Background()
-	a := newDevice(t, Options{Settings: &livesync.Settings{}})
-	la := a.attach(t, r, AttachOptions{Create: true})
-	a.write(t, "a.md", "alpha")
-	if _, err := a.v.Push(ctx, la, SyncOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b := newDevice(t, Options{})
-	lb := b.attach(t, r, AttachOptions{})
-	if _, err := b.v.Pull(ctx, lb, SyncOptions{MetadataOnly: true}); err != nil {
-		t.Fatal(err)
-	}
+	b, _ := metadataOnlyDevice(t, r)
 	putMetaOnly(t, b.st, "lost.md", "never pushed")
 	return b
 }

@@ -63,6 +63,26 @@ func (d *device) read(t *testing.T, p string) string {
 	return string(b)
 }
 
+// metadataOnlyDevice is a device that pulled, metadata only, a.md
+// ("alpha") that another device pushed to r: a.md is held, its chunks
+// on r only; lb is its link to r.
+func metadataOnlyDevice(t *testing.T, r *vaulttest.Remote) (b *device, lb *Link) {
+	t.Helper()
+	ctx := context.Background()
+	a := newDevice(t, Options{Settings: &livesync.Settings{}})
+	la := a.attach(t, r, AttachOptions{Create: true})
+	a.write(t, "a.md", "alpha")
+	if _, err := a.v.Push(ctx, la, SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b = newDevice(t, Options{})
+	lb = b.attach(t, r, AttachOptions{})
+	if _, err := b.v.Pull(ctx, lb, SyncOptions{MetadataOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	return b, lb
+}
+
 func remotes() map[string]func() *vaulttest.Remote {
 	return map[string]func() *vaulttest.Remote{
 		"endpoint": func() *vaulttest.Remote { return vaulttest.NewRemote("mem://couch/db") },
@@ -114,17 +134,7 @@ func TestMetadataOnlyHeldThenRead(t *testing.T) {
 	ctx := t.Context()
 	r := vaulttest.NewRemote("mem://couch/db")
 	defer r.Close()
-	a := newDevice(t, Options{Settings: &livesync.Settings{}})
-	la := a.attach(t, r, AttachOptions{Create: true})
-	a.write(t, "a.md", "alpha")
-	if _, err := a.v.Push(ctx, la, SyncOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b := newDevice(t, Options{})
-	lb := b.attach(t, r, AttachOptions{})
-	if _, err := b.v.Pull(ctx, lb, SyncOptions{MetadataOnly: true}); err != nil {
-		t.Fatal(err)
-	}
+	b, lb := metadataOnlyDevice(t, r)
 	held, err := b.v.Held(ctx)
 	if err != nil || len(held) != 1 || held[0].Meta.Path != "a.md" || held[0].Source != r.ID() || held[0].Since.IsZero() {
 		t.Fatalf("Held = %+v, %v", held, err)

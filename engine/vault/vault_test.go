@@ -252,13 +252,7 @@ func TestPathOf(t *testing.T) {
 func TestWatchStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, _ := store.NewMemory(store.Options{})
-		defer st.Close()
-		v, err := Open(ctx, st, Options{Settings: &livesync.Settings{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Close()
+		v := openVault(t, newStore(t), Options{Settings: &livesync.Settings{}})
 		n := 0
 		stop := v.Watch(ctx, func(Event) { n++ })
 		wctx, cancel := context.WithCancel(ctx)
@@ -278,12 +272,7 @@ func TestWatchStops(t *testing.T) {
 func TestCloseLeavesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, _ := store.NewMemory(store.Options{})
-		defer st.Close()
-		v, err := Open(ctx, st, Options{Settings: &livesync.Settings{}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		v := openVault(t, newStore(t), Options{Settings: &livesync.Settings{}})
 		v.Watch(ctx, func(Event) {})
 		if _, err := v.Write(ctx, "a.md", []byte("x"), WriteOptions{}); err != nil {
 			t.Fatal(err)
@@ -303,16 +292,11 @@ func TestCloseLeavesNothing(t *testing.T) {
 func TestReadWaitsForFiniteSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, _ := store.NewMemory(store.Options{})
-		defer st.Close()
-		v, err := Open(ctx, st, Options{Settings: &livesync.Settings{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Close()
+		st := newStore(t)
+		v := openVault(t, st, Options{Settings: &livesync.Settings{}})
 		chunks := putMetaOnly(t, st, "late.md", "arrives during the sync")
 		got := make(chan string, 1)
-		err = v.act.RunFinite(ctx, "pull", func(ctx context.Context) error {
+		err := v.act.RunFinite(ctx, "pull", func(ctx context.Context) error {
 			go func() {
 				b, err := v.Read(context.Background(), "late.md")
 				if err != nil {
