@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -251,4 +254,66 @@ func TestStringRedactsSecrets(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUpstreamVectors parses Setup URIs made by the real octagonal-wheels
+// as the plugin makes them (testdata/genvectors.mjs), trailing space
+// included, and checks every modelled key against the settings object.
+func TestUpstreamVectors(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "upstream.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		SetupPassphrase string `json:"setupPassphrase"`
+		Vectors         []struct {
+			Name     string          `json:"name"`
+			Settings json.RawMessage `json:"settings"`
+			URI      string          `json:"uri"`
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Vectors) < 3 {
+		t.Fatalf("%d vectors", len(f.Vectors))
+	}
+	for _, v := range f.Vectors {
+		got, err := Parse(v.URI, f.SetupPassphrase)
+		if err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+			continue
+		}
+		want, err := FromJSON(v.Settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.RemoteType != want.RemoteType || got.CouchDB != want.CouchDB || got.S3 != want.S3 ||
+			got.Vault != want.Vault || got.Chunks != want.Chunks || !jsonEqual(t, got.Raw, v.Settings) {
+			t.Errorf("%s: got %+v, want %+v", v.Name, got, want)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+		if _, err := Parse(v.URI, f.SetupPassphrase+"x"); !errors.Is(err, engine.ErrDecrypt) {
+			t.Errorf("%s: wrong passphrase gave %v", v.Name, err)
+		}
+	}
+	couch, _ := Parse(f.Vectors[0].URI, f.SetupPassphrase)
+	if couch.CouchDB.Password != "pw: ü+/=&?" || couch.Vault.Passphrase != "vault passphrase ✓" || !couch.Vault.PathObfuscation {
+		t.Errorf("couchdb vector: %+v", couch)
+	}
+	s3, _ := Parse(f.Vectors[1].URI, f.SetupPassphrase)
+	if s3.RemoteType != RemoteS3 || s3.S3.Prefix != "vault1/" || s3.S3.SecretKey != "minio secret" || s3.Vault.CustomChunkSize != 10 {
+		t.Errorf("s3 vector: %+v", s3)
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
