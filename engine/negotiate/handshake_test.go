@@ -5,68 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/negotiate/negotiatetest"
 )
 
-// memPort is an in-memory negotiate.Port with counters and fault hooks.
-type memPort struct {
-	exists  bool
-	docs    map[negotiate.Record]json.RawMessage
-	vers    map[negotiate.Record]int
-	readErr error // returned by every Read when set
-	// beforeWrite runs before each write; it may change the documents (a
-	// racing client) or return an error.
-	beforeWrite func(r negotiate.Record) error
-	writes      int
-	noVersion   bool // a journal bucket: no version document
-}
-
-func newPort() *memPort {
-	return &memPort{exists: true, docs: map[negotiate.Record]json.RawMessage{}, vers: map[negotiate.Record]int{}}
-}
-
-func (p *memPort) Exists(context.Context) (bool, error) { return p.exists, nil }
-func (p *memPort) Create(context.Context) error         { p.exists = true; return nil }
-func (p *memPort) Progress(context.Context) (string, error) {
-	return "42", nil
-}
-
-func (p *memPort) Read(_ context.Context, r negotiate.Record) (json.RawMessage, string, error) {
-	if p.readErr != nil {
-		return nil, "", p.readErr
-	}
-	raw, ok := p.docs[r]
-	if !ok || p.noVersion && r == negotiate.RecordVersion {
-		return nil, "", fmt.Errorf("mem: %s: %w", r, engine.ErrNotFound)
-	}
-	return raw, strconv.Itoa(p.vers[r]), nil
-}
-
-func (p *memPort) Write(_ context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
-	if p.noVersion && r == negotiate.RecordVersion {
-		return "", nil
-	}
-	if p.beforeWrite != nil {
-		if err := p.beforeWrite(r); err != nil {
-			return "", err
-		}
-	}
-	cur := ""
-	if _, ok := p.docs[r]; ok {
-		cur = strconv.Itoa(p.vers[r])
-	}
-	if cur != version {
-		return "", fmt.Errorf("mem: %s at %q, not %q: %w", r, cur, version, negotiate.ErrConflict)
-	}
-	p.writes++
-	p.docs[r] = append(json.RawMessage(nil), raw...)
-	p.vers[r]++
-	return strconv.Itoa(p.vers[r]), nil
+// newPort returns an empty in-memory port whose database exists and
+// whose Progress is "42".
+func newPort() *negotiatetest.MemPort {
+	p := negotiatetest.NewMemPort(false)
+	p.ProgressValue = "42"
+	return p
 }
 
 func opts(node string) negotiate.HandshakeOptions {
@@ -78,12 +30,12 @@ func opts(node string) negotiate.HandshakeOptions {
 func TestHandshakeCreatesAndKeepsSalt(t *testing.T) {
 	ctx := context.Background()
 	p := newPort()
-	p.exists = false
+	p.SetExists(false)
 	r, err := negotiate.Handshake(ctx, p, opts("a"))
 	if err != nil || len(r.Salt) != negotiate.SaltSize || !r.Exists || r.Milestone != nil {
 		t.Fatalf("first handshake: %+v, %v", r, err)
 	}
-	if _, ok := p.docs[negotiate.RecordVersion]; !ok {
+	if p.Doc(negotiate.RecordVersion) == nil {
 		t.Fatal("no version document written")
 	}
 	r2, err := negotiate.Handshake(ctx, p, opts("b"))
@@ -98,7 +50,7 @@ func TestHandshakeCreatesAndKeepsSalt(t *testing.T) {
 
 func TestHandshakeMissingDatabase(t *testing.T) {
 	p := newPort()
-	p.exists = false
+	p.SetExists(false)
 	o := opts("a")
 	o.CreateIfMissing = false
 	if _, err := negotiate.Handshake(context.Background(), p, o); !errors.Is(err, negotiate.ErrNoDatabase) || !errors.Is(err, engine.ErrNoDatabase) || !errors.Is(err, engine.ErrNotFound) {
@@ -106,8 +58,8 @@ func TestHandshakeMissingDatabase(t *testing.T) {
 	}
 	o.CreateIfMissing, o.ReadOnly = true, true
 	r, err := negotiate.Handshake(context.Background(), p, o)
-	if err != nil || r.Exists || p.exists || p.writes != 0 {
-		t.Fatalf("read-only on a missing database: %+v, %v (created %v, %d writes)", r, err, p.exists, p.writes)
+	if exists, _ := p.Exists(context.Background()); err != nil || r.Exists || exists || p.Writes() != 0 {
+		t.Fatalf("read-only on a missing database: %+v, %v (created %v, %d writes)", r, err, exists, p.Writes())
 	}
 }
 
@@ -119,10 +71,10 @@ func TestHandshakeFailedReadWritesNothing(t *testing.T) {
 		fmt.Errorf("bucket gone: %w: %w", negotiate.ErrNoDatabase, engine.ErrNotFound),
 	} {
 		p := newPort()
-		p.readErr = readErr
+		p.ReadErr = readErr
 		r, err := negotiate.Handshake(context.Background(), p, opts("a"))
-		if err == nil || r.Salt != nil || p.writes != 0 || len(p.docs) != 0 {
-			t.Fatalf("%v: %+v, %v, %d writes", readErr, r, err, p.writes)
+		if err == nil || r.Salt != nil || p.Writes() != 0 || p.Records() != 0 {
+			t.Fatalf("%v: %+v, %v, %d writes", readErr, r, err, p.Writes())
 		}
 	}
 }
@@ -132,10 +84,10 @@ func TestHandshakeSaltRaceReadsBack(t *testing.T) {
 	p := newPort()
 	theirs := make([]byte, negotiate.SaltSize)
 	theirs[0] = 9
-	p.beforeWrite = func(r negotiate.Record) error {
-		if r == negotiate.RecordSyncParameters && p.docs[r] == nil {
-			p.docs[r], _ = json.Marshal(negotiate.NewSyncParameters(theirs))
-			p.vers[r] = 1
+	p.BeforeWrite = func(r negotiate.Record) error {
+		if r == negotiate.RecordSyncParameters && p.Doc(r) == nil {
+			raw, _ := json.Marshal(negotiate.NewSyncParameters(theirs))
+			p.Put(r, raw)
 		}
 		return nil
 	}
@@ -150,28 +102,28 @@ func TestHandshakeReadOnlyWritesNothing(t *testing.T) {
 	o := opts("a")
 	o.ReadOnly = true
 	r, err := negotiate.Handshake(context.Background(), p, o)
-	if err != nil || r.Salt != nil || p.writes != 0 {
-		t.Fatalf("read-only: %+v, %v, %d writes", r, err, p.writes)
+	if err != nil || r.Salt != nil || p.Writes() != 0 {
+		t.Fatalf("read-only: %+v, %v, %d writes", r, err, p.Writes())
 	}
 }
 
 func TestHandshakeVersion(t *testing.T) {
 	ctx := context.Background()
 	p := newPort()
-	p.docs[negotiate.RecordVersion] = json.RawMessage(`{"_id":"obsydian_livesync_version","type":"versioninfo","version":10}`)
+	p.Put(negotiate.RecordVersion, json.RawMessage(`{"_id":"obsydian_livesync_version","type":"versioninfo","version":10}`))
 	if _, err := negotiate.Handshake(ctx, p, opts("a")); err != nil {
 		t.Fatal(err)
 	}
 	var v negotiate.VersionDoc
-	if err := json.Unmarshal(p.docs[negotiate.RecordVersion], &v); err != nil || v.Version != negotiate.DatabaseVersion || p.vers[negotiate.RecordVersion] != 1 {
-		t.Fatalf("version not bumped: %s", p.docs[negotiate.RecordVersion])
+	raw, ver, _ := p.Read(ctx, negotiate.RecordVersion)
+	if err := json.Unmarshal(raw, &v); err != nil || v.Version != negotiate.DatabaseVersion || ver != "2" {
+		t.Fatalf("version not bumped once: %s at %s", raw, ver)
 	}
-	p.docs[negotiate.RecordVersion] = json.RawMessage(`{"_id":"obsydian_livesync_version","type":"versioninfo","version":99}`)
+	p.Put(negotiate.RecordVersion, json.RawMessage(`{"_id":"obsydian_livesync_version","type":"versioninfo","version":99}`))
 	if _, err := negotiate.Handshake(ctx, p, opts("a")); !errors.Is(err, negotiate.ErrIncompatible) {
 		t.Fatalf("newer version: %v, want ErrIncompatible", err)
 	}
-	q := newPort()
-	q.noVersion = true
+	q := negotiatetest.NewMemPort(true) // a journal bucket: no version document
 	if _, err := negotiate.Handshake(ctx, q, opts("a")); err != nil {
 		t.Fatalf("a remote without a version document: %v", err)
 	}
@@ -185,12 +137,12 @@ func TestUpdateMilestoneRetriesRaces(t *testing.T) {
 	for _, losses := range []int{3, negotiate.MilestoneTries} {
 		p := newPort()
 		lost := 0
-		p.beforeWrite = func(r negotiate.Record) error {
+		p.BeforeWrite = func(r negotiate.Record) error {
 			if r == negotiate.RecordMilestone && lost < losses {
 				lost++
 				m := negotiate.NewMilestone(fmt.Sprint("other-", lost), now)
-				p.docs[r], _ = json.Marshal(m)
-				p.vers[r]++
+				raw, _ := json.Marshal(m)
+				p.Put(r, raw)
 			}
 			return nil
 		}
@@ -235,8 +187,8 @@ func TestLockJoinUnlock(t *testing.T) {
 	if was, err := negotiate.Unlock(ctx, p, "owner", negotiate.CouchDBChunkRange, now); err != nil || !was {
 		t.Fatalf("unlock: %v, %v", was, err)
 	}
-	writes := p.writes
-	if was, err := negotiate.Unlock(ctx, p, "owner", negotiate.CouchDBChunkRange, now); err != nil || was || p.writes != writes {
-		t.Fatalf("unlocking an unlocked remote: %v, %v, %d writes", was, err, p.writes-writes)
+	writes := p.Writes()
+	if was, err := negotiate.Unlock(ctx, p, "owner", negotiate.CouchDBChunkRange, now); err != nil || was || p.Writes() != writes {
+		t.Fatalf("unlocking an unlocked remote: %v, %v, %d writes", was, err, p.Writes()-writes)
 	}
 }

@@ -27,6 +27,14 @@ type MemPort struct {
 	journal bool
 	// Progress is what Progress reports.
 	ProgressValue string
+	// ReadErr, when set, is returned by every Read (a failing server).
+	// Set it before the port is used.
+	ReadErr error
+	// BeforeWrite, when set, runs before each Write without the port's
+	// lock: it may change the records with Put (a racing client) or
+	// return an error, which Write returns. Set it before the port is
+	// used.
+	BeforeWrite func(r negotiate.Record) error
 }
 
 var _ negotiate.Port = (*MemPort)(nil)
@@ -43,6 +51,36 @@ func (p *MemPort) Writes() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.writes
+}
+
+// SetExists makes the database exist or not.
+func (p *MemPort) SetExists(exists bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exists = exists
+}
+
+// Doc returns record r as stored, nil if absent.
+func (p *MemPort) Doc(r negotiate.Record) json.RawMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append(json.RawMessage(nil), p.docs[r]...)
+}
+
+// Put stores raw as record r and advances its version, as another
+// client's write would (it is not counted by Writes).
+func (p *MemPort) Put(r negotiate.Record, raw json.RawMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.docs[r] = append(json.RawMessage(nil), raw...)
+	p.vers[r]++
+}
+
+// Records counts the records stored.
+func (p *MemPort) Records() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.docs)
 }
 
 // Exists reports whether the database exists.
@@ -69,6 +107,9 @@ func (p *MemPort) Progress(context.Context) (string, error) {
 
 // Read returns a record and its version.
 func (p *MemPort) Read(_ context.Context, r negotiate.Record) (json.RawMessage, string, error) {
+	if p.ReadErr != nil {
+		return nil, "", p.ReadErr
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	raw, ok := p.docs[r]
@@ -80,6 +121,11 @@ func (p *MemPort) Read(_ context.Context, r negotiate.Record) (json.RawMessage, 
 
 // Write stores a record if it is still at version.
 func (p *MemPort) Write(_ context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
+	if p.BeforeWrite != nil {
+		if err := p.BeforeWrite(r); err != nil {
+			return "", err
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.journal && r == negotiate.RecordVersion {
