@@ -104,7 +104,7 @@ func (d *DB) Read(ctx context.Context, r negotiate.Record) (json.RawMessage, str
 	if id, ok := strings.CutPrefix(string(r), localPrefix); ok {
 		raw, err = d.GetLocal(ctx, id)
 	} else {
-		err = d.do(ctx, "read "+recordName(r), string(r), http.MethodGet, d.dbURL("/"+url.PathEscape(string(r)), nil), nil, &raw)
+		err = d.do(ctx, "read "+r.Name(), string(r), http.MethodGet, d.dbURL("/"+url.PathEscape(string(r)), nil), nil, &raw)
 	}
 	if err != nil {
 		return nil, "", err
@@ -122,7 +122,7 @@ func (d *DB) Read(ctx context.Context, r negotiate.Record) (json.RawMessage, str
 func (d *DB) Write(ctx context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return "", &engine.Error{Op: "write " + recordName(r), DocID: string(r), Stage: engine.StageEncode,
+		return "", &engine.Error{Op: "write " + r.Name(), DocID: string(r), Stage: engine.StageEncode,
 			Err: fmt.Errorf("couchdb: a document must be a JSON object: %w", engine.ErrMalformed)}
 	}
 	delete(fields, "_rev")
@@ -138,7 +138,7 @@ func (d *DB) Write(ctx context.Context, r negotiate.Record, raw json.RawMessage,
 		var res struct {
 			Rev string `json:"rev"`
 		}
-		err = d.do(ctx, "write "+recordName(r), string(r), http.MethodPut, d.dbURL("/"+url.PathEscape(string(r)), nil), fields, &res)
+		err = d.do(ctx, "write "+r.Name(), string(r), http.MethodPut, d.dbURL("/"+url.PathEscape(string(r)), nil), fields, &res)
 		rev = res.Rev
 	}
 	if isConflict(err) {
@@ -151,17 +151,4 @@ func (d *DB) Write(ctx context.Context, r negotiate.Record, raw json.RawMessage,
 func (d *DB) Progress(ctx context.Context) (string, error) {
 	info, err := d.Info(ctx)
 	return info.UpdateSeq, err
-}
-
-// recordName names a record in operation names.
-func recordName(r negotiate.Record) string {
-	switch r {
-	case negotiate.RecordSyncParameters:
-		return "sync parameters"
-	case negotiate.RecordMilestone:
-		return "milestone"
-	case negotiate.RecordVersion:
-		return "version"
-	}
-	return "document"
 }

@@ -139,7 +139,7 @@ func (p bucketPort) Read(ctx context.Context, r negotiate.Record) (json.RawMessa
 		return nil, "", &engine.Error{Op: "read " + string(r), DocID: string(r), Stage: engine.StageStorage,
 			Err: fmt.Errorf("minio: a bucket keeps no %s: %w", r, engine.ErrNotFound)}
 	}
-	raw, etag, err := p.b.getObject(ctx, "read "+recordName(r), key)
+	raw, etag, err := p.b.getObject(ctx, "read "+r.Name(), key)
 	if errors.Is(err, ErrNoBucket) {
 		err = &noDatabase{err}
 	}
@@ -155,7 +155,7 @@ func (p bucketPort) Write(ctx context.Context, r negotiate.Record, raw json.RawM
 	if version != "" {
 		cond = put{ifMatch: version}
 	}
-	etag, err := p.b.putObject(ctx, "write "+recordName(r), key, raw, "application/json", cond)
+	etag, err := p.b.putObject(ctx, "write "+r.Name(), key, raw, "application/json", cond)
 	if errors.Is(err, errPrecondition) {
 		return "", fmt.Errorf("%w: %w", negotiate.ErrConflict, err)
 	}
@@ -167,14 +167,3 @@ func (p bucketPort) Write(ctx context.Context, r negotiate.Record, raw json.RawM
 type noDatabase struct{ error }
 
 func (e *noDatabase) Unwrap() []error { return []error{e.error, negotiate.ErrNoDatabase} }
-
-// recordName names a record in operation names.
-func recordName(r negotiate.Record) string {
-	switch r {
-	case negotiate.RecordSyncParameters:
-		return "sync parameters"
-	case negotiate.RecordMilestone:
-		return "milestone"
-	}
-	return "version"
-}

@@ -18,6 +18,20 @@ const (
 	RecordVersion        Record = VersionDocID
 )
 
+// Name names r in messages and operation names: "sync parameters",
+// "milestone" or "version" ("document" for any other id).
+func (r Record) Name() string {
+	switch r {
+	case RecordSyncParameters:
+		return "sync parameters"
+	case RecordMilestone:
+		return "milestone"
+	case RecordVersion:
+		return "version"
+	}
+	return "document"
+}
+
 // ErrConflict means a conditional write lost a race: the record changed
 // (or was created) since the version the writer read. The handshake reads
 // again and redoes its change.

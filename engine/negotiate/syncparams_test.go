@@ -174,3 +174,13 @@ func TestSaltOf(t *testing.T) {
 		t.Error("a damaged document gives no error")
 	}
 }
+
+// Each handshake record has a name for messages.
+func TestRecordName(t *testing.T) {
+	for r, want := range map[Record]string{RecordSyncParameters: "sync parameters", RecordMilestone: "milestone",
+		RecordVersion: "version", Record("other"): "document"} {
+		if got := r.Name(); got != want {
+			t.Errorf("%s: %q, want %q", r, got, want)
+		}
+	}
+}
