@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -27,18 +26,7 @@ type storeCouch struct{ store.Store }
 func (storeCouch) Exists(context.Context) (bool, error) { return true, nil }
 
 func (c storeCouch) DocsByID(ctx context.Context, ids []string) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	for _, id := range ids {
-		raw, err := c.Get(ctx, id, store.GetOptions{})
-		switch {
-		case errors.Is(err, engine.ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			out[id] = raw
-		}
-	}
-	return out, nil
+	return rawDocs{c.Store}.DocsByID(ctx, ids)
 }
 
 // couchUpstream is a connected CouchDB upstream holding chunks as plain

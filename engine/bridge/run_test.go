@@ -46,6 +46,20 @@ func (r rawDocs) DocsByID(ctx context.Context, ids []string) (map[string]json.Ra
 	return out, nil
 }
 
+// memPair returns an in-memory relay database and an in-memory
+// CouchDB-like upstream, both closed when the test ends.
+func memPair(t *testing.T) (store.Store, *vaulttest.Remote) {
+	t.Helper()
+	local, err := store.NewMemory(store.Options{Name: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	up := vaulttest.NewRemote("mem://up")
+	t.Cleanup(func() { up.Close() })
+	return local, up
+}
+
 func putDoc(t *testing.T, st store.Store, id string) {
 	t.Helper()
 	raw := fmt.Sprintf(`{"_id":%q,"_rev":"1-%032x","type":"plain","data":"x","_revisions":{"start":1,"ids":["%032x"]}}`, id, len(id), len(id))
@@ -66,13 +80,7 @@ func has(st store.Store, id string) bool {
 // relay's marker and memory are written. Stop leaves the runners ended.
 func TestBridgeForwardsBothWays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		local, err := store.NewMemory(store.Options{Name: "local"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer local.Close()
-		up := vaulttest.NewRemote("mem://up")
-		defer up.Close()
+		local, up := memPair(t)
 		putDoc(t, up.Store(), "from-upstream")
 		putDoc(t, local, "from-local")
 		b, err := New(memLocal{local}, Config{DB: "vault", UUID: "uuid", Hunt: hunt.Config{}, Upstreams: []Upstream{{
@@ -121,13 +129,7 @@ func TestBridgeForwardsBothWays(t *testing.T) {
 // fingerprint, never the salt.
 func TestBridgeAdoptsTheUpstreamSalt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		local, err := store.NewMemory(store.Options{Name: "local"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer local.Close()
-		up := vaulttest.NewRemote("mem://up")
-		defer up.Close()
+		local, up := memPair(t)
 		salt, _ := negotiate.NewSalt(nil)
 		params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
 		if err := up.Store().PutLocal(t.Context(), negotiate.SyncParametersLocalID, params); err != nil {
