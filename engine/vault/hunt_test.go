@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -49,7 +50,7 @@ func TestHuntOnceReleasesAndExplains(t *testing.T) {
 		t.Fatalf("read %q", got)
 	}
 	want := []string{"held a.md", "released a.md"}
-	if got := b.ev.files(); !equal(got, want) {
+	if got := b.ev.files(); !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 }
@@ -96,7 +97,7 @@ func TestCloseEndsBackgroundHunt(t *testing.T) {
 		}()
 		synctest.Wait()
 		// a.md was released at once, lost.md waits for its next pass.
-		if got := b.ev.files(); !equal(got, []string{"held a.md", "released a.md"}) {
+		if got := b.ev.files(); !slices.Equal(got, []string{"held a.md", "released a.md"}) {
 			t.Fatalf("events %v", got)
 		}
 		b.v.Close()

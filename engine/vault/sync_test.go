@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -120,7 +121,7 @@ func TestPushPull(t *testing.T) {
 				t.Fatalf("b took the remote's preferred settings: %+v %v", s, err)
 			}
 			want := []string{"created notes/a.md", "created notes/b.md"}
-			if got := b.ev.files(); !equal(got, want) {
+			if got := b.ev.files(); !slices.Equal(got, want) {
 				t.Fatalf("events %v, want %v", got, want)
 			}
 			if s := b.v.Remote(r.ID()); s == nil || s.LastPull.IsZero() {
@@ -146,7 +147,7 @@ func TestMetadataOnlyHeldThenRead(t *testing.T) {
 		t.Fatalf("still held after the read fetched its chunks: %+v", held)
 	}
 	want := []string{"held a.md", "released a.md"}
-	if got := b.ev.files(); !equal(got, want) {
+	if got := b.ev.files(); !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	// The chunks were kept: the file reads without the remote.
@@ -275,7 +276,7 @@ func TestLiveSyncStopsOnContext(t *testing.T) {
 				}
 				time.Sleep(2 * time.Second) // the bubble's clock: one poll of a journal
 				synctest.Wait()
-				if got := b.ev.files(); !equal(got, []string{"created live.md"}) {
+				if got := b.ev.files(); !slices.Equal(got, []string{"created live.md"}) {
 					t.Fatalf("events %v", got)
 				}
 				cancel()
@@ -291,7 +292,7 @@ func TestLiveSyncStopsOnContext(t *testing.T) {
 						}
 					}
 				}
-				if !equal(states, []string{"sync-started", "sync-stopped"}) {
+				if !slices.Equal(states, []string{"sync-started", "sync-stopped"}) {
 					t.Fatalf("states %v", states)
 				}
 			})

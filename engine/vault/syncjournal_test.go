@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,7 +70,7 @@ func TestJournalPollBackoff(t *testing.T) {
 			t.Fatalf("the live sync ended with %v", err)
 		}
 		want := []string{"ok@0s", "fail@10s wait 20s", "fail@30s wait 40s", "fail@1m10s wait 1m20s", "ok@2m30s", "ok@2m40s"}
-		if !equal(got, want) {
+		if !slices.Equal(got, want) {
 			t.Errorf("events\n got %q\nwant %q", got, want)
 		}
 		if d := time.Since(start); d != 2*time.Minute+50*time.Second {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -63,18 +64,6 @@ func (e *events) files() []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestWriteReadListDelete(t *testing.T) {
 	ctx := t.Context()
 	st := newStore(t)
@@ -122,7 +111,7 @@ func TestWriteReadListDelete(t *testing.T) {
 		t.Fatalf("Read of a deleted file: %v", err)
 	}
 	want := []string{"created notes/a.md", "changed notes/a.md", "created notes/b.md", "deleted notes/b.md"}
-	if got := ev.files(); !equal(got, want) {
+	if got := ev.files(); !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 }
