@@ -9,7 +9,6 @@ import (
 	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/journalsync/journalsynctest"
-	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // TestPackGoneAfterListing: a pack deleted between the listing and its
@@ -26,7 +25,7 @@ func TestPackGoneAfterListing(t *testing.T) {
 func TestBucketGoneFails(t *testing.T) {
 	ctx := t.Context()
 	bucket := enginetest.NewMemObjects("vault/", "")
-	writer := memStore(t, "writer")
+	writer := journalsynctest.MemStore(t, "writer")
 	if err := writer.PutChunks(ctx, []engine.Chunk{{ID: "h:a", Data: "a"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +40,7 @@ func TestBucketGoneFails(t *testing.T) {
 	noBucket := &engine.Error{Op: "get object", DocID: keys[0], Stage: engine.StageStorage,
 		Err: fmt.Errorf("fake: %w: %w", engine.ErrNoDatabase, engine.ErrNotFound)}
 	bucket.FailGet(keys[0], noBucket)
-	j, err := journalsync.New(journalsync.Config{Local: memStore(t, "reader"), Remote: bucket, DirectFetch: true})
+	j, err := journalsync.New(journalsync.Config{Local: journalsynctest.MemStore(t, "reader"), Remote: bucket, DirectFetch: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +50,4 @@ func TestBucketGoneFails(t *testing.T) {
 	if res, err := j.ChunkSource().FetchChunks(ctx, []string{"h:a"}); !errors.Is(err, engine.ErrNoDatabase) {
 		t.Fatalf("fetch: %+v, %v; want the missing bucket's error", res, err)
 	}
-}
-
-func memStore(t *testing.T, name string) store.Store {
-	t.Helper()
-	st, err := store.NewMemory(store.Options{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }

@@ -31,7 +31,7 @@ import (
 func PackGoneAfterListing(t *testing.T, bucket journalsync.Objects, remove func(key string)) {
 	t.Helper()
 	ctx := t.Context()
-	writer := memStore(t, "writer")
+	writer := MemStore(t, "writer")
 	var chunks []engine.Chunk
 	var all []string
 	for i := range 30 {
@@ -80,7 +80,7 @@ func PackGoneAfterListing(t *testing.T, bucket journalsync.Objects, remove func(
 	}
 	t.Run("Receive", func(t *testing.T) {
 		v := vanish(t)
-		reader := memStore(t, "reader")
+		reader := MemStore(t, "reader")
 		j, err := journalsync.New(journalsync.Config{Local: reader, Remote: v})
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func PackGoneAfterListing(t *testing.T, bucket journalsync.Objects, remove func(
 	})
 	t.Run("FetchChunks", func(t *testing.T) {
 		v := vanish(t)
-		j, err := journalsync.New(journalsync.Config{Local: memStore(t, "reader"), Remote: v, DirectFetch: true})
+		j, err := journalsync.New(journalsync.Config{Local: MemStore(t, "reader"), Remote: v, DirectFetch: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,9 @@ func (v *vanishing) Get(ctx context.Context, key string) ([]byte, error) {
 	return v.Objects.Get(ctx, key)
 }
 
-func memStore(t *testing.T, name string) store.Store {
+// MemStore returns an empty in-memory store named name (a device's
+// replica), closed when the test ends.
+func MemStore(t *testing.T, name string) store.Store {
 	t.Helper()
 	st, err := store.NewMemory(store.Options{Name: name})
 	if err != nil {
@@ -144,11 +146,7 @@ func PackIndexSource(t *testing.T, bucket journalsync.Objects, chunks []engine.C
 	t.Helper()
 	ctx := t.Context()
 	if len(chunks) > 0 {
-		writer, err := store.NewMemory(store.Options{Name: "writer"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer writer.Close()
+		writer := MemStore(t, "writer")
 		if err := writer.PutChunks(ctx, chunks); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +158,7 @@ func PackIndexSource(t *testing.T, bucket journalsync.Objects, chunks []engine.C
 			t.Fatalf("send: %+v, %v", res, err)
 		}
 	}
-	j, err := journalsync.New(journalsync.Config{Local: memStore(t, "reader"), Remote: bucket, DirectFetch: true})
+	j, err := journalsync.New(journalsync.Config{Local: MemStore(t, "reader"), Remote: bucket, DirectFetch: true})
 	if err != nil {
 		t.Fatal(err)
 	}
