@@ -45,3 +45,7 @@ GOOS=js GOARCH=wasm go build ./engine/...
 
 echo "== go test (js/wasm under $(node --version 2>/dev/null || echo 'no node'))"
 GOOS=js GOARCH=wasm go test -count=1 ./engine/...
+
+echo "== wasm module (wasm/build.sh) and its loader under Node's test runner"
+bash wasm/build.sh
+node --test wasm/js/test/

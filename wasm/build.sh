@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the wasm module and its loader into wasm/dist/: livesync.wasm,
+# Go's wasm_exec.js (copied unchanged from the Go installation) and the
+# loader index.mjs; prints the module's raw and gzip sizes.
+set -euo pipefail
+cd "$(dirname "$0")"
+out=dist
+mkdir -p "$out"
+GOOS=js GOARCH=wasm go build -trimpath -ldflags='-s -w' -o "$out/livesync.wasm" .
+root=$(go env GOROOT)
+exec_js="$root/lib/wasm/wasm_exec.js"
+[ -f "$exec_js" ] || exec_js="$root/misc/wasm/wasm_exec.js"
+cp "$exec_js" "$out/wasm_exec.js"
+cp js/index.mjs "$out/index.mjs"
+raw=$(wc -c <"$out/livesync.wasm")
+gz=$(gzip -9 -c "$out/livesync.wasm" | wc -c)
+awk -v raw="$raw" -v gz="$gz" 'BEGIN { printf "wasm/dist/livesync.wasm: %d bytes raw (%.2f MB), %d bytes gzip -9 (%.2f MB)\n", raw, raw/1e6, gz, gz/1e6 }'

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/vault"
+)
+
+func TestClassify(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("attach: %w", err) }
+	cases := []struct {
+		err   error
+		want  errorInfo
+		title string
+	}{
+		{wrap(&vault.PassphraseError{Remote: "r", DocID: "h:abc"}), errorInfo{Code: CodeWrongPassphrase, DocID: "h:abc"}, "a remote's document does not decrypt"},
+		{&engine.Error{Op: "read", DocID: "h:x", Stage: engine.StageDecrypt, Err: engine.ErrDecrypt}, errorInfo{CodeWrongPassphrase, "decrypt", "h:x"}, "a chunk does not decrypt"},
+		{wrap(&vault.LockedError{}), errorInfo{Code: CodeLocked}, "locked for this device"},
+		{wrap(negotiate.ErrNodeCleaned), errorInfo{Code: CodeLocked}, "cleaned up"},
+		{&engine.Error{Op: "get", Stage: engine.StageAuth, Err: errors.New("HTTP 401")}, errorInfo{CodeUnauthorized, "auth", ""}, "credentials refused"},
+		{&engine.Error{Op: "get", Stage: engine.StageTransport, Err: errors.New("fetch failed")}, errorInfo{CodeUnreachable, "transport", ""}, "no server"},
+		{&engine.Error{Op: "get", DocID: "a.md", Err: engine.ErrNotFound}, errorInfo{Code: CodeNotFound, DocID: "a.md"}, "no such document"},
+		{wrap(fmt.Errorf("%w: %w", engine.ErrNoDatabase, engine.ErrNotFound)), errorInfo{Code: CodeNoDatabase}, "no such database"},
+		{&vault.MissingChunksError{Path: "a.md", Missing: 1, Total: 2}, errorInfo{Code: CodeMissingChunks}, "chunks missing"},
+		{vault.ErrNeedPassphrase, errorInfo{Code: CodeNeedPassphrase}, "no passphrase"},
+		{vault.ErrNoVault, errorInfo{Code: CodeNoVault}, "no vault"},
+		{vault.ErrClosed, errorInfo{Code: CodeClosed}, "closed"},
+		{wrap(context.Canceled), errorInfo{Code: CodeCancelled}, "cancelled"},
+		{&optionsError{"bad"}, errorInfo{Code: CodeBadOptions}, "bad options"},
+		{fmt.Errorf("%w: x", vault.ErrBadPath), errorInfo{Code: CodeBadPath}, "bad path"},
+		{wrap(&negotiate.TweakMismatchError{}), errorInfo{Code: CodeSettingsMismatch}, "settings differ"},
+		{wrap(negotiate.ErrIncompatible), errorInfo{Code: CodeIncompatible}, "incompatible"},
+		{errors.New("something"), errorInfo{Code: CodeError}, "anything else"},
+	}
+	for _, c := range cases {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("%s: classify(%v) = %+v, want %+v", c.title, c.err, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+// The loader of livesync.wasm: instantiates the module with Go's
+// wasm_exec.js (next to this file) and returns its API.
+//
+//   import { load } from "./index.mjs";
+//   const livesync = await load();            // or load({ wasm: bytesOrURL })
+//   const vault = await livesync.open({ settings, passphrase, remote, host: { fetch } });
+//
+// Every method of a vault returns a Promise, except on(), which returns
+// a function that stops the listener. Errors are Error objects with
+// code, stage and docId.
+import "./wasm_exec.js";
+
+const isNode = typeof process === "object" && !!process.versions?.node;
+
+async function wasmSource(wasm) {
+  if (wasm instanceof WebAssembly.Module || wasm instanceof ArrayBuffer || ArrayBuffer.isView(wasm)) {
+    return wasm;
+  }
+  const url = wasm ?? new URL("./livesync.wasm", import.meta.url);
+  if (isNode && (typeof url === "string" ? !/^https?:/.test(url) : url.protocol === "file:")) {
+    const { readFile } = await import("node:fs/promises");
+    return readFile(url);
+  }
+  return fetch(url);
+}
+
+async function instantiate(src, imports) {
+  if (src instanceof WebAssembly.Module) {
+    return WebAssembly.instantiate(src, imports);
+  }
+  if (typeof Response === "function" && src instanceof Response) {
+    if (WebAssembly.instantiateStreaming && src.headers.get("content-type") === "application/wasm") {
+      return (await WebAssembly.instantiateStreaming(src, imports)).instance;
+    }
+    src = await src.arrayBuffer();
+  }
+  return (await WebAssembly.instantiate(src, imports)).instance;
+}
+
+// wrapVault makes on() throw the Error the module returns for wrong
+// arguments (a Go function cannot throw).
+function wrapVault(vault) {
+  const on = vault.on;
+  vault.on = (topic, fn) => {
+    const off = on(topic, fn);
+    if (off instanceof Error) {
+      throw off;
+    }
+    return off;
+  };
+  return vault;
+}
+
+/**
+ * Loads the module and returns its API: { open(options), codes }.
+ * options.wasm: a URL, bytes, or a compiled WebAssembly.Module (default:
+ * livesync.wasm next to this file).
+ */
+export async function load(options = {}) {
+  const go = new globalThis.Go();
+  const name = `__livesyncRegister_${Math.random().toString(36).slice(2)}`;
+  const registered = new Promise((resolve) => {
+    globalThis[name] = resolve;
+  });
+  go.argv = ["livesync.wasm", name];
+  try {
+    const instance = await instantiate(await wasmSource(options.wasm), go.importObject);
+    const exited = go.run(instance).then(() => {
+      throw new Error("livesync.wasm exited before it registered its API");
+    });
+    const api = await Promise.race([registered, exited]);
+    const open = api.open;
+    return {
+      codes: api.codes,
+      open: async (opts) => wrapVault(await open(opts)),
+    };
+  } finally {
+    delete globalThis[name];
+  }
+}
