@@ -33,10 +33,16 @@ const (
 	CodeError            = "error"             // anything else
 )
 
-// optionsError is a mistake in the options or arguments a caller passed.
-type optionsError struct{ msg string }
+// optionsError is a mistake in the options or arguments a caller passed;
+// err is the cause, if any (a wrong setup passphrase is still
+// "wrong_passphrase").
+type optionsError struct {
+	msg string
+	err error
+}
 
 func (e *optionsError) Error() string { return e.msg }
+func (e *optionsError) Unwrap() error { return e.err }
 
 // errorInfo is what a JS Error carries besides its message.
 type errorInfo struct {
@@ -75,12 +81,12 @@ func codeOf(err error, ee *engine.Error) string {
 		return CodeCancelled
 	case errors.Is(err, vault.ErrClosed):
 		return CodeClosed
+	case errors.Is(err, engine.ErrDecrypt):
+		return CodeWrongPassphrase
 	case errors.As(err, &oe):
 		return CodeBadOptions
 	case errors.Is(err, vault.ErrNeedPassphrase):
 		return CodeNeedPassphrase
-	case errors.Is(err, engine.ErrDecrypt):
-		return CodeWrongPassphrase
 	case errors.As(err, &le), errors.Is(err, negotiate.ErrLocked):
 		return CodeLocked
 	case errors.As(err, &tm), errors.Is(err, negotiate.ErrTweakMismatch):

@@ -165,11 +165,11 @@ func errorObject(err error) map[string]any {
 func (h *handle) on(_ js.Value, args []js.Value) any {
 	topic, fn := arg(args, 0), arg(args, 1)
 	if topic.Type() != js.TypeString || fn.Type() != js.TypeFunction {
-		return jsError(&optionsError{"on needs a topic (\"file\", \"status\" or \"held\") and a function"})
+		return jsError(&optionsError{msg: "on needs a topic (\"file\", \"status\" or \"held\") and a function"})
 	}
 	t := topic.String()
 	if t != "file" && t != "status" && t != "held" {
-		return jsError(&optionsError{fmt.Sprintf("on: unknown topic %q (want \"file\", \"status\" or \"held\")", t)})
+		return jsError(&optionsError{msg: fmt.Sprintf("on: unknown topic %q (want \"file\", \"status\" or \"held\")", t)})
 	}
 	d := h.events
 	d.mu.Lock()

@@ -94,7 +94,7 @@ func (h *handle) object() js.Value {
 // replicate is sync, pull or push: {metadataOnly} for a pull.
 func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, error), error) {
 	if h.link == nil {
-		return nil, &optionsError{"the vault was opened without a remote"}
+		return nil, &optionsError{msg: "the vault was opened without a remote"}
 	}
 	meta, err := boolean(o, "metadataOnly")
 	if err != nil {
@@ -115,7 +115,7 @@ func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, er
 // failed), and stop() ends it and returns done.
 func (h *handle) live(args []js.Value) (func() (any, error), error) {
 	if h.link == nil {
-		return nil, &optionsError{"the vault was opened without a remote"}
+		return nil, &optionsError{msg: "the vault was opened without a remote"}
 	}
 	meta, err := boolean(arg(args, 0), "metadataOnly")
 	if err != nil {
@@ -186,7 +186,7 @@ func fileObject(f vault.File) map[string]any {
 func path(args []js.Value) (string, error) {
 	p := arg(args, 0)
 	if p.Type() != js.TypeString || p.String() == "" {
-		return "", &optionsError{"the path must be a non-empty string"}
+		return "", &optionsError{msg: "the path must be a non-empty string"}
 	}
 	return p.String(), nil
 }

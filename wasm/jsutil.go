@@ -83,7 +83,7 @@ func str(o js.Value, key string) (string, error) {
 	case js.TypeString:
 		return v.String(), nil
 	}
-	return "", &optionsError{fmt.Sprintf("option %s must be a string", key)}
+	return "", &optionsError{msg: fmt.Sprintf("option %s must be a string", key)}
 }
 
 // boolean reads an optional boolean option.
@@ -98,7 +98,7 @@ func boolean(o js.Value, key string) (bool, error) {
 	case js.TypeBoolean:
 		return v.Bool(), nil
 	}
-	return false, &optionsError{fmt.Sprintf("option %s must be a boolean", key)}
+	return false, &optionsError{msg: fmt.Sprintf("option %s must be a boolean", key)}
 }
 
 // number reads an optional number option (0 when absent).
@@ -113,7 +113,7 @@ func number(o js.Value, key string) (float64, error) {
 	case js.TypeNumber:
 		return v.Float(), nil
 	}
-	return 0, &optionsError{fmt.Sprintf("option %s must be a number (milliseconds since the epoch)", key)}
+	return 0, &optionsError{msg: fmt.Sprintf("option %s must be a number (milliseconds since the epoch)", key)}
 }
 
 // bytesArg reads file contents: a string (UTF-8), a Uint8Array or an
@@ -131,10 +131,10 @@ func bytesArg(v js.Value) ([]byte, error) {
 	case js.Global().Get("ArrayBuffer").Call("isView", v).Bool():
 		v = u8.New(v.Get("buffer"), v.Get("byteOffset"), v.Get("byteLength"))
 	default:
-		return nil, &optionsError{"the data must be a string, a Uint8Array or an ArrayBuffer"}
+		return nil, &optionsError{msg: "the data must be a string, a Uint8Array or an ArrayBuffer"}
 	}
 	if v.Type() != js.TypeObject {
-		return nil, &optionsError{"the data must be a string, a Uint8Array or an ArrayBuffer"}
+		return nil, &optionsError{msg: "the data must be a string, a Uint8Array or an ArrayBuffer"}
 	}
 	b := make([]byte, v.Get("byteLength").Int())
 	js.CopyBytesToGo(b, v)

@@ -14,11 +14,15 @@ func main() {
 		println("livesync.wasm: load it with the loader (index.mjs), which passes the name of its registration function")
 		os.Exit(2)
 	}
-	js.Global().Call(os.Args[1], newAPI())
+	webCrypto := useWebCrypto()
+	api := newAPI()
+	api.Set("webCrypto", webCrypto)
+	js.Global().Call(os.Args[1], api)
 	select {}
 }
 
-// newAPI is the object the loader returns: open, and the error codes.
+// newAPI is the object the loader returns: open, the error codes, and
+// webCrypto (whether key derivation runs in crypto.subtle).
 func newAPI() js.Value {
 	api := object()
 	api.Set("open", js.FuncOf(func(_ js.Value, args []js.Value) any {

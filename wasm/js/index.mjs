@@ -72,6 +72,7 @@ export async function load(options = {}) {
     const open = api.open;
     return {
       codes: api.codes,
+      webCrypto: api.webCrypto,
       open: async (opts) => wrapVault(await open(opts)),
     };
   } finally {

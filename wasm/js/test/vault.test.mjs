@@ -6,6 +6,7 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import { load } from "../../dist/index.mjs";
 
 const server = process.env.LIVESYNC_TEST_COUCHDB_URL;
@@ -14,6 +15,14 @@ const password = process.env.LIVESYNC_TEST_COUCHDB_PASSWORD ?? "";
 const ci = process.env.CI === "true";
 const skip = !server && !ci ? "LIVESYNC_TEST_COUCHDB_URL is not set" : false;
 
+// Key derivation must go through WebCrypto: count the host's calls.
+let derivations = 0;
+const deriveBits = crypto.subtle.deriveBits.bind(crypto.subtle);
+crypto.subtle.deriveBits = (...args) => {
+  derivations++;
+  return deriveBits(...args);
+};
+
 let livesync;
 before(async () => {
   if (!server && ci) {
@@ -21,6 +30,10 @@ before(async () => {
   }
   livesync = await load();
 });
+
+// Setup URIs the plugin's own library (octagonal-wheels) made, with the
+// settings objects they hold.
+const vectors = JSON.parse(await readFile(new URL("../../../engine/setupuri/testdata/upstream.json", import.meta.url)));
 
 function freshDatabase() {
   return `${server.replace(/\/+$/, "")}/wasm-${Date.now()}-${randomBytes(4).toString("hex")}`;
@@ -141,6 +154,36 @@ test("a live sync brings changes through the streamed feed and stops at once", {
   assert.ok(Date.now() - started < 5000, `stop took ${Date.now() - started} ms`);
   await phone.close();
   await laptop.close();
+});
+
+test("a Setup URI opens the vault it describes; key derivation runs in WebCrypto", { skip }, async () => {
+  assert.equal(livesync.webCrypto, true);
+  const v = vectors.vectors.find((x) => x.name === "couchdb");
+  assert.ok(v, "no couchdb vector");
+  const db = freshDatabase();
+  const before = derivations;
+  // The URI's own server is not reachable here: remote overrides it.
+  const laptop = await livesync.open({
+    setupURI: v.uri,
+    setupPassphrase: vectors.setupPassphrase,
+    remote: remote(db, { create: true }),
+    host,
+  });
+  assert.ok(derivations > before, "PBKDF2 did not go through crypto.subtle");
+  await laptop.write("from-uri.md", "hello\n");
+  await laptop.push();
+  await laptop.close();
+  // The same vault through its settings object: E2EE passphrase and
+  // path obfuscation as the URI said.
+  const phone = await livesync.open({ settings: v.settings, remote: remote(db), host });
+  await phone.pull();
+  assert.equal(await phone.read("from-uri.md", { text: true }), "hello\n");
+  await phone.close();
+  await rejectsWith(
+    livesync.open({ setupURI: v.uri, setupPassphrase: "not it", remote: remote(db), host }),
+    "wrong_passphrase",
+  );
+  await rejectsWith(livesync.open({ setupURI: v.uri, remote: remote(db), host }), "bad_options");
 });
 
 test("a wrong passphrase is refused with code wrong_passphrase", { skip }, async () => {
