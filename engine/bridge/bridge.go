@@ -316,27 +316,12 @@ func (b *Bridge) adoptFirstSalt(ctx context.Context) {
 	}
 }
 
-// isDeletedLocal reports a deleted _local document (the store keeps a
-// {"_deleted":true} marker).
-func isDeletedLocal(raw []byte) bool {
-	var m struct {
-		Deleted bool `json:"_deleted"`
-	}
-	return json.Unmarshal(raw, &m) == nil && m.Deleted
-}
-
 // relaySalt reads the database's sync parameters: the document and its
 // salt, both nil when it has none.
 func (b *Bridge) relaySalt(ctx context.Context) (json.RawMessage, []byte, error) {
-	raw, err := b.v.GetLocal(ctx, negotiate.SyncParametersLocalID)
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil, nil, nil
-	}
-	if err != nil {
+	raw, err := store.LiveLocal(ctx, b.v, negotiate.SyncParametersLocalID)
+	if raw == nil || err != nil {
 		return nil, nil, err
-	}
-	if isDeletedLocal(raw) {
-		return nil, nil, nil
 	}
 	salt, err := negotiate.SaltOf(raw)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // IdentityCheckInterval is how often a live CouchDB upstream's marker and
@@ -76,15 +77,9 @@ func saltFingerprint(salt []byte) string {
 // nothing yet).
 func (u *upstream) loadMemory(ctx context.Context) (upstreamMemory, error) {
 	var m upstreamMemory
-	raw, err := u.b.v.GetLocal(ctx, u.memoryID())
-	if errors.Is(err, engine.ErrNotFound) {
-		return m, nil
-	}
-	if err != nil {
+	raw, err := store.LiveLocal(ctx, u.b.v, u.memoryID())
+	if raw == nil || err != nil {
 		return m, err
-	}
-	if isDeletedLocal(raw) {
-		return m, nil
 	}
 	_ = json.Unmarshal(raw, &m) // unreadable: as if nothing were remembered
 	return m, nil

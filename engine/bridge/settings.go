@@ -12,6 +12,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // errSettingsDiffer: an upstream's vault settings disagree with the
@@ -45,15 +46,9 @@ func (e *settingsDifferError) Unwrap() error { return errSettingsDiffer }
 // relayMilestone reads the relay database's milestone (nil when it has
 // none).
 func (b *Bridge) relayMilestone(ctx context.Context) (*negotiate.Milestone, error) {
-	raw, err := b.v.GetLocal(ctx, negotiate.MilestoneLocalID)
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	raw, err := store.LiveLocal(ctx, b.v, negotiate.MilestoneLocalID)
+	if raw == nil || err != nil {
 		return nil, err
-	}
-	if isDeletedLocal(raw) {
-		return nil, nil
 	}
 	m, err := negotiate.ParseMilestone(raw)
 	if err != nil {

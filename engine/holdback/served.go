@@ -3,14 +3,11 @@ package holdback
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
-	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
@@ -137,15 +134,9 @@ func (v *Served) HasPassphrase() bool { return v.cfg.Passphrase != "" }
 // decoding accepts every scheme). It returns a nil codec while the vault
 // has no salt.
 func vaultCodec(ctx context.Context, st store.Store, passphrase string) (*livesync.Codec, []byte, error) {
-	raw, err := st.GetLocal(ctx, negotiate.SyncParametersLocalID)
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil, nil, nil
-	}
-	if err != nil {
+	raw, err := store.LiveLocal(ctx, st, negotiate.SyncParametersLocalID)
+	if raw == nil || err != nil {
 		return nil, nil, err
-	}
-	if isDeletedLocal(raw) {
-		return nil, nil, nil
 	}
 	salt, err := negotiate.SaltOf(raw)
 	if err != nil {
@@ -155,7 +146,7 @@ func vaultCodec(ctx context.Context, st store.Store, passphrase string) (*livesy
 		return nil, nil, nil
 	}
 	s := livesync.Settings{Passphrase: passphrase, Encrypt: true, PathObfuscation: true}
-	if raw, err := st.GetLocal(ctx, negotiate.MilestoneLocalID); err == nil && !isDeletedLocal(raw) {
+	if raw, err := store.LiveLocal(ctx, st, negotiate.MilestoneLocalID); err == nil && raw != nil {
 		if m, err := negotiate.ParseMilestone(raw); err == nil {
 			if pref, ok := m.TweakValues[negotiate.PreferredNode]; ok {
 				if fs, err := livesync.FromTweakValues(s, pref); err == nil {
@@ -169,15 +160,6 @@ func vaultCodec(ctx context.Context, st store.Store, passphrase string) (*livesy
 		return nil, nil, err
 	}
 	return c, salt, nil
-}
-
-// isDeletedLocal reports a deleted _local document (the CouchDB-protocol
-// server keeps a {"_deleted":true} marker).
-func isDeletedLocal(raw []byte) bool {
-	var m struct {
-		Deleted bool `json:"_deleted"`
-	}
-	return json.Unmarshal(raw, &m) == nil && m.Deleted
 }
 
 // rekey rebuilds the hold-back with the vault's codec when the salt it
