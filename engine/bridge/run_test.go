@@ -60,6 +60,24 @@ func memPair(t *testing.T) (store.Store, *vaulttest.Remote) {
 	return local, up
 }
 
+// startMemBridge starts a bridge of local to the one upstream up, a
+// CouchDB upstream in mode, and lets it run for two (virtual) seconds.
+// Call it in a synctest bubble.
+func startMemBridge(t *testing.T, local store.Store, up *vaulttest.Remote, mode string) *Bridge {
+	t.Helper()
+	b, err := New(memLocal{local}, Config{DB: "vault", UUID: "uuid", Upstreams: []Upstream{{
+		Name: "up", Kind: KindCouchDB, Mode: mode, Location: "mem://up/db", ThrottleKey: "mem:1",
+		Remote: up, Docs: rawDocs{up.Store()},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	return b
+}
+
 func putDoc(t *testing.T, st store.Store, id string) {
 	t.Helper()
 	raw := fmt.Sprintf(`{"_id":%q,"_rev":"1-%032x","type":"plain","data":"x","_revisions":{"start":1,"ids":["%032x"]}}`, id, len(id), len(id))
@@ -83,16 +101,7 @@ func TestBridgeForwardsBothWays(t *testing.T) {
 		local, up := memPair(t)
 		putDoc(t, up.Store(), "from-upstream")
 		putDoc(t, local, "from-local")
-		b, err := New(memLocal{local}, Config{DB: "vault", UUID: "uuid", Hunt: hunt.Config{}, Upstreams: []Upstream{{
-			Name: "up", Kind: KindCouchDB, Mode: ModeSync, Location: "mem://up/db", ThrottleKey: "mem:1",
-			Remote: up, Docs: rawDocs{up.Store()},
-		}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Start()
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		b := startMemBridge(t, local, up, ModeSync)
 		if !has(local, "from-upstream") || !has(up.Store(), "from-local") {
 			t.Fatalf("not bridged: local has the upstream's %v, upstream has the local's %v", has(local, "from-upstream"), has(up.Store(), "from-local"))
 		}
@@ -135,16 +144,7 @@ func TestBridgeAdoptsTheUpstreamSalt(t *testing.T) {
 		if err := up.Store().PutLocal(t.Context(), negotiate.SyncParametersLocalID, params); err != nil {
 			t.Fatal(err)
 		}
-		b, err := New(memLocal{local}, Config{DB: "vault", UUID: "uuid", Upstreams: []Upstream{{
-			Name: "up", Kind: KindCouchDB, Mode: ModePull, Location: "mem://up/db", ThrottleKey: "mem:1",
-			Remote: up, Docs: rawDocs{up.Store()},
-		}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Start()
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		b := startMemBridge(t, local, up, ModePull)
 		_, got, err := b.relaySalt(t.Context())
 		if err != nil || !bytes.Equal(got, salt) {
 			t.Fatalf("the database's salt %x (%v), want the upstream's", got, err)
