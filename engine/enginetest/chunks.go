@@ -89,3 +89,20 @@ func (s MapSource) CanFetchDirect() bool { return true }
 
 // ThrottleKey returns Key.
 func (s MapSource) ThrottleKey() string { return s.Key }
+
+// ChunkData returns the chunk reader livesync.ReadFile takes, over
+// local's own chunks: a chunk's data, engine.ErrNotFound for one local
+// lacks.
+func ChunkData(ctx context.Context, local engine.LocalChunks) func(id string) (string, error) {
+	return func(id string) (string, error) {
+		got, err := local.GetChunks(ctx, []engine.ChunkID{id})
+		if err != nil {
+			return "", err
+		}
+		c, ok := got[id]
+		if !ok {
+			return "", engine.ErrNotFound
+		}
+		return c.Data, nil
+	}
+}

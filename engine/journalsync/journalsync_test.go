@@ -153,17 +153,7 @@ func readFiles(t testing.TB, st store.Store) map[string][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := livesync.ReadFile(m, func(id string) (string, error) {
-			got, err := st.GetChunks(ctx, []engine.ChunkID{id})
-			if err != nil {
-				return "", err
-			}
-			c, ok := got[id]
-			if !ok {
-				return "", engine.ErrNotFound
-			}
-			return c.Data, nil
-		})
+		data, err := livesync.ReadFile(m, enginetest.ChunkData(ctx, st))
 		if err != nil {
 			t.Fatalf("%s: %v", m.Path, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/activity"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
 	"github.com/livesync-go/livesync-go/engine/replicate"
@@ -147,16 +148,6 @@ func readFile(ctx context.Context, st store.Store, doc, rev string) (livesync.Me
 	if err != nil {
 		return livesync.Meta{}, nil, err
 	}
-	data, err := livesync.ReadFile(m, func(id string) (string, error) {
-		got, err := st.GetChunks(ctx, []engine.ChunkID{id})
-		if err != nil {
-			return "", err
-		}
-		c, ok := got[id]
-		if !ok {
-			return "", engine.ErrNotFound
-		}
-		return c.Data, nil
-	})
+	data, err := livesync.ReadFile(m, enginetest.ChunkData(ctx, st))
 	return m, data, err
 }
