@@ -30,6 +30,7 @@ type handle struct {
 // shutdown releases everything open opened, in reverse order.
 func (h *handle) shutdown() {
 	h.closed.Store(true)
+	openHandles.remove(h)
 	h.cancel()
 	if h.events != nil {
 		h.events.stop()

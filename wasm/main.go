@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"sync"
 	"syscall/js"
 )
 
@@ -17,12 +18,57 @@ func main() {
 	webCrypto := useWebCrypto()
 	api := newAPI()
 	api.Set("webCrypto", webCrypto)
+	quit := make(chan struct{})
+	var once sync.Once
+	api.Set("exit", js.FuncOf(func(js.Value, []js.Value) any {
+		once.Do(func() { close(quit) })
+		return nil
+	}))
 	js.Global().Call(os.Args[1], api)
-	select {}
+	<-quit
+	open := openHandles.all()
+	for _, h := range open {
+		h.shutdown()
+	}
+}
+
+// openHandles are the vaults open and not closed yet, closed when the
+// module exits.
+var openHandles registry
+
+type registry struct {
+	mu sync.Mutex
+	m  map[*handle]struct{}
+}
+
+func (r *registry) add(h *handle) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[*handle]struct{}{}
+	}
+	r.m[h] = struct{}{}
+}
+
+func (r *registry) remove(h *handle) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, h)
+}
+
+func (r *registry) all() []*handle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*handle, 0, len(r.m))
+	for h := range r.m {
+		out = append(out, h)
+	}
+	return out
 }
 
 // newAPI is the object the loader returns: open, the error codes, and
-// webCrypto (whether key derivation runs in crypto.subtle).
+// webCrypto (whether key derivation runs in crypto.subtle); main adds
+// exit, which closes every vault and ends the module.
 func newAPI() js.Value {
 	api := object()
 	api.Set("open", js.FuncOf(func(_ js.Value, args []js.Value) any {

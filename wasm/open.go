@@ -188,6 +188,7 @@ func open(o openOptions) (_ any, err error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &handle{ctx: ctx, cancel: cancel}
+	openHandles.add(h)
 	defer func() {
 		if err != nil {
 			h.shutdown()

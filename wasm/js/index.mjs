@@ -65,7 +65,8 @@ export async function load(options = {}) {
   go.argv = ["livesync.wasm", name];
   try {
     const instance = await instantiate(await wasmSource(options.wasm), go.importObject);
-    const exited = go.run(instance).then(() => {
+    const run = go.run(instance);
+    const exited = run.then(() => {
       throw new Error("livesync.wasm exited before it registered its API");
     });
     const api = await Promise.race([registered, exited]);
@@ -74,6 +75,17 @@ export async function load(options = {}) {
       codes: api.codes,
       webCrypto: api.webCrypto,
       open: async (opts) => wrapVault(await open(opts)),
+      // exit closes every vault and ends the module. Go's runtime may
+      // leave an idle timer behind (it keeps Node running until it
+      // fires): it is cleared once the module has ended.
+      exit: async () => {
+        api.exit();
+        await run;
+        for (const t of go._scheduledTimeouts?.values() ?? []) {
+          clearTimeout(t);
+        }
+        go._scheduledTimeouts?.clear();
+      },
     };
   } finally {
     delete globalThis[name];

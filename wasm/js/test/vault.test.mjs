@@ -3,7 +3,7 @@
 // CouchDB-protocol test server named by LIVESYNC_TEST_COUCHDB_URL (with
 // _USER and _PASSWORD). Run wasm/build.sh first. Without a server the
 // tests are skipped, except under CI=true, where they fail.
-import { test, before } from "node:test";
+import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -29,6 +29,10 @@ before(async () => {
     throw new Error("LIVESYNC_TEST_COUCHDB_URL is not set, and CI=true: the wasm tests need the test server");
   }
   livesync = await load();
+});
+// Without exit, Node waits for a timer Go's runtime left behind.
+after(async () => {
+  await livesync?.exit();
 });
 
 // Setup URIs the plugin's own library (octagonal-wheels) made, with the
@@ -184,6 +188,37 @@ test("a Setup URI opens the vault it describes; key derivation runs in WebCrypto
     "wrong_passphrase",
   );
   await rejectsWith(livesync.open({ setupURI: v.uri, remote: remote(db), host }), "bad_options");
+});
+
+test("a metadata-only pull holds files until their chunks are read on demand", { skip }, async () => {
+  const db = freshDatabase();
+  const laptop = await livesync.open({ settings: { encrypt: true }, passphrase, remote: remote(db, { create: true }), host });
+  const body = new Uint8Array(randomBytes(50 * 1024));
+  await laptop.write("big.bin", body);
+  await laptop.push();
+  await laptop.close();
+
+  const phone = await livesync.open({ passphrase, remote: remote(db), host });
+  const heldEvents = [];
+  phone.on("held", (e) => heldEvents.push(e));
+  await phone.pull({ metadataOnly: true });
+  const held = await phone.held();
+  assert.deepEqual(held.map((f) => f.path), ["big.bin"]);
+  assert.ok(held[0].missing > 0 && held[0].held, JSON.stringify(held[0]));
+  const got = await phone.read("big.bin"); // the chunks are fetched from the remote
+  assert.deepEqual(Buffer.from(got), Buffer.from(body));
+  assert.deepEqual(await phone.held(), []);
+  await new Promise((resolve) => setImmediate(resolve));
+  const kinds = heldEvents.filter((e) => e.path === "big.bin").map((e) => e.kind);
+  assert.deepEqual(kinds, ["held", "released"]);
+  await phone.close();
+});
+
+test("a wrong password is refused with code unauthorized", { skip: skip || (!password && "no password") }, async () => {
+  await rejectsWith(
+    livesync.open({ settings: {}, remote: { url: freshDatabase(), user, password: password + "-wrong", create: true }, host }),
+    "unauthorized",
+  );
 });
 
 test("a wrong passphrase is refused with code wrong_passphrase", { skip }, async () => {
