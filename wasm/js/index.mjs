@@ -8,9 +8,18 @@
 // Every method of a vault returns a Promise, except on(), which returns
 // a function that stops the listener. Errors are Error objects with
 // code, stage and docId.
-import "./wasm_exec.js";
-
 const isNode = typeof process === "object" && !!process.versions?.node;
+
+// wasm_exec.js needs the Web Crypto global, which Node before 19 only
+// has as node:crypto's webcrypto.
+async function loadGoRuntime() {
+  if (isNode && !globalThis.crypto) {
+    globalThis.crypto = (await import("node:crypto")).webcrypto;
+  }
+  if (!globalThis.Go) {
+    await import("./wasm_exec.js");
+  }
+}
 
 async function wasmSource(wasm) {
   if (wasm instanceof WebAssembly.Module || wasm instanceof ArrayBuffer || ArrayBuffer.isView(wasm)) {
@@ -57,6 +66,7 @@ function wrapVault(vault) {
  * livesync.wasm next to this file).
  */
 export async function load(options = {}) {
+  await loadGoRuntime();
   const go = new globalThis.Go();
   const name = `__livesyncRegister_${Math.random().toString(36).slice(2)}`;
   const registered = new Promise((resolve) => {

@@ -5,7 +5,7 @@
 // tests are skipped, except under CI=true, where they fail.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { randomBytes, webcrypto } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { load } from "../../dist/index.mjs";
 
@@ -17,8 +17,9 @@ const skip = !server && !ci ? "LIVESYNC_TEST_COUCHDB_URL is not set" : false;
 
 // Key derivation must go through WebCrypto: count the host's calls.
 let derivations = 0;
-const deriveBits = crypto.subtle.deriveBits.bind(crypto.subtle);
-crypto.subtle.deriveBits = (...args) => {
+const subtle = (globalThis.crypto ?? webcrypto).subtle; // the loader installs webcrypto where Node lacks the global
+const deriveBits = subtle.deriveBits.bind(subtle);
+subtle.deriveBits = (...args) => {
   derivations++;
   return deriveBits(...args);
 };
