@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the wasm module and its loader into wasm/dist/: livesync.wasm,
-# Go's wasm_exec.js (copied unchanged from the Go installation) and the
-# loader index.mjs; prints the module's raw and gzip sizes.
+# Builds the wasm module and its loader into wasm/dist/, one folder a
+# plugin can ship: livesync.wasm, Go's wasm_exec.js (copied unchanged from
+# the Go installation), the loader index.mjs with its types (index.d.ts)
+# and package.json; prints the module's raw and gzip sizes.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=dist
@@ -11,7 +12,7 @@ root=$(go env GOROOT)
 exec_js="$root/lib/wasm/wasm_exec.js"
 [ -f "$exec_js" ] || exec_js="$root/misc/wasm/wasm_exec.js"
 cp "$exec_js" "$out/wasm_exec.js"
-cp js/index.mjs "$out/index.mjs"
+cp js/index.mjs js/index.d.ts js/package.json "$out/"
 raw=$(wc -c <"$out/livesync.wasm")
 gz=$(gzip -9 -c "$out/livesync.wasm" | wc -c)
 awk -v raw="$raw" -v gz="$gz" 'BEGIN { printf "wasm/dist/livesync.wasm: %d bytes raw (%.2f MB), %d bytes gzip -9 (%.2f MB)\n", raw, raw/1e6, gz, gz/1e6 }'

@@ -1,0 +1,133 @@
+// Types of the loader (index.mjs) and of the API of livesync.wasm.
+
+/** A fetch-compatible function: the host's HTTP (fetch, or an adapter over a plugin's requestUrl). */
+export type HostFetch = (url: string, init: {
+  method: string;
+  headers: Record<string, string>;
+  body?: BufferSource;
+  signal?: AbortSignal;
+}) => Promise<{
+  status: number;
+  headers: { forEach(fn: (value: string, key: string) => void): void } | Record<string, string>;
+  body?: ReadableStream<Uint8Array> | null;
+  arrayBuffer?(): Promise<ArrayBuffer>;
+}>;
+
+/** The stable codes of LivesyncError.code. */
+export type ErrorCode =
+  | "cancelled" | "closed" | "bad_options" | "need_passphrase" | "wrong_passphrase"
+  | "locked" | "settings_mismatch" | "incompatible" | "unauthorized" | "unreachable"
+  | "no_database" | "no_vault" | "missing_chunks" | "not_found" | "bad_path"
+  | "too_large" | "malformed" | "unsupported" | "error";
+
+/** Every failure of the API is an Error carrying these. */
+export interface LivesyncError extends Error {
+  code: ErrorCode;
+  /** The engine's stage that failed ("transport", "auth", "decrypt", …), "" if none. */
+  stage: string;
+  /** The document concerned, "" if none. */
+  docId: string;
+}
+
+export interface OpenOptions {
+  /** The plugin's settings object (encrypt, usePathObfuscation, customChunkSize, couchDB_URI, …). */
+  settings?: Record<string, unknown>;
+  /** The plugin's Setup URI (obsidian://setuplivesync?settings=…), with setupPassphrase. */
+  setupURI?: string;
+  setupPassphrase?: string;
+  /** The vault's E2EE passphrase; wins over the settings'. */
+  passphrase?: string;
+  /** The database; wins over the settings' CouchDB. */
+  remote?: { url: string; user?: string; password?: string; create?: boolean };
+  /** Only "memory" in this build. */
+  storage?: "memory";
+  /** How this device names itself in the remote's milestone. */
+  device?: string;
+  host?: { fetch?: HostFetch };
+}
+
+export interface Progress { read: number; written: number; failures: number }
+export interface SyncResult { pull: Progress; push: Progress }
+
+export interface FileInfo {
+  path: string;
+  size: number;
+  /** Milliseconds since the epoch. */
+  mtime: number;
+  ctime: number;
+  rev: string;
+  deleted: boolean;
+  /** The file's chunks have not all arrived: it cannot be read yet. */
+  held: boolean;
+  chunks: number;
+  localChunks: number;
+}
+
+export interface HeldFile extends FileInfo {
+  /** Chunks missing locally. */
+  missing: number;
+  source: string;
+  since?: number;
+}
+
+export interface WriteResult {
+  path: string; size: number; mtime: number; ctime: number; rev: string; deleted: boolean;
+  unchanged: boolean;
+  newChunks: number;
+}
+
+export interface VaultEvent {
+  /** "created" | "changed" | "deleted" | "held" | "released" | "sync-progress" | "sync-written" | "sync-retrying" | … */
+  kind: string;
+  path?: string;
+  docId?: string;
+  rev?: string;
+  remote?: string;
+  direction?: "pull" | "push" | "sync";
+  missing?: number;
+  held?: number;
+  read?: number;
+  written?: number;
+  pending?: number;
+  what?: string;
+  delayMs?: number;
+  found?: number;
+  total?: number;
+  error?: { message: string; code: ErrorCode; stage: string; docId: string };
+}
+
+export interface LiveSync {
+  /** Ends the live sync; resolves when it has ended. */
+  stop(): Promise<void>;
+  /** Settles when the live sync ends: resolved when stopped or closed, rejected when it failed. */
+  done: Promise<void>;
+}
+
+export interface Vault {
+  sync(): Promise<SyncResult>;
+  pull(options?: { metadataOnly?: boolean }): Promise<SyncResult>;
+  push(): Promise<SyncResult>;
+  live(options?: { metadataOnly?: boolean }): Promise<LiveSync>;
+  list(prefix?: string, options?: { deleted?: boolean }): Promise<FileInfo[]>;
+  read(path: string): Promise<Uint8Array>;
+  read(path: string, options: { text: true }): Promise<string>;
+  write(path: string, data: string | Uint8Array | ArrayBuffer | ArrayBufferView,
+    options?: { mtime?: number; ctime?: number }): Promise<WriteResult>;
+  delete(path: string): Promise<{ path: string; rev: string }>;
+  held(): Promise<HeldFile[]>;
+  /** Calls fn with the events of topic; returns the function that stops it (not a Promise). */
+  on(topic: "file" | "held" | "status", fn: (e: VaultEvent) => void): () => void;
+  close(): Promise<void>;
+}
+
+export interface Livesync {
+  open(options: OpenOptions): Promise<Vault>;
+  codes: Record<ErrorCode, ErrorCode>;
+  /** Key derivation runs in crypto.subtle. */
+  webCrypto: boolean;
+  /** Closes every vault and ends the module. */
+  exit(): Promise<void>;
+}
+
+/** Loads livesync.wasm (default: next to index.mjs) and returns its API. */
+export function load(options?: { wasm?: string | URL | ArrayBuffer | ArrayBufferView | WebAssembly.Module }): Promise<Livesync>;
