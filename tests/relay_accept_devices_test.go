@@ -420,6 +420,25 @@ func testAcceptDumpReadBack(t *testing.T, srv couchFactory) {
 	sameFiles(t, files, dumpInputs(t, d))
 }
 
+// waitInFeed waits (longpoll) until db's changes feed lists document id
+// after sequence since.
+func waitInFeed(t *testing.T, db *couchdb.DB, since, id string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		page, err := db.Changes(ctx, engine.ChangesRequest{Since: since, Wait: true})
+		if err != nil {
+			t.Fatalf("waiting for %s in the feed: %v", id, err)
+		}
+		for _, c := range page.Results {
+			if c.ID == id {
+				return
+			}
+		}
+		since = page.LastSeq
+	}
+}
+
 // dbStatusDoc is the part of one database's entry in GET /status these
 // tests read.
 type dbStatusDoc struct {
@@ -520,12 +539,23 @@ func testAcceptHoldBack(t *testing.T, e couchEnv, db *couchdb.DB, settings lives
 	}
 	b.fetchChunks(codec)
 
-	// A pushes the chunks: the note is released, at a new sequence.
+	// A pushes the chunks: the note is released, at a new sequence. The
+	// relay releases it after answering the push (the chunks wake its
+	// purgatory), so the test waits until the relay's feed has it.
+	before, err := db.Changes(ctxT(t), engine.ChangesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.put(ch)
 	if r := a.sync(); r.Push.DocsWritten != len(ch) {
 		t.Fatalf("A pushed %d chunks, want %d", r.Push.DocsWritten, len(ch))
 	}
-	if s := status(); len(s.Held) != 0 || s.Holdback.Released != 1 {
+	waitInFeed(t, db, before.LastSeq, held.ID)
+	s = status()
+	for deadline := time.Now().Add(30 * time.Second); len(s.Held) != 0 && time.Now().Before(deadline); {
+		s = status() // served already; counted and unlisted a moment later
+	}
+	if len(s.Held) != 0 || s.Holdback.Released != 1 {
 		t.Fatalf("/status after the chunks: %+v", s)
 	}
 	r = b.sync()
