@@ -272,11 +272,16 @@ func (s *source) listAndIndex(ctx context.Context) (map[string]map[string]string
 // returns an error wrapping errUnreadable.
 func (s *source) pack(ctx context.Context, name string) (map[string]string, error) {
 	for {
+		// The cache is read under s.mu: a download puts its pack in the
+		// cache before it leaves s.flights, so a caller that finds
+		// neither is the one to download it (read before taking s.mu,
+		// a download ending in between was started again).
+		s.mu.Lock()
 		if chunks, ok := s.cache.get(name); ok {
+			s.mu.Unlock()
 			s.hits.Add(1)
 			return chunks, nil
 		}
-		s.mu.Lock()
 		if s.unreadable[name] {
 			s.mu.Unlock()
 			return nil, errUnreadable
