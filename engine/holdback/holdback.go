@@ -213,32 +213,12 @@ func (s *Store) Mode() Mode {
 
 // Held lists the held documents with their reasons (missing chunk count,
 // state, since, deadline, source), sorted by document id, for /status.
-func (s *Store) Held() []purgatory.HeldDoc {
-	docs, _ := s.HeldFirst(-1)
-	return docs
-}
+func (s *Store) Held() []purgatory.HeldDoc { return s.p.Held() }
 
-// HeldFirst lists at most limit held documents (every one when limit is
-// negative), the first by document id, as Held does, and how many are
-// held in all: a bounded /status. A revision release has written and
-// counted (Stats.Released) is not listed, although the purgatory drops
-// it only after release has also rewritten the holding area: /status
-// never shows a note as held once it is served and counted released.
+// HeldFirst lists at most limit held documents, the first by document
+// id, as Held does, and how many are held in all: a bounded /status.
 func (s *Store) HeldFirst(limit int) (docs []purgatory.HeldDoc, total int) {
-	docs, total = s.p.HeldFirst(limit)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := docs[:0]
-	for _, h := range docs {
-		revs := s.held[h.Doc]
-		h.Revisions = slices.DeleteFunc(h.Revisions, func(rev string) bool { return revs[rev] == nil })
-		if len(h.Revisions) == 0 {
-			total--
-			continue
-		}
-		out = append(out, h)
-	}
-	return out, total
+	return s.p.HeldFirst(limit)
 }
 
 // Stats returns the gauges and counters.
