@@ -541,7 +541,10 @@ func testAcceptHoldBack(t *testing.T, e couchEnv, db *couchdb.DB, settings lives
 
 	// A pushes the chunks: the note is released, at a new sequence. The
 	// relay releases it after answering the push (the chunks wake its
-	// purgatory), so the test waits until the relay's feed has it.
+	// purgatory), and unlists it from /status only after writing it and
+	// updating its holding area: the test waits until the relay's feed
+	// has it, then until /status no longer lists it (the list is read
+	// before the counters, so those count it then).
 	before, err := db.Changes(ctxT(t), engine.ChangesRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -553,7 +556,7 @@ func testAcceptHoldBack(t *testing.T, e couchEnv, db *couchdb.DB, settings lives
 	waitInFeed(t, db, before.LastSeq, held.ID)
 	s = status()
 	for deadline := time.Now().Add(30 * time.Second); len(s.Held) != 0 && time.Now().Before(deadline); {
-		s = status() // served already; counted and unlisted a moment later
+		s = status() // served already, unlisted a moment later
 	}
 	if len(s.Held) != 0 || s.Holdback.Released != 1 {
 		t.Fatalf("/status after the chunks: %+v", s)
