@@ -66,7 +66,10 @@ func inflate(b []byte, limit int64) ([]byte, error) {
 	if len(b) == 0 {
 		return []byte{}, nil
 	}
-	r := flate.NewReader(bytes.NewReader(b))
+	// A bytes.Reader is an io.ByteReader, so the decompressor reads no
+	// byte past the end of the stream.
+	br := bytes.NewReader(b)
+	r := flate.NewReader(br)
 	defer r.Close()
 	// Start from a guess (packs typically shrink 1.5-4x) capped by limit.
 	guess := int64(len(b)) * 4
@@ -88,6 +91,15 @@ func inflate(b []byte, limit int64) ([]byte, error) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, inflateErr(err)
 		}
+	}
+	// Bytes after the end of the stream are ignored, as upstream's fflate
+	// ignores them, except after an empty stream: ciphertext read without
+	// the key sometimes starts with a few bits that form a complete empty
+	// stream, and must not pass for an empty pack (which would then be
+	// taken as received). No writer makes an empty pack with bytes after
+	// it.
+	if buf.Len() == 0 && br.Len() > 0 {
+		return nil, fmt.Errorf("journal: inflate: an empty DEFLATE stream followed by %d more bytes is not a pack: %w", br.Len(), engine.ErrMalformed)
 	}
 	return buf.Bytes(), nil
 }

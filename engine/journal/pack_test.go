@@ -289,6 +289,20 @@ func TestInflate(t *testing.T) {
 			t.Fatalf("%v %v", recs, err)
 		}
 	})
+	t.Run("an empty stream followed by bytes is not a pack", func(t *testing.T) {
+		// Ciphertext read without the key can start like this; taken as an
+		// empty pack, it would be recorded as received and never read.
+		empty, err := journal.Deflate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := journal.Inflate(empty, 0); err != nil || len(got) != 0 {
+			t.Fatalf("the empty stream alone: %q %v", got, err)
+		}
+		if _, err := journal.Inflate(append(bytes.Clone(empty), 0x5a, 0x17, 0xc3), 0); !errors.Is(err, engine.ErrMalformed) {
+			t.Fatalf("got %v, want ErrMalformed", err)
+		}
+	})
 	t.Run("bytes after the final block ignored", func(t *testing.T) {
 		got, err := journal.Inflate(append(bytes.Clone(z), 1, 2, 3), 0)
 		if err != nil || !bytes.Equal(got, payload) {
