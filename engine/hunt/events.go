@@ -73,10 +73,15 @@ func (h *Hunt) flush() {
 	h.mu.Lock()
 	evs := h.pending
 	h.pending = nil
+	h.flushing++
 	h.mu.Unlock()
 	for _, e := range evs {
 		h.onEvent(e)
 	}
+	h.mu.Lock()
+	h.flushing--
+	h.changed()
+	h.mu.Unlock()
 }
 
 // changed wakes every Wait (under the lock).
@@ -89,11 +94,15 @@ func (h *Hunt) changed() {
 
 // Wait returns when no document is hunted any more (every one completed,
 // removed or, in Config.Once mode, done with its pass), when the Hunt is
-// closed, or with ctx's error.
+// closed, or with ctx's error. The events of the change that ended the last
+// hunt have been delivered to Deps.OnEvent when it returns (unless the
+// Hunt was closed).
 func (h *Hunt) Wait(ctx context.Context) error {
 	for {
 		h.mu.Lock()
-		if len(h.list) == 0 || h.closed {
+		// Every queued event is delivered before Wait returns: a caller
+		// that reads what the events told it after Wait sees all of it.
+		if h.closed || len(h.list) == 0 && len(h.pending) == 0 && h.flushing == 0 {
 			h.mu.Unlock()
 			return nil
 		}

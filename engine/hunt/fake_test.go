@@ -192,6 +192,9 @@ type rig struct {
 	mu        sync.Mutex
 	delivered []engine.ChunkID
 	events    []Event
+	// eventDelay makes the event callback take this long (virtual time)
+	// before recording an event.
+	eventDelay time.Duration
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
@@ -202,6 +205,10 @@ func newRig(t *testing.T, cfg Config) *rig {
 		r.delivered = append(r.delivered, ids...)
 		r.mu.Unlock()
 	}, OnEvent: func(e Event) {
+		r.mu.Lock()
+		d := r.eventDelay
+		r.mu.Unlock()
+		time.Sleep(d)
 		r.mu.Lock()
 		r.events = append(r.events, e)
 		r.mu.Unlock()

@@ -97,6 +97,7 @@ type Hunt struct {
 	memo      *memo
 	stats     Stats
 	pending   []Event       // events queued under the lock, delivered by flush
+	flushing  int           // flushes delivering events now (Wait waits for them)
 	waiters   chan struct{} // closed when a document is dropped (Wait)
 }
 

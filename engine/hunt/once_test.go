@@ -55,6 +55,27 @@ func TestOncePassEndsAndWaitReturns(t *testing.T) {
 	})
 }
 
+// Wait returns only once the events of the change that ended the last
+// hunt are delivered: a caller reads what they told it right after Wait
+// (the vault explains a held file from the answers events). A slow event
+// callback makes the gap wide.
+func TestWaitReturnsAfterTheLastEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, Config{Once: true})
+		r.mu.Lock()
+		r.eventDelay = time.Second
+		r.mu.Unlock()
+		r.source("a:5984", false, "h:1")
+		r.h.Enqueue("found.md", ids("h:1"), "", 0)
+		if err := r.h.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if done := r.gotEvents(EventCompleted); len(done) != 1 {
+			t.Fatalf("Wait returned before the completion event was delivered: %+v", done)
+		}
+	})
+}
+
 // Without Once the pass that ends incomplete schedules the next after
 // the backoff, and says so.
 func TestPassEndedEventCarriesBackoff(t *testing.T) {
