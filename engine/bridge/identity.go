@@ -204,7 +204,8 @@ func seqLag(a, b string) int {
 // couchIdentityStep runs before the handshake of a CouchDB upstream: it
 // reads the upstream's identity and refuses a re-keyed one before
 // anything is written. The returned reason is not "" when the upstream
-// was reset. A missing database is left to the handshake, which says so.
+// was reset. A missing database is left to the handshake, which says so
+// (and counts as a reset if it exists again by then).
 func (u *upstream) couchIdentityStep(ctx context.Context) (upstreamMemory, couchIdentity, string, error) {
 	mem, err := u.loadMemory(ctx)
 	if err != nil {
@@ -212,6 +213,12 @@ func (u *upstream) couchIdentityStep(ctx context.Context) (upstreamMemory, couch
 	}
 	id, err := u.readCouchIdentity(ctx, true)
 	if errors.Is(err, engine.ErrNotFound) {
+		// The handshake says the database is missing. If it is created
+		// before the handshake reads it, it is a new database: a reset
+		// when the relay had bridged one there.
+		if mem.Marker != "" {
+			return mem, id, "the database was deleted (and created again)", nil
+		}
 		return mem, id, "", nil
 	}
 	if err != nil {
