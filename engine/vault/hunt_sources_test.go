@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -102,10 +104,15 @@ func TestHuntTwoRemotes(t *testing.T) {
 				if tc.failing {
 					r.attach(failingSource{"f:1"})
 				}
+				// Events come from the hunt's request goroutines, possibly
+				// several at once.
+				var mu sync.Mutex
 				var found []int
 				r.d.v.Watch(context.Background(), func(e Event) {
 					if e.Kind == HuntFound {
+						mu.Lock()
 						found = append(found, e.Hunt.Found)
+						mu.Unlock()
 					}
 				})
 				start := time.Now()
@@ -122,9 +129,11 @@ func TestHuntTwoRemotes(t *testing.T) {
 				if got := res.Held[0].LastResult; got != tc.reason {
 					t.Errorf("reason %q, want %q", got, tc.reason)
 				}
-				if len(found) == 0 || found[len(found)-1] != 2 {
+				mu.Lock()
+				if len(found) == 0 || slices.Max(found) != 2 {
 					t.Errorf("found %v, want 2 chunks in all", found)
 				}
+				mu.Unlock()
 				// two.md's metadata came from b: b is asked first for it.
 				if st := res.Stats.Sources["b:1"]; st.Chunks != 1 {
 					t.Errorf("b: %+v", st)
