@@ -9,7 +9,6 @@ import (
 	"syscall/js"
 	"time"
 
-	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
@@ -21,7 +20,7 @@ type handle struct {
 	cancel context.CancelFunc
 	st     store.Store
 	v      *vault.Vault
-	remote *couchdb.Remote
+	remote vault.Remote
 	link   *vault.Link
 	events *dispatcher
 	closed atomic.Bool

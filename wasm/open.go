@@ -12,7 +12,6 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/setupuri"
-	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
 	"github.com/livesync-go/livesync-go/wasm/internal/hosthttp"
 )
@@ -25,6 +24,7 @@ type openOptions struct {
 	device                    string
 	remote                    *remoteOptions // nil: the settings' remote, if any
 	client                    *http.Client   // HTTP through the host
+	storage                   storageOptions // where the replica lives
 }
 
 // remoteOptions are open's remote: {url, user, password, create}.
@@ -48,12 +48,9 @@ func parseOpen(o js.Value) (openOptions, error) {
 	if o.Type() != js.TypeObject {
 		return oo, &optionsError{msg: "open needs an options object"}
 	}
-	storage, err := str(o, "storage")
-	if err != nil {
+	var err error
+	if oo.storage, err = parseStorage(o.Get("storage")); err != nil {
 		return oo, err
-	}
-	if storage != "" && storage != "memory" {
-		return oo, &optionsError{msg: fmt.Sprintf("storage %q is not available: this build keeps the replica in memory (storage: \"memory\")", storage)}
 	}
 	for key, dst := range map[string]*string{"setupURI": &oo.setupURI, "setupPassphrase": &oo.setupPassphrase,
 		"passphrase": &oo.passphrase, "device": &oo.device} {
@@ -194,7 +191,7 @@ func open(o openOptions) (_ any, err error) {
 			h.shutdown()
 		}
 	}()
-	if h.st, err = store.NewMemory(store.Options{Name: "livesync-wasm"}); err != nil {
+	if h.st, err = openStore(ctx, o.storage); err != nil {
 		return nil, err
 	}
 	if h.v, err = vault.Open(ctx, h.st, vault.Options{Settings: settings, Passphrase: passphrase, Device: dev}); err != nil {
