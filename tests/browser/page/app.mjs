@@ -1,0 +1,41 @@
+// The page of the browser tests: loads the wasm module through its loader
+// and keeps, for the tests (which drive it with page.evaluate):
+//   window.livesync           the API (load()'s result); window.livesyncError if loading failed
+//   window.requests           every request the module made through host.fetch: {method, url}
+//   window.hostFetch          the counting fetch passed as host.fetch
+//   window.vaults[name]       vaults opened with openVault
+//   window.events[name]       their "file", "held" and "status" events, {topic, ...event}
+//   window.openVault(name, options) opens a vault (host.fetch is hostFetch) and records its events
+//   window.errorOf(promise)   resolves with {code, stage, message} of the rejection, or null
+import { load } from "/wasm/index.mjs";
+
+window.requests = [];
+window.hostFetch = (url, init = {}) => {
+  window.requests.push({ method: init.method ?? "GET", url: String(url) });
+  return fetch(url, init);
+};
+window.vaults = {};
+window.events = {};
+window.openVault = async (name, options) => {
+  const v = await window.livesync.open({ ...options, host: { fetch: window.hostFetch } });
+  window.vaults[name] = v;
+  const log = (window.events[name] = []);
+  for (const topic of ["file", "held", "status"]) {
+    v.on(topic, (e) => log.push({ topic, ...e, error: e.error ? { ...e.error } : undefined }));
+  }
+  return true;
+};
+window.errorOf = async (promise) => {
+  try {
+    await promise;
+    return null;
+  } catch (err) {
+    return { code: err.code, stage: err.stage, message: String(err.message) };
+  }
+};
+
+try {
+  window.livesync = await load({ wasm: new URL("/wasm/livesync.wasm", location.href) });
+} catch (err) {
+  window.livesyncError = err?.stack || String(err);
+}
