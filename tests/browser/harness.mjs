@@ -22,8 +22,8 @@
 //   goBuild(pkg)             → path of a binary of pkg (e.g. "./cmd/livesync-relay")
 //                            built once per process into a temporary folder
 //   startRelay({corsOrigins, config, env, dataDir})
-//                            → {url, user, password, origin, dataDir, stop(), output()}
-//                            cmd/livesync-relay with its embedded store in a
+//                            → {url, user, password, dataDir, stop(), output()}
+//                            cmd/livesync-relay ($LIVESYNC_TEST_RELAY_BIN, or built) with its embedded store in a
 //                            temporary data folder (or dataDir), an admin
 //                            with a random password, cors_origins as given
 //                            (default ["*"]); config: extra TOML lines
@@ -215,7 +215,7 @@ function spawnServer(cmd, args, { env: extraEnv, cwd, ready, name, timeoutMs = 6
 
 /** Starts cmd/livesync-relay; see the API above. */
 export async function startRelay({ corsOrigins = ["*"], config = "", env: extraEnv = {}, dataDir } = {}) {
-  const bin = await goBuild("./cmd/livesync-relay");
+  const bin = process.env.LIVESYNC_TEST_RELAY_BIN || (await goBuild("./cmd/livesync-relay"));
   const dir = tempDir("livesync-browser-relay-");
   dataDir ??= path.join(dir, "data");
   const user = "admin";
@@ -331,8 +331,9 @@ export async function corsProxy(target) {
       }
       res.end(String(err.message));
     });
-    req.on("close", () => {
-      if (!res.writableEnded) {
+    // The client went away (a live feed stopped): so does the upstream request.
+    res.on("close", () => {
+      if (!res.writableFinished) {
         up.destroy();
       }
     });

@@ -4,7 +4,7 @@
 //   window.requests           every request the module made through host.fetch: {method, url}
 //   window.hostFetch          the counting fetch passed as host.fetch
 //   window.vaults[name]       vaults opened with openVault
-//   window.events[name]       their "file", "held" and "status" events, {topic, ...event}
+//   window.events[name]       their "file" and "status" events (held and released are file events), {topic, ...event}
 //   window.openVault(name, options) opens a vault (host.fetch is hostFetch) and records its events
 //   window.errorOf(promise)   resolves with {code, stage, message} of the rejection, or null
 import { load } from "/wasm/index.mjs";
@@ -20,7 +20,8 @@ window.openVault = async (name, options) => {
   const v = await window.livesync.open({ ...options, host: { fetch: window.hostFetch } });
   window.vaults[name] = v;
   const log = (window.events[name] = []);
-  for (const topic of ["file", "held", "status"]) {
+  // "held" and "released" are file events too: "file" and "status" see every event once.
+  for (const topic of ["file", "status"]) {
     v.on(topic, (e) => log.push({ topic, ...e, error: e.error ? { ...e.error } : undefined }));
   }
   return true;
