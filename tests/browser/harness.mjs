@@ -27,10 +27,11 @@
 //                            temporary data folder (or dataDir), an admin
 //                            with a random password, cors_origins as given
 //                            (default ["*"]); config: extra TOML lines
-//   startS3({corsOrigin})   → {endpoint, url, accessKey, secretKey, region, stop()}
+//   startS3({corsOrigin})   → {endpoint, url, accessKey, secretKey, region, createBucket(name), stop()}
 //                            a versitygw of its own (.tools/versitygw, built by
 //                            tests/s3server/start.sh) with
 //                            --cors-allow-origin corsOrigin (default "*")
+//   createBucket(server, name) creates a bucket with a SigV4-signed PUT
 //   corsProxy(target)       → {url, stop()} an HTTP proxy to target that
 //                            answers CORS for any origin (for the
 //                            express-pouchdb test server, which has none)
@@ -56,7 +57,7 @@
 //   chromiumArgs             the flags Chromium runs with
 import { spawn, execFile } from "node:child_process";
 import { createServer, request as httpRequest } from "node:http";
-import { randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, existsSync, writeFileSync, mkdirSync } from "node:fs";
 import { copyFile, readFile, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -263,7 +264,37 @@ export async function startS3({ corsOrigin = "*" } = {}) {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  return { endpoint: `127.0.0.1:${port}`, url: `http://127.0.0.1:${port}`, accessKey, secretKey, region, stop: p.stop };
+  const server = { endpoint: `127.0.0.1:${port}`, url: `http://127.0.0.1:${port}`, accessKey, secretKey, region, stop: p.stop };
+  server.createBucket = (bucket) => createBucket(server, bucket);
+  return server;
+}
+
+/**
+ * Creates bucket on server ({url, accessKey, secretKey, region}) with a
+ * SigV4-signed PUT (livesync-go never creates buckets).
+ */
+export async function createBucket(server, bucket) {
+  const url = new URL(`/${bucket}`, server.url);
+  const now = new Date().toISOString().replace(/[-:]|\.\d{3}/g, "");
+  const day = now.slice(0, 8);
+  const payload = createHash("sha256").update("").digest("hex");
+  const headers = { host: url.host, "x-amz-content-sha256": payload, "x-amz-date": now };
+  const names = Object.keys(headers).sort();
+  const canonical = ["PUT", url.pathname, "", ...names.map((n) => `${n}:${headers[n]}`), "", names.join(";"), payload].join("\n");
+  const scope = `${day}/${server.region}/s3/aws4_request`;
+  const toSign = ["AWS4-HMAC-SHA256", now, scope, createHash("sha256").update(canonical).digest("hex")].join("\n");
+  const hmac = (key, data) => createHmac("sha256", key).update(data).digest();
+  let key = hmac(`AWS4${server.secretKey}`, day);
+  for (const part of [server.region, "s3", "aws4_request"]) {
+    key = hmac(key, part);
+  }
+  const signature = createHmac("sha256", key).update(toSign).digest("hex");
+  const auth = `AWS4-HMAC-SHA256 Credential=${server.accessKey}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`;
+  const { host, ...sent } = headers;
+  const r = await fetch(url, { method: "PUT", headers: { ...sent, authorization: auth } });
+  if (!r.ok) {
+    throw new Error(`create bucket ${bucket}: HTTP ${r.status} ${await r.text()}`);
+  }
 }
 
 export function freePort() {
@@ -400,7 +431,7 @@ export async function launchBrowser() {
 /** A headless Chromium over the profile folder dir, which keeps IndexedDB across launches. */
 export async function launchPersistent(dir) {
   const ctx = await chromium.launchPersistentContext(dir, { executablePath: chromiumPath, headless: true, args: chromiumArgs });
-  const proc = ctx.browser()?.process();
+  const proc = ctx.browser()?.process?.(); // a persistent context's Browser has no process()
   const unregister = onExit(() => proc?.kill("SIGKILL"));
   ctx.on("close", unregister);
   return ctx;
