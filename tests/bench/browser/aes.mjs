@@ -6,7 +6,8 @@
 // JavaScript alone as the floor.
 //
 //   node aes.mjs WWW_DIR        (WWW_DIR holds aesgcm.html, aesgcm.wasm, wasm_exec.js)
-import { serveStatic, launch, median, fmt, table } from "./lib.mjs";
+import { launchBrowser } from "../../browser/harness.mjs";
+import { serveIsolated, median, fmt, table } from "./lib.mjs";
 
 const dir = process.argv[2];
 const runs = Number(process.env.RUNS ?? 3);
@@ -22,11 +23,11 @@ const label = {
   "js-webcrypto": "WebCrypto from JS only (floor)",
 };
 
-const server = await serveStatic(dir);
-const browser = await launch();
+const server = await serveIsolated(dir);
+const browser = await launchBrowser();
 const res = {};
 try {
-  const page = await browser.context.newPage();
+  const page = await browser.newPage();
   await page.goto(server.url + "aesgcm.html");
   await page.waitForFunction(() => globalThis.ready === true);
   const isolated = await page.evaluate(() => crossOriginIsolated);

@@ -1,11 +1,11 @@
-// Shared pieces of the browser benchmarks: a static server for the work
-// folder (cross-origin isolated, so performance.now() is precise to 5 µs
-// instead of 100 µs) and Chromium through playwright-core.
+// Shared pieces of the browser benchmarks (the rest comes from
+// tests/browser/harness.mjs): a static server that makes its pages
+// cross-origin isolated, which the harness's does not, so that
+// performance.now() is precise to 5 µs instead of 100 µs (the AES-GCM
+// latencies are tens of µs); medians and Markdown tables.
 import { createServer } from "node:http";
-import { readFile, mkdtemp, rm } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join, extname, normalize } from "node:path";
-import { tmpdir } from "node:os";
-import { chromium } from "playwright-core";
 
 const types = {
   ".html": "text/html; charset=utf-8",
@@ -15,8 +15,8 @@ const types = {
   ".json": "application/json",
 };
 
-// serveStatic serves root on 127.0.0.1 (a free port): {url, close}.
-export async function serveStatic(root) {
+// serveIsolated serves root on 127.0.0.1 (a free port) with COOP/COEP: {url, close}.
+export async function serveIsolated(root) {
   const server = createServer(async (req, res) => {
     const path = normalize(decodeURIComponent(new URL(req.url, "http://x").pathname)).replace(/^(\.\.[/\\])+/, "");
     try {
@@ -36,25 +36,6 @@ export async function serveStatic(root) {
   return {
     url: `http://127.0.0.1:${server.address().port}/`,
     close: () => new Promise((ok) => server.close(ok)),
-  };
-}
-
-// launch starts headless Chromium (Debian's /usr/bin/chromium, never a
-// downloaded one) with a fresh profile: {browser, close}.
-export async function launch() {
-  const dir = await mkdtemp(join(tmpdir(), "h6-chromium-"));
-  const context = await chromium.launchPersistentContext(dir, {
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
-  return {
-    context,
-    close: async () => {
-      await context.close();
-      await rm(dir, { recursive: true, force: true });
-    },
   };
 }
 

@@ -4,23 +4,31 @@
 # printed as tables. Benchmarks, not tests; not run in CI.
 #
 #   bash tests/bench/browser/run.sh            # every section
-#   bash tests/bench/browser/run.sh aes        # only AES-GCM (~1.5 min)
+#   bash tests/bench/browser/run.sh aes        # only AES-GCM (~2 min)
+#   bash tests/bench/browser/run.sh vault      # only pull + cold start
 #
 # Sections (RUNS=3 rounds each, medians):
 #   aes    AES-256-GCM on 1 KiB chunks: Go's crypto/aes+cipher in wasm
 #          against WebCrypto called from Go through syscall/js (aes.mjs)
+#   vault  a 10k-note E2EE vault (DOCS=10000 notes of SIZE=1024 B, made
+#          with livesync import) on the relay: its pull into IndexedDB and
+#          a cold start that reads one note, livesync.wasm against PouchDB 9
+#          + transform-pouch + octagonal-wheels (vaultbench.mjs)
+# Uses tests/browser/harness.mjs (relay, static server, Chromium).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(aes)
+[ ${#sections[@]} -gt 0 ] || sections=(aes vault)
 work=$(mktemp -d "${TMPDIR:-/tmp}/browser-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 cd "$here"
-if [ ! -d node_modules/playwright-core ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-	npm ci --no-audit --no-fund --loglevel=error
-fi
+for d in . ../../browser; do
+	if [ ! -d "$d/node_modules" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+		(cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+	fi
+done
 goroot=$(go env GOROOT)
 exec_js="$goroot/lib/wasm/wasm_exec.js"
 [ -f "$exec_js" ] || exec_js="$goroot/misc/wasm/wasm_exec.js"
@@ -34,8 +42,12 @@ for s in "${sections[@]}"; do
 		(cd "$root" && GOOS=js GOARCH=wasm go build -trimpath -ldflags='-s -w' -o "$work/www/aesgcm.wasm" ./tests/bench/browser/aesgcm)
 		node aes.mjs "$work/www"
 		;;
+	vault)
+		npx esbuild src/pouch-entry.mjs --bundle --format=iife --minify --log-level=warning --outfile="$work/www/pouch.js"
+		node vaultbench.mjs "$work/www"
+		;;
 	*)
-		echo "unknown section $s (aes)" >&2
+		echo "unknown section $s (aes, vault)" >&2
 		exit 2
 		;;
 	esac

@@ -1,0 +1,103 @@
+// Pull and cold start of a 10k-note E2EE vault in headless Chromium: the
+// wasm build (livesync.wasm, IndexedDB storage) against the stack LiveSync
+// uses today (PouchDB 9 browser build, idb adapter, transform-pouch +
+// octagonal-wheels for E2EE), from the same relay (cmd/livesync-relay).
+//
+//   node vaultbench.mjs WWW_DIR      (WWW_DIR holds pouch.html, pouch.js, wasm.html)
+//
+// pull: RUNS rounds, the two clients alternating (the first of a round
+// alternates too), each into a new IndexedDB database of one browser
+// profile, timed from the start of the replication (reading the sync
+// parameters, key derivation included) to its end.
+// cold: RUNS rounds of a fresh browser process over the profile per
+// client: page load → module/script ready → replica opened from
+// IndexedDB → key derived → first note read (checked byte for byte).
+import { startRelay, serveStatic, buildWasm, launchPersistent, tempDir } from "../../browser/harness.mjs";
+import { prepareVault, passphrase, noteText, notePath } from "./vault.mjs";
+import { median, fmt, table } from "./lib.mjs";
+
+const www = process.argv[2];
+const runs = Number(process.env.RUNS ?? 3);
+const docs = Number(process.env.DOCS ?? 10000);
+const size = Number(process.env.SIZE ?? 1024);
+const sections = (process.env.SECTIONS ?? "pull,cold").split(",");
+const wasmStorage = process.env.WASM_STORAGE ?? "indexeddb";
+
+const relay = await startRelay();
+const server = await serveStatic({ "/": www, "/wasm/": await buildWasm() });
+const profile = tempDir("browser-bench-profile-");
+try {
+  console.error(`importing ${docs} notes of ${size} B into the relay (livesync import --encrypt --obfuscate-paths) …`);
+  const vault = await prepareVault(relay, { docs, size });
+  const info = await (await fetch(vault.url, { headers: { authorization: "Basic " + btoa(`${relay.user}:${relay.password}`) } })).json();
+  console.error(`  ${info.doc_count} documents in ${fmt(vault.importMs / 1000, 1)} s`);
+  const common = { url: vault.url, user: relay.user, password: relay.password, passphrase };
+
+  const pulls = { pouchdb: [], wasm: [] };
+  const pulled = {};
+  let salt;
+  const ctx = await launchPersistent(profile);
+  try {
+    for (let r = 0; r < runs; r++) {
+      const order = r % 2 === 0 ? ["wasm", "pouchdb"] : ["pouchdb", "wasm"];
+      for (const impl of order) {
+        if (!sections.includes("pull") && r > 0) continue;
+        const name = `${impl}-${r}`;
+        const page = await ctx.newPage();
+        page.on("pageerror", (e) => console.error(`[${impl}] ${e.message}`));
+        await page.goto(server.url(impl === "wasm" ? "/wasm.html" : "/pouch.html"));
+        await page.waitForFunction(() => window.ready === true || window.benchError);
+        const x = impl === "wasm"
+          ? await page.evaluate((o) => wasmPull(o), { ...common, name, storage: wasmStorage })
+          : await page.evaluate((o) => PouchBench.pull(o), { ...common, name });
+        await page.close();
+        salt ??= x.salt;
+        pulled[impl] ??= name;
+        pulls[impl].push(x);
+        console.error(`pull ${r + 1}/${runs} ${impl}: ${fmt(x.ms / 1000, 1)} s ${JSON.stringify(x.docs ?? x.result?.pull ?? x.files)}`);
+      }
+    }
+  } finally {
+    await ctx.close();
+  }
+  if (sections.includes("pull")) {
+    const p = median(pulls.pouchdb.map((x) => x.ms)), w = median(pulls.wasm.map((x) => x.ms));
+    console.log(`\nPull of ${docs} E2EE notes (${size} B, ${info.doc_count} documents with chunks) from the relay into IndexedDB, headless Chromium, medians of ${runs}`);
+    console.log(table(["client", "runs (s)", "median s", "docs/s", "× PouchDB"], [
+      ["PouchDB 9 (idb) + transform-pouch + octagonal-wheels, batch 25/25", pulls.pouchdb.map((x) => fmt(x.ms / 1000, 1)).join(", "), fmt(p / 1000, 1), fmt(info.doc_count / (p / 1000)), "1.00"],
+      [`livesync.wasm (${wasmStorage}), defaults`, pulls.wasm.map((x) => fmt(x.ms / 1000, 1)).join(", "), fmt(w / 1000, 1), fmt(info.doc_count / (w / 1000)), fmt(p / w, 2)],
+    ]));
+  }
+
+  if (sections.includes("cold") && wasmStorage === "indexeddb") {
+    const want = noteText(0, size);
+    const cold = { pouchdb: [], wasm: [] };
+    for (let r = 0; r < runs; r++) {
+      for (const impl of r % 2 === 0 ? ["wasm", "pouchdb"] : ["pouchdb", "wasm"]) {
+        const args = { name: pulled[impl], passphrase, salt, path: notePath(0) };
+        const c = await launchPersistent(profile);
+        try {
+          const page = await c.newPage();
+          await page.goto(server.url(impl === "wasm" ? "/wasm.html" : "/pouch.html") + "#cold=" + encodeURIComponent(JSON.stringify(args)));
+          await page.waitForFunction(() => window.benchResult || window.benchError, null, { timeout: 120000 });
+          const { res, err } = await page.evaluate(() => ({ res: window.benchResult, err: window.benchError }));
+          if (err) throw new Error(`${impl} cold start: ${err}`);
+          if (res.text !== want) throw new Error(`${impl} cold start read the wrong text (${res.bytes} bytes)`);
+          cold[impl].push(res.t);
+          console.error(`cold ${r + 1}/${runs} ${impl}: ${JSON.stringify(res.t)}`);
+        } finally {
+          await c.close();
+        }
+      }
+    }
+    const m = (impl, k) => median(cold[impl].map((t) => t[k]));
+    console.log(`\nCold start in a fresh browser process over a profile holding the pulled vault (${info.doc_count} documents), ms from navigation start, medians of ${runs}`);
+    console.log(table(["client", "script ready", "module loaded", "replica opened", "key derived", "first note read (total)"], [
+      ["PouchDB 9 (idb) + octagonal-wheels", fmt(m("pouchdb", "script")), "(in script)", fmt(m("pouchdb", "open")), fmt(m("pouchdb", "derive")), fmt(m("pouchdb", "read"))],
+      ["livesync.wasm (indexeddb)", fmt(m("wasm", "script")), fmt(m("wasm", "load")), fmt(m("wasm", "open")), "(in open)", fmt(m("wasm", "read"))],
+    ]));
+  }
+} finally {
+  await server.stop();
+  await relay.stop();
+}
