@@ -1,0 +1,393 @@
+//go:build js && wasm
+
+package idb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall/js"
+	"testing"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/store/storetest"
+)
+
+// TestMain gives Node an IndexedDB: fake-indexeddb, installed by
+// `npm ci` in testdata (a browser has its own).
+func TestMain(m *testing.M) {
+	if js.Global().Get("indexedDB").Type() != js.TypeObject {
+		wd, _ := os.Getwd()
+		mod := filepath.Join(wd, "testdata", "node_modules", "fake-indexeddb", "auto", "index.js")
+		if err := catch(func() { js.Global().Call("require", mod) }); err != nil {
+			fmt.Fprintf(os.Stderr, "idb tests need fake-indexeddb: run `npm ci` in wasm/internal/idb/testdata (%v)\n", err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+var dbSeq atomic.Int64
+
+// newName is a database name no other test uses.
+func newName(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), dbSeq.Add(1))
+}
+
+func openT(t testing.TB, name string) *Backend {
+	t.Helper()
+	b, err := open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, opts store.Options) store.Store {
+		opts.Name = "test"
+		st, err := store.Open(openT(t, newName(t)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+}
+
+func TestAtomic(t *testing.T) {
+	storetest.RunAtomic(t, func(t *testing.T) store.Backend { return openT(t, newName(t)) })
+}
+
+// dump is every record of a backend, bucket by bucket, in key order.
+func dump(t testing.TB, b store.Backend) string {
+	t.Helper()
+	var sb strings.Builder
+	err := b.View(func(tx store.Tx) error {
+		for bk := range store.Bucket(store.NumBuckets) {
+			tx.Ascend(bk, nil, func(k, v []byte) bool {
+				fmt.Fprintf(&sb, "%d %x=%x\n", bk, k, v)
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.String()
+}
+
+func put(t testing.TB, b store.Backend, kv ...string) error {
+	t.Helper()
+	return b.Update(func(tx store.Tx) error {
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				if err := tx.Delete(store.BucketDocs, []byte(kv[i])); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := tx.Put(store.BucketDocs, []byte(kv[i]), []byte(kv[i+1])); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestReopen: a store's documents, sequence and _local documents survive
+// Close, across more records than one page of the load, with binary keys
+// in byte order.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	name := newName(t)
+	b := openT(t, name)
+	st, err := store.Open(b, store.Options{Name: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []json.RawMessage
+	for i := range pageSize + 100 {
+		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"h:%05d","_rev":"1-a","type":"leaf","data":"%d"}`, i, i)))
+	}
+	if _, err := st.BulkDocs(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutLocal(ctx, "cp", []byte(`{"last_seq":"7"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(func(tx store.Tx) error {
+		for _, k := range [][]byte{{}, {0}, {0, 0}, {0xff}, {0x80, 1}, {1}} {
+			if err := tx.Put(store.BucketBodies, k, []byte{byte(len(k))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, b)
+	st.Close()
+
+	b = openT(t, name)
+	defer b.Close()
+	if after := dump(t, b); after != before {
+		t.Fatalf("after reopen the records differ (%d bytes before, %d after)", len(before), len(after))
+	}
+	st, err = store.Open(b, store.Options{Name: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetLocal(ctx, "cp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, []byte(`{"_id":"new"}`)); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := st.Info(ctx)
+	if want := fmt.Sprint(pageSize + 101); info.UpdateSeq != want || info.DocCount != pageSize+101 {
+		t.Fatalf("Info after reopen = %+v, want seq %s", info, want)
+	}
+	var keys []string
+	b.View(func(tx store.Tx) error {
+		return tx.Ascend(store.BucketBodies, nil, func(k, _ []byte) bool {
+			keys = append(keys, fmt.Sprintf("%x", k))
+			return true
+		})
+	})
+	if got := strings.Join(keys, " "); got != " 00 0000 01 8001 ff" {
+		t.Fatalf("binary keys after reopen: %q", got)
+	}
+}
+
+// rawGet reads key of the docs bucket straight from the database through
+// a connection of its own (as a reload of the page would).
+func rawGet(t *testing.T, name, key string) []byte {
+	t.Helper()
+	db, err := openDB(js.Global().Get("indexedDB"), name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Call("close")
+	res, err := request(db.Call("transaction", objectStore, "readonly").Call("objectStore", objectStore).Call("get", u8(append([]byte{byte(store.BucketDocs)}, key...))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsUndefined() {
+		return nil
+	}
+	_, rest, _ := field(goBytes(res))
+	v, _, _ := field(rest)
+	return v
+}
+
+// TestUpdateIsOnDiskWhenItReturns: once Update returns, the database
+// holds its writes (a page killed right then reloads them).
+func TestUpdateIsOnDiskWhenItReturns(t *testing.T) {
+	name := newName(t)
+	b := openT(t, name)
+	defer b.Close()
+	for i := range 3 {
+		v := fmt.Sprint("v", i)
+		if err := put(t, b, "a", v, fmt.Sprint("k", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+		if got := rawGet(t, name, "a"); string(got) != v {
+			t.Fatalf("after Update %d the database holds a=%q, want %q", i, got, v)
+		}
+	}
+	if err := put(t, b, "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawGet(t, name, "a"); got != nil {
+		t.Fatalf("after a Delete the database holds a=%q", got)
+	}
+}
+
+// TestAbortedCommitChangesNothing: an Update whose IndexedDB transaction
+// aborts returns an error and leaves the memory copy and the database as
+// they were.
+func TestAbortedCommitChangesNothing(t *testing.T) {
+	name := newName(t)
+	b := openT(t, name)
+	if err := put(t, b, "a", "1", "b", "2"); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, b)
+	b.beforeCommit = func(tx js.Value) { tx.Call("abort") }
+	if err := put(t, b, "a", "changed", "b", "", "c", "new"); err == nil {
+		t.Fatal("Update succeeded though its transaction aborted")
+	}
+	if after := dump(t, b); after != before {
+		t.Fatalf("memory after an aborted commit:\n%s\nwant\n%s", after, before)
+	}
+	b.beforeCommit = nil
+	b.Close()
+	b = openT(t, name)
+	defer b.Close()
+	if after := dump(t, b); after != before {
+		t.Fatalf("database after an aborted commit:\n%s\nwant\n%s", after, before)
+	}
+	if err := put(t, b, "c", "3"); err != nil {
+		t.Fatalf("an Update after the abort: %v", err)
+	}
+}
+
+// TestFailedRequestAbortsAll: a request the host refuses aborts the
+// whole transaction (the writes before it included).
+func TestFailedRequestAbortsAll(t *testing.T) {
+	name := newName(t)
+	b := openT(t, name)
+	defer b.Close()
+	before := dump(t, b)
+	b.beforeCommit = func(tx js.Value) {
+		// An add of a key the transaction already put fails
+		// (ConstraintError), which aborts the transaction.
+		tx.Call("objectStore", objectStore).Call("add", u8([]byte("x")), u8([]byte{0, 'a'}))
+	}
+	err := put(t, b, "a", "1")
+	if err == nil {
+		t.Fatal("Update succeeded though a request of its transaction failed")
+	}
+	var he *hostError
+	if !errors.As(err, &he) || he.Name != "ConstraintError" {
+		t.Fatalf("err = %v, want the host's ConstraintError", err)
+	}
+	if after := dump(t, b); after != before {
+		t.Fatalf("memory after a failed commit: %s", after)
+	}
+}
+
+// TestOneHandle: a second Open of an open database fails with ErrBusy,
+// also when a connection of another page (with no Web Locks to tell) has
+// it open; Close lets the next Open in.
+func TestOneHandle(t *testing.T) {
+	ctx := context.Background()
+	name := newName(t)
+	b := openT(t, name)
+	if _, err := Open(ctx, name); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second Open: %v, want ErrBusy", err)
+	}
+	if err := Delete(ctx, name); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Delete of an open database: %v, want ErrBusy", err)
+	}
+	if err := put(t, b, "a", "1"); err != nil {
+		t.Fatalf("Update after the refused opens: %v", err)
+	}
+	b.Close()
+
+	other, err := openDB(js.Global().Get("indexedDB"), name, 0) // another tab's connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, name); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Open while another page has the database open: %v, want ErrBusy", err)
+	}
+	other.Call("close")
+	b = openT(t, name)
+	defer b.Close()
+	if got := dump(t, b); !strings.Contains(got, fmt.Sprintf("%x=%x", "a", "1")) {
+		t.Fatalf("after the refused opens the database holds %s", got)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	ctx := context.Background()
+	name := newName(t)
+	b := openT(t, name)
+	if err := put(t, b, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	b = openT(t, name)
+	defer b.Close()
+	if got := dump(t, b); got != "" {
+		t.Fatalf("after Delete the database holds %s", got)
+	}
+}
+
+// TestMalformedRecord: a value that is not a framed record fails Open
+// rather than loading a wrong replica.
+func TestMalformedRecord(t *testing.T) {
+	name := newName(t)
+	db, err := openDB(js.Global().Get("indexedDB"), name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := db.Call("transaction", objectStore, "readwrite")
+	tx.Call("objectStore", objectStore).Call("put", u8([]byte{9, 0, 'a'}), u8([]byte{0, 'a'}))
+	ch, stop := listen(tx, "oncomplete", "onabort")
+	<-ch
+	stop()
+	db.Call("close")
+	if _, err := Open(context.Background(), name); !errors.Is(err, engine.ErrMalformed) {
+		t.Fatalf("Open of a malformed record: %v, want ErrMalformed", err)
+	}
+	if b := openT(t, newName(t)); b != nil { // the failed Open released its name
+		b.Close()
+	}
+	if _, err := Open(context.Background(), name); !errors.Is(err, engine.ErrMalformed) {
+		t.Fatalf("second Open of a malformed record: %v, want ErrMalformed (not busy)", err)
+	}
+}
+
+func TestQuotaIsStorageFull(t *testing.T) {
+	e := js.Global().Get("Object").New()
+	e.Set("name", "QuotaExceededError")
+	if err := domError(e); !errors.Is(err, store.ErrStorageFull) {
+		t.Fatalf("QuotaExceededError = %v, want store.ErrStorageFull", err)
+	}
+}
+
+func TestNoName(t *testing.T) {
+	if _, err := Open(context.Background(), ""); err == nil {
+		t.Fatal("Open with no name succeeded")
+	}
+}
+
+// BenchmarkOpen10k measures Open of a replica of 10,000 documents of
+// about 1 kB and their chunks (ids h:…), written in batches of 100 as a
+// pull does.
+func BenchmarkOpen10k(b *testing.B) {
+	ctx := context.Background()
+	name := newName(b)
+	be := openT(b, name)
+	st, err := store.Open(be, store.Options{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := strings.Repeat("x", 900)
+	for i := 0; i < 10000; i += 100 {
+		var docs []json.RawMessage
+		for j := i; j < i+100; j++ {
+			docs = append(docs,
+				json.RawMessage(fmt.Sprintf(`{"_id":"notes/%05d.md","_rev":"1-a","type":"plain","children":["h:%05d"],"mtime":1,"ctime":1,"size":900}`, j, j)),
+				json.RawMessage(fmt.Sprintf(`{"_id":"h:%05d","_rev":"1-a","type":"leaf","data":"%s"}`, j, body)))
+		}
+		if _, err := st.BulkDocs(ctx, docs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	want := dump(b, be)
+	st.Close()
+	b.ResetTimer()
+	for range b.N {
+		be := openT(b, name)
+		b.StopTimer()
+		if got := dump(b, be); !bytes.Equal([]byte(got), []byte(want)) {
+			b.Fatal("the reopened replica differs")
+		}
+		be.Close()
+		b.StartTimer()
+	}
+}
