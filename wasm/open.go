@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"syscall/js"
 
-	"github.com/livesync-go/livesync-go/adapters/couchdb"
+	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/setupuri"
@@ -27,10 +27,66 @@ type openOptions struct {
 	storage                   storageOptions // where the replica lives
 }
 
-// remoteOptions are open's remote: {url, user, password, create}.
+// The kinds of remote open's remote option names (remote.kind).
+const (
+	remoteCouchDB = "couchdb" // a CouchDB database, the default kind
+	remoteS3      = "s3"      // an S3 bucket holding the journal
+)
+
+// remoteOptions are open's remote: a CouchDB database {url, user,
+// password, create} or an S3 bucket {kind: "s3", endpoint, bucket,
+// accessKey, secretKey, region, prefix, create}.
 type remoteOptions struct {
-	url, user, password string
-	create              bool // create a missing database
+	kind                string // remoteCouchDB or remoteS3
+	url, user, password string // CouchDB
+	// S3: region "" is asked from the server; prefix is the LiveSync
+	// bucket prefix ("my-vault/").
+	endpoint, bucket, accessKey, secretKey, region, prefix string
+	create                                                 bool // create the vault on an empty remote
+}
+
+// remoteAdapter makes the vault.Remote of one kind, from open's remote
+// (r not nil) or else from the settings' (cfg). The file of each adapter
+// this build includes (remote_couchdb.go, remote_s3.go) registers its
+// own in remoteAdapters, so that a build tag leaves the adapter and its
+// dependencies out of the module.
+type remoteAdapter func(r *remoteOptions, cfg *setupuri.Config, client *http.Client) (vault.Remote, error)
+
+var remoteAdapters = map[string]remoteAdapter{}
+
+// parseRemote reads open's remote option.
+func parseRemote(r js.Value) (*remoteOptions, error) {
+	ro := &remoteOptions{}
+	var err error
+	if ro.kind, err = str(r, "kind"); err != nil {
+		return nil, err
+	}
+	if ro.create, err = boolean(r, "create"); err != nil {
+		return nil, err
+	}
+	var keys map[string]*string
+	switch ro.kind {
+	case "", remoteCouchDB:
+		ro.kind = remoteCouchDB
+		keys = map[string]*string{"url": &ro.url, "user": &ro.user, "password": &ro.password}
+	case remoteS3:
+		keys = map[string]*string{"endpoint": &ro.endpoint, "bucket": &ro.bucket, "accessKey": &ro.accessKey,
+			"secretKey": &ro.secretKey, "region": &ro.region, "prefix": &ro.prefix}
+	default:
+		return nil, &optionsError{msg: fmt.Sprintf("remote.kind %q: want \"couchdb\" (the default) or \"s3\"", ro.kind)}
+	}
+	for key, dst := range keys {
+		if *dst, err = str(r, key); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case ro.kind == remoteCouchDB && ro.url == "":
+		return nil, &optionsError{msg: "remote.url must be the database's URL, https://host:5984/DATABASE"}
+	case ro.kind == remoteS3 && (ro.endpoint == "" || ro.bucket == ""):
+		return nil, &optionsError{msg: "an S3 remote needs remote.endpoint (https://host[:port]) and remote.bucket"}
+	}
+	return ro, nil
 }
 
 // parseOpen reads open's options:
@@ -70,19 +126,9 @@ func parseOpen(o js.Value) (openOptions, error) {
 		return oo, &optionsError{msg: "a setupURI needs its setupPassphrase (the passphrase the Setup URI was made with)"}
 	}
 	if r := o.Get("remote"); r.Type() == js.TypeObject {
-		ro := &remoteOptions{}
-		for key, dst := range map[string]*string{"url": &ro.url, "user": &ro.user, "password": &ro.password} {
-			if *dst, err = str(r, key); err != nil {
-				return oo, err
-			}
-		}
-		if ro.url == "" {
-			return oo, &optionsError{msg: "remote.url must be the database's URL, https://host:5984/DATABASE"}
-		}
-		if ro.create, err = boolean(r, "create"); err != nil {
+		if oo.remote, err = parseRemote(r); err != nil {
 			return oo, err
 		}
-		oo.remote = ro
 	}
 	fetch := js.Global().Get("fetch")
 	if host := o.Get("host"); host.Type() == js.TypeObject && !host.Get("fetch").IsUndefined() {
@@ -126,38 +172,48 @@ func (o openOptions) config() (*setupuri.Config, error) {
 	return cfg, nil
 }
 
-// couchConfig is the remote to attach: open's remote, else the
-// settings' CouchDB; nil when there is none.
-func (o openOptions) couchConfig(cfg *setupuri.Config) (*couchdb.Config, bool, error) {
-	var cc couchdb.Config
-	create := false
+// remoteKind is the kind of the remote to attach: open's remote's, else
+// the settings'; "" when there is none.
+func (o openOptions) remoteKind(cfg *setupuri.Config) (string, error) {
 	switch {
 	case o.remote != nil:
-		var err error
-		if cc, err = couchdb.ParseURL(o.remote.url); err != nil {
-			return nil, false, &optionsError{msg: err.Error()}
-		}
-		if o.remote.user != "" {
-			cc.User = o.remote.user
-		}
-		if o.remote.password != "" {
-			cc.Password = o.remote.password
-		}
-		create = o.remote.create
+		return o.remote.kind, nil
 	case cfg == nil:
-		return nil, false, nil
-	case cfg.RemoteType != setupuri.RemoteCouchDB:
-		return nil, false, &optionsError{msg: fmt.Sprintf("the settings' remote type %q is not supported by this build yet: only CouchDB", cfg.RemoteType)}
-	case cfg.CouchDB.URI == "":
-		return nil, false, nil
-	default:
-		cc = couchdb.Config{URL: cfg.CouchDB.URI, Database: cfg.CouchDB.Database, User: cfg.CouchDB.User, Password: cfg.CouchDB.Password}
+		return "", nil
+	case cfg.RemoteType == setupuri.RemoteCouchDB:
+		if cfg.CouchDB.URI == "" {
+			return "", nil
+		}
+		return remoteCouchDB, nil
+	case cfg.RemoteType == setupuri.RemoteS3:
+		if cfg.S3.Endpoint == "" && cfg.S3.Bucket == "" {
+			return "", nil
+		}
+		return remoteS3, nil
+	}
+	return "", fmt.Errorf("the settings' remote type %q is not supported: only CouchDB and S3 (MINIO): %w", cfg.RemoteType, engine.ErrUnsupported)
+}
+
+// newRemote makes the remote to attach (nil when there is none) and says
+// whether a missing vault may be created on it. It does not contact the
+// server.
+func (o openOptions) newRemote(cfg *setupuri.Config) (vault.Remote, bool, error) {
+	kind, err := o.remoteKind(cfg)
+	if err != nil || kind == "" {
+		return nil, false, err
+	}
+	adapter, ok := remoteAdapters[kind]
+	if !ok {
+		return nil, false, fmt.Errorf("this build of livesync.wasm has no %s remote (it was built without that adapter): %w", kind, engine.ErrUnsupported)
 	}
 	if o.client == nil {
 		return nil, false, &optionsError{msg: "host.fetch must be a fetch-compatible function (none was given and there is no global fetch)"}
 	}
-	cc.HTTPClient = o.client
-	return &cc, create, nil
+	r, err := adapter(o.remote, cfg, o.client)
+	if err != nil {
+		return nil, false, err
+	}
+	return r, o.remote != nil && o.remote.create, nil
 }
 
 // open opens a memory replica's vault and attaches the remote.
@@ -166,7 +222,7 @@ func open(o openOptions) (_ any, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cc, create, err := o.couchConfig(cfg)
+	remote, create, err := o.newRemote(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +240,7 @@ func open(o openOptions) (_ any, err error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &handle{ctx: ctx, cancel: cancel}
+	h := &handle{ctx: ctx, cancel: cancel, remote: remote, passphrase: passphrase}
 	openHandles.add(h)
 	defer func() {
 		if err != nil {
@@ -197,10 +253,7 @@ func open(o openOptions) (_ any, err error) {
 	if h.v, err = vault.Open(ctx, h.st, vault.Options{Settings: settings, Passphrase: passphrase, Device: dev}); err != nil {
 		return nil, err
 	}
-	if cc != nil {
-		if h.remote, err = couchdb.NewRemote(*cc, couchdb.RemoteOptions{}); err != nil {
-			return nil, &optionsError{msg: err.Error()}
-		}
+	if h.remote != nil {
 		ao := vault.AttachOptions{Create: create, NewVault: settings, Passphrase: func() (string, error) {
 			if passphrase == "" {
 				return "", vault.ErrNeedPassphrase

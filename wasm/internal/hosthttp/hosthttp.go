@@ -143,8 +143,7 @@ func response(req *http.Request, res js.Value) (*http.Response, error) {
 		}
 	}
 	uncompressed := false
-	if ce := header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		// fetch decodes the body itself.
+	if decodedByFetch(header.Get("Content-Encoding")) {
 		header.Del("Content-Encoding")
 		header.Del("Content-Length")
 		length, uncompressed = -1, true
@@ -160,6 +159,25 @@ func response(req *http.Request, res js.Value) (*http.Response, error) {
 		Uncompressed:  uncompressed,
 		Request:       req,
 	}, nil
+}
+
+// decodedByFetch reports whether fetch hands over the body of a response
+// with this Content-Encoding decoded: every coding listed is one fetch
+// decodes (gzip, deflate, br, zstd). Any other coding (S3's aws-chunked,
+// which some servers store with the object) reaches the caller as sent,
+// Content-Length and all.
+func decodedByFetch(ce string) bool {
+	decoded := false
+	for _, c := range strings.Split(ce, ",") {
+		switch strings.ToLower(strings.TrimSpace(c)) {
+		case "", "identity":
+		case "gzip", "x-gzip", "deflate", "br", "zstd":
+			decoded = true
+		default:
+			return false
+		}
+	}
+	return decoded
 }
 
 // bodySource returns how to read res's body: a ReadableStream reader, or
