@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	diag "github.com/livesync-go/livesync-go/engine/negotiate/doctor"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
@@ -113,6 +116,91 @@ func codeOf(err error, ee *engine.Error) string {
 		return CodeMalformed
 	case errors.Is(err, engine.ErrUnsupported):
 		return CodeUnsupported
+	}
+	return CodeError
+}
+
+// The classes of problems a doctor reports (diag.Codes), and those of
+// the errors it explains (explainedBase + the index of the error's code
+// in an explainer's list): findingCode turns them into the codes JS
+// sees.
+const (
+	problemFailed = iota + 1
+	problemUnreachable
+	problemAuth
+	problemRefused
+	problemPassphrase
+	explainedBase = 100
+)
+
+// explainer is a doctor run's diag.Options.Explain: it numbers the codes
+// of the errors it explains, in codes.
+type explainer struct {
+	mu    sync.Mutex
+	codes []string
+}
+
+func (x *explainer) explain(err error) (int, string) {
+	code := classify(err).Code
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i := slices.Index(x.codes, code)
+	if i < 0 {
+		i = len(x.codes)
+		x.codes = append(x.codes, code)
+	}
+	return explainedBase + i, err.Error()
+}
+
+// actionNames name the actions a finding's advice suggests (its
+// actions in JS).
+var actionNames = map[diag.Action]string{
+	diag.Push: "push", diag.Pull: "pull", diag.PullRebuildLocal: "pull-rebuild-local",
+	diag.PullFresh: "pull-fresh", diag.Unlock: "unlock", diag.PushRebuild: "push-rebuild",
+}
+
+// findingCode is the error code of a problem: the code of the error it
+// explains, else the class of problem; a refusal is named by what
+// refused (the database or bucket is missing, a newer client wrote the
+// remote, its milestone locks this device out or wants other settings,
+// its salt is damaged).
+func findingCode(f vault.Finding, x *explainer) string {
+	switch f.Code {
+	case problemUnreachable:
+		return CodeUnreachable
+	case problemAuth:
+		return CodeUnauthorized
+	case problemPassphrase:
+		return CodeWrongPassphrase
+	case problemRefused:
+		return refusalCode(f)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if i := f.Code - explainedBase; i >= 0 && i < len(x.codes) {
+		return x.codes[i]
+	}
+	return CodeError
+}
+
+func refusalCode(f vault.Finding) string {
+	switch f.Check {
+	case "database", "bucket":
+		return CodeNoDatabase
+	case "version":
+		return CodeIncompatible
+	case "settings":
+		return CodeSettingsMismatch
+	case "salt":
+		return CodeMalformed
+	case "milestone":
+		// A lock names the actions that let this device in.
+		for _, c := range f.Commands {
+			if len(c) > 0 && c[0] == actionNames[diag.Unlock] {
+				return CodeLocked
+			}
+		}
+		return CodeIncompatible
 	}
 	return CodeError
 }

@@ -45,3 +45,42 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestFindingCode: a doctor's problem carries the code a sync would fail
+// with: the explained error's own, the class of problem, or what refused.
+func TestFindingCode(t *testing.T) {
+	x := &explainer{}
+	notFound, _ := x.explain(&engine.Error{Op: "get", Err: engine.ErrNotFound})
+	auth, _ := x.explain(&engine.Error{Op: "get", Stage: engine.StageAuth, Err: errors.New("HTTP 401")})
+	again, _ := x.explain(&engine.Error{Op: "other", Err: engine.ErrNotFound})
+	if again != notFound || auth == notFound {
+		t.Fatalf("explained codes %d, %d, %d: one number per code", notFound, auth, again)
+	}
+	problem := func(check string, code int, commands ...[]string) vault.Finding {
+		return vault.Finding{Check: check, Status: vault.FindingProblem, Code: code, Commands: commands}
+	}
+	cases := []struct {
+		f    vault.Finding
+		want string
+	}{
+		{problem("server", problemUnreachable), CodeUnreachable},
+		{problem("login", problemAuth), CodeUnauthorized},
+		{problem("passphrase", problemPassphrase), CodeWrongPassphrase},
+		{problem("passphrase", problemFailed), CodeError},
+		{problem("salt", notFound), CodeNotFound},
+		{problem("milestone", auth), CodeUnauthorized},
+		{problem("database", problemRefused, []string{"push"}), CodeNoDatabase},
+		{problem("bucket", problemRefused), CodeNoDatabase},
+		{problem("version", problemRefused), CodeIncompatible},
+		{problem("settings", problemRefused, []string{"pull-fresh"}, []string{"push-rebuild"}), CodeSettingsMismatch},
+		{problem("salt", problemRefused), CodeMalformed},
+		{problem("milestone", problemRefused, []string{"pull-rebuild-local"}, []string{"unlock"}), CodeLocked},
+		{problem("milestone", problemRefused), CodeIncompatible},
+		{problem("chunks", explainedBase+50), CodeError},
+	}
+	for _, c := range cases {
+		if got := findingCode(c.f, x); got != c.want {
+			t.Errorf("%s (code %d, commands %v): %q, want %q", c.f.Check, c.f.Code, c.f.Commands, got, c.want)
+		}
+	}
+}

@@ -3,9 +3,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"syscall/js"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
@@ -13,16 +15,42 @@ import (
 // dispatcher delivers the vault's events to the JS listeners on one
 // goroutine of its own, in order, so that the engine never waits for JS
 // and a listener that throws harms nothing else.
+//
+// The vault's held-count events say how many files are held; JS also
+// wants how many chunks they wait for. The dispatcher hands each
+// held-count event to a counter goroutine, which counts both from the
+// replica (at most once per countInterval: a count reads every document)
+// and queues the event with the counts, so that it follows the held and
+// released events it sums up.
 type dispatcher struct {
 	mu        sync.Mutex
-	queue     []vault.Event
+	queue     []queued
 	wake      chan struct{}
 	done      chan struct{}
 	listeners map[int]listener
 	next      int
 	unwatch   func()
 	stopOnce  sync.Once
+
+	count   func(context.Context) (heldCounts, error) // the replica's held files and missing chunks
+	ctx     context.Context                           // the handle's: counts end with it
+	recount chan struct{}                             // a held-count event waits for its count
 }
+
+// queued is one event to deliver; counts is set on a counted held-count
+// event.
+type queued struct {
+	e      vault.Event
+	counts *heldCounts
+}
+
+// heldCounts are the held files and the distinct chunks they lack.
+type heldCounts struct {
+	held, pendingChunks int
+}
+
+// countInterval is the shortest time between two counts of held files.
+const countInterval = 500 * time.Millisecond
 
 // listener is one on() registration.
 type listener struct {
@@ -32,20 +60,93 @@ type listener struct {
 
 // startEvents starts the handle's dispatcher.
 func (h *handle) startEvents() {
-	d := &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{}), listeners: map[int]listener{}}
+	d := &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{}), listeners: map[int]listener{},
+		ctx: h.ctx, recount: make(chan struct{}, 1), count: h.heldCounts}
 	d.unwatch = h.v.Watch(h.ctx, d.push)
 	h.events = d
 	go d.run()
+	go d.counter()
+}
+
+// heldCounts counts the held files and the distinct chunks they lack.
+func (h *handle) heldCounts(ctx context.Context) (heldCounts, error) {
+	files, err := h.v.Held(ctx)
+	if err != nil {
+		return heldCounts{}, err
+	}
+	missing := map[string]bool{}
+	for _, f := range files {
+		for _, id := range f.Missing {
+			missing[id] = true
+		}
+	}
+	return heldCounts{held: len(files), pendingChunks: len(missing)}, nil
 }
 
 func (d *dispatcher) push(e vault.Event) {
+	if e.Kind == vault.HeldCount {
+		// Counted by the counter, which queues it.
+		select {
+		case d.recount <- struct{}{}:
+		default: // a count is due already; it will see this change too
+		}
+		return
+	}
+	d.enqueue(queued{e: e})
+}
+
+func (d *dispatcher) enqueue(q queued) {
 	d.mu.Lock()
-	d.queue = append(d.queue, e)
+	d.queue = append(d.queue, q)
 	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// counter counts the held files after each held-count event (several
+// events in a row make one count) and queues the event with the counts.
+// It counts only for listeners of "held" or "status".
+func (d *dispatcher) counter() {
+	var last time.Time
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-d.recount:
+		}
+		if wait := countInterval - time.Since(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-d.done:
+				return
+			case <-time.After(wait):
+			}
+		}
+		if !d.listening("held", "status") {
+			continue
+		}
+		last = time.Now()
+		c, err := d.count(d.ctx)
+		if err != nil {
+			continue // the vault is closing, or the replica failed: the next event counts again
+		}
+		d.enqueue(queued{e: vault.Event{Kind: vault.HeldCount, Held: c.held}, counts: &c})
+	}
+}
+
+// listening reports whether a listener of one of topics is registered.
+func (d *dispatcher) listening(topics ...string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.listeners {
+		for _, t := range topics {
+			if l.topic == t {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *dispatcher) run() {
@@ -81,7 +182,8 @@ func topicsOf(k vault.EventKind) (file, held, status bool) {
 	return file, held, !file
 }
 
-func (d *dispatcher) deliver(e vault.Event) {
+func (d *dispatcher) deliver(q queued) {
+	e := q.e
 	file, held, status := topicsOf(e.Kind)
 	d.mu.Lock()
 	var fns []js.Value
@@ -94,7 +196,11 @@ func (d *dispatcher) deliver(e vault.Event) {
 	if len(fns) == 0 {
 		return
 	}
-	obj := js.ValueOf(eventObject(e))
+	o := eventObject(e)
+	if q.counts != nil {
+		o["held"], o["pendingChunks"] = q.counts.held, q.counts.pendingChunks
+	}
+	obj := js.ValueOf(o)
 	for _, fn := range fns {
 		call(fn, obj)
 	}

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"syscall/js"
 	"time"
@@ -21,9 +22,13 @@ type handle struct {
 	st     store.Store
 	v      *vault.Vault
 	remote vault.Remote
-	link   *vault.Link
+	linkMu sync.Mutex
+	link   *vault.Link // the remote's link; relink renews it
 	events *dispatcher
 	closed atomic.Bool
+	// passphrase is the vault's E2EE passphrase ("" if none), which
+	// doctor checks the remote's data with.
+	passphrase string
 }
 
 // shutdown releases everything open opened, in reverse order.
@@ -84,6 +89,9 @@ func (h *handle) object() js.Value {
 	o.Set("write", h.method(h.write))
 	o.Set("delete", h.method(h.delete))
 	o.Set("held", h.method(h.held))
+	o.Set("hunt", h.method(h.hunt))
+	o.Set("doctor", h.method(h.doctor))
+	o.Set("status", h.method(h.status))
 	o.Set("close", method(func([]js.Value) (func() (any, error), error) {
 		return func() (any, error) { h.shutdown(); return nil, nil }, nil
 	}))
@@ -91,9 +99,25 @@ func (h *handle) object() js.Value {
 	return o
 }
 
+// relink runs the LiveSync handshake with the remote again and returns
+// the new link, as the plugin checks the remote before each replication:
+// a remote another device rebuilt (locked) or cleaned since the vault
+// was opened refuses this replica then (code "locked"), before anything
+// of it is pushed into the rebuilt remote.
+func (h *handle) relink(ctx context.Context) (*vault.Link, error) {
+	h.linkMu.Lock()
+	defer h.linkMu.Unlock()
+	l, err := h.v.Attach(ctx, h.remote, vault.AttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	h.link = l
+	return l, nil
+}
+
 // replicate is sync, pull or push: {metadataOnly} for a pull.
 func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, error), error) {
-	if h.link == nil {
+	if h.remote == nil {
 		return nil, &optionsError{msg: "the vault was opened without a remote"}
 	}
 	meta, err := boolean(o, "metadataOnly")
@@ -101,7 +125,11 @@ func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, er
 		return nil, err
 	}
 	return func() (any, error) {
-		res, err := h.v.Replicate(h.ctx, h.link, dir, vault.SyncOptions{MetadataOnly: meta})
+		l, err := h.relink(h.ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := h.v.Replicate(h.ctx, l, dir, vault.SyncOptions{MetadataOnly: meta})
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +142,7 @@ func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, er
 // the sync ends (resolved when stopped or closed, rejected when it
 // failed), and stop() ends it and returns done.
 func (h *handle) live(args []js.Value) (func() (any, error), error) {
-	if h.link == nil {
+	if h.remote == nil {
 		return nil, &optionsError{msg: "the vault was opened without a remote"}
 	}
 	meta, err := boolean(arg(args, 0), "metadataOnly")
@@ -122,10 +150,14 @@ func (h *handle) live(args []js.Value) (func() (any, error), error) {
 		return nil, err
 	}
 	return func() (any, error) {
+		l, err := h.relink(h.ctx)
+		if err != nil {
+			return nil, err
+		}
 		ctx, cancel := context.WithCancel(h.ctx)
 		ended := make(chan error, 1)
 		go func() {
-			_, err := h.v.Sync(ctx, h.link, vault.SyncOptions{Live: true, MetadataOnly: meta})
+			_, err := h.v.Sync(ctx, l, vault.SyncOptions{Live: true, MetadataOnly: meta})
 			ended <- err
 		}()
 		done := async(func() (any, error) {
@@ -271,15 +303,69 @@ func (h *handle) held([]js.Value) (func() (any, error), error) {
 		if err != nil {
 			return nil, err
 		}
-		out := make([]any, 0, len(files))
-		for _, f := range files {
-			o := fileObject(f.File)
-			o["missing"], o["source"] = len(f.Missing), f.Source
-			if !f.Since.IsZero() {
-				o["since"] = f.Since.UnixMilli()
-			}
-			out = append(out, o)
+		return heldObjects(files), nil
+	}, nil
+}
+
+// heldObjects are held files as JS sees them: their FileInfo, the
+// chunks they lack, where their metadata came from, since when they are
+// held, and what the last hunt found (lastAttempt, lastResult, and
+// reasons after a hunt).
+func heldObjects(files []vault.HeldFile) []any {
+	out := make([]any, 0, len(files))
+	for _, f := range files {
+		o := fileObject(f.File)
+		o["missing"], o["source"] = len(f.Missing), f.Source
+		if !f.Since.IsZero() {
+			o["since"] = f.Since.UnixMilli()
 		}
-		return out, nil
+		if !f.LastAttempt.IsZero() {
+			o["lastAttempt"], o["lastResult"] = f.LastAttempt.UnixMilli(), f.LastResult
+		}
+		if f.Reasons != nil {
+			reasons := make([]any, 0, len(f.Reasons))
+			for _, r := range f.Reasons {
+				reasons = append(reasons, reasonObject(r))
+			}
+			o["reasons"] = reasons
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// status() resolves to a snapshot of the vault for a status display:
+// {held, pendingChunks, heldPaths, files, deleted, docs, chunks,
+// remotes, fetch}. held counts the held files and pendingChunks the
+// distinct chunks they lack; files and deleted count the live and the
+// deleted files; remotes are what the replica remembers of each remote.
+func (h *handle) status([]js.Value) (func() (any, error), error) {
+	return func() (any, error) {
+		s, err := h.v.Status(h.ctx)
+		if err != nil {
+			return nil, err
+		}
+		paths := make([]any, len(s.HeldPaths))
+		for i, p := range s.HeldPaths {
+			paths[i] = p
+		}
+		remotes := make([]any, 0, len(s.Remotes))
+		for id, r := range s.Remotes {
+			o := map[string]any{"id": id, "attached": r.Attached, "quarantined": len(r.Quarantined)}
+			if !r.LastPull.IsZero() {
+				o["lastPull"] = r.LastPull.UnixMilli()
+			}
+			if !r.LastPush.IsZero() {
+				o["lastPush"] = r.LastPush.UnixMilli()
+			}
+			remotes = append(remotes, o)
+		}
+		return map[string]any{
+			"held": s.Held, "pendingChunks": s.MissingChunks, "heldPaths": paths,
+			"files": s.Files, "deleted": s.Deleted, "docs": s.Docs, "chunks": s.Chunks,
+			"remotes": remotes,
+			"fetch": map[string]any{"pending": s.Fetch.Pending(), "inFlight": s.Fetch.InFlight,
+				"requests": s.Fetch.Requests, "delivered": s.Fetch.Delivered, "failures": s.Fetch.Failures},
+		}, nil
 	}, nil
 }

@@ -113,7 +113,7 @@ func number(o js.Value, key string) (float64, error) {
 	case js.TypeNumber:
 		return v.Float(), nil
 	}
-	return 0, &optionsError{msg: fmt.Sprintf("option %s must be a number (milliseconds since the epoch)", key)}
+	return 0, &optionsError{msg: fmt.Sprintf("option %s must be a number (of milliseconds)", key)}
 }
 
 // bytesArg reads file contents: a string (UTF-8), a Uint8Array or an

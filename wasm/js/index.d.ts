@@ -68,6 +68,78 @@ export interface HeldFile extends FileInfo {
   missing: number;
   source: string;
   since?: number;
+  /** When a hunt last looked for its chunks (ms since the epoch), and what it found. */
+  lastAttempt?: number;
+  lastResult?: string;
+  /** Why it is still held, after a hunt. */
+  reasons?: HuntReason[];
+}
+
+/** Why chunks of a file are still missing after a hunt. */
+export interface HuntReason {
+  chunks: number;
+  /** The remote that failed; absent when no remote had the chunks. */
+  source?: string;
+  /** "missing_chunks" when no remote had them, else the failure's code. */
+  code: ErrorCode;
+  message: string;
+}
+
+export interface HuntSource {
+  remote: string;
+  /** False for a remote that cannot fetch chunks by id (not asked). */
+  canFetch: boolean;
+  requests: number;
+  found: number;
+  missing: number;
+  failed: number;
+  /** Chunks found. */
+  chunks: number;
+}
+
+export interface HuntResult {
+  /** Files whose chunks are all local now (missing: the chunks fetched). */
+  released: HeldFile[];
+  /** Files still held, with their reasons. */
+  held: HeldFile[];
+  sources: HuntSource[];
+  /** Chunks the released files were missing, of total the hunted files were. */
+  found: number;
+  total: number;
+  /** The hunt's timeout ended it: held are the files still held then. */
+  timedOut: boolean;
+}
+
+/** One diagnosis of doctor(). */
+export interface Finding {
+  /** What was examined: "server", "login", "database", "version", "salt", "milestone", "settings", "passphrase", "chunks", "bucket", … */
+  check: string;
+  status: "ok" | "warning" | "problem" | "skipped";
+  message: string;
+  details?: string[];
+  /** What to do about a warning or a problem. */
+  advice?: string;
+  /** The actions the advice names. */
+  actions?: ("push" | "pull" | "pull-rebuild-local" | "pull-fresh" | "unlock" | "push-rebuild")[];
+  /** For a problem: the code a sync would fail with ("unreachable", "unauthorized", "no_database", "locked", "settings_mismatch", "wrong_passphrase", …). */
+  code?: ErrorCode;
+}
+
+/** A snapshot of the vault for a status display. */
+export interface VaultStatus {
+  /** Held files, and the distinct chunks they wait for. */
+  held: number;
+  pendingChunks: number;
+  heldPaths: string[];
+  /** Live and deleted files. */
+  files: number;
+  deleted: number;
+  /** The replica's documents and chunk documents. */
+  docs: number;
+  chunks: number;
+  remotes: { id: string; attached: boolean; quarantined: number; lastPull?: number; lastPush?: number }[];
+  /** Chunk reads from the remote. */
+  fetch: { pending: number; inFlight: number; requests: number; delivered: number; failures: number };
 }
 
 export interface WriteResult {
@@ -77,15 +149,18 @@ export interface WriteResult {
 }
 
 export interface VaultEvent {
-  /** "created" | "changed" | "deleted" | "held" | "released" | "sync-progress" | "sync-written" | "sync-retrying" | … */
+  /** "created" | "changed" | "deleted" | "held" | "released" | "held-count" | "hunt-found" | "sync-progress" | "sync-written" | "sync-retrying" | "sync-started" | "sync-stopped" | … */
   kind: string;
   path?: string;
   docId?: string;
   rev?: string;
   remote?: string;
   direction?: "pull" | "push" | "sync";
+  /** Chunks a held file lacks ("held"). */
   missing?: number;
+  /** Held files, and the distinct chunks they wait for ("held-count", on "held" and "status"). */
   held?: number;
+  pendingChunks?: number;
   read?: number;
   written?: number;
   pending?: number;
@@ -104,6 +179,10 @@ export interface LiveSync {
 }
 
 export interface Vault {
+  /**
+   * sync(), pull(), push() and live() first check the remote again, as the plugin does: a remote
+   * another device rebuilt since open() refuses a replica that holds documents (code "locked").
+   */
   sync(): Promise<SyncResult>;
   pull(options?: { metadataOnly?: boolean }): Promise<SyncResult>;
   push(): Promise<SyncResult>;
@@ -115,7 +194,20 @@ export interface Vault {
     options?: { mtime?: number; ctime?: number }): Promise<WriteResult>;
   delete(path: string): Promise<{ path: string; rev: string }>;
   held(): Promise<HeldFile[]>;
-  /** Calls fn with the events of topic; returns the function that stops it (not a Promise). */
+  /**
+   * Fetches the chunks the held files lack from the remote. once: ask once for every chunk,
+   * then report; otherwise keep hunting (with backoff) until every held file is released, the
+   * vault is closed, or timeout (ms) ends it (timedOut: true).
+   */
+  hunt(options?: { once?: boolean; timeout?: number }): Promise<HuntResult>;
+  /** Examines the remote without writing to it: what a sync would refuse, and why. */
+  doctor(): Promise<Finding[]>;
+  status(): Promise<VaultStatus>;
+  /**
+   * Calls fn with the events of topic; returns the function that stops it (not a Promise).
+   * "file": created, changed, deleted, held, released. "held": held, released and held-count.
+   * "status": every event that is not a file event (held-count, hunt-found, sync-*).
+   */
   on(topic: "file" | "held" | "status", fn: (e: VaultEvent) => void): () => void;
   close(): Promise<void>;
 }

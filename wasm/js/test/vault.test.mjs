@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes, webcrypto } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { load } from "../../dist/index.mjs";
+import { loadAPI } from "./servers.mjs";
 
 const server = process.env.LIVESYNC_TEST_COUCHDB_URL;
 const user = process.env.LIVESYNC_TEST_COUCHDB_USER ?? "";
@@ -29,7 +29,7 @@ before(async () => {
   if (!server && ci) {
     throw new Error("LIVESYNC_TEST_COUCHDB_URL is not set, and CI=true: the wasm tests need the test server");
   }
-  livesync = await load();
+  livesync = await loadAPI();
 });
 // Without exit, Node waits for a timer Go's runtime left behind.
 after(async () => {
