@@ -29,6 +29,21 @@ export interface LivesyncError extends Error {
   docId: string;
 }
 
+/** A CouchDB database (the default kind). create: make the database and the vault when missing. */
+export interface CouchDBRemote { kind?: "couchdb"; url: string; user?: string; password?: string; create?: boolean }
+
+/**
+ * An S3 bucket holding the vault's journal (the plugin's MINIO remote type; the bucket must exist).
+ * endpoint: "https://host[:port]" ("http://" for plain HTTP; a bare host[:port] is HTTPS).
+ * region: the region requests are signed for; absent or "" asks the server (GetBucketLocation).
+ * prefix: the plugin's bucket prefix ("my-vault/"). create: write a new vault to an empty prefix.
+ * Builds without the S3 adapter (-tags nos3) refuse it with code "unsupported".
+ */
+export interface S3Remote {
+  kind: "s3"; endpoint: string; bucket: string; accessKey: string; secretKey: string;
+  region?: string; prefix?: string; create?: boolean;
+}
+
 export interface OpenOptions {
   /** The plugin's settings object (encrypt, usePathObfuscation, customChunkSize, couchDB_URI, …). */
   settings?: Record<string, unknown>;
@@ -37,8 +52,8 @@ export interface OpenOptions {
   setupPassphrase?: string;
   /** The vault's E2EE passphrase; wins over the settings'. */
   passphrase?: string;
-  /** The database; wins over the settings' CouchDB. */
-  remote?: { url: string; user?: string; password?: string; create?: boolean };
+  /** The remote (a CouchDB database or an S3 bucket); wins over the settings' remote. */
+  remote?: CouchDBRemote | S3Remote;
   /** Only "memory" in this build. */
   storage?: "memory";
   /** How this device names itself in the remote's milestone. */
