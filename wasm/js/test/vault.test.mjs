@@ -239,10 +239,17 @@ test("an unreachable server is refused with code unreachable", { skip }, async (
 });
 
 test("wrong options are refused with code bad_options", { skip }, async () => {
-  await rejectsWith(livesync.open({ storage: "indexeddb", remote: remote(freshDatabase()), host }), "bad_options");
+  await rejectsWith(livesync.open({ storage: "floppy", remote: remote(freshDatabase()), host }), "bad_options");
   await rejectsWith(livesync.open({ remote: { url: "not a url" }, host }), "bad_options");
   const v = await livesync.open({ settings: {} });
   assert.throws(() => v.on("nonsense", () => {}), (err) => err.code === "bad_options");
   await rejectsWith(v.push(), "bad_options");
+  // Without a remote there is nothing to examine or hunt on.
+  await rejectsWith(v.doctor(), "bad_options");
+  await rejectsWith(v.hunt({ once: "yes" }), "bad_options");
+  const h = await v.hunt({ once: true });
+  assert.deepEqual([h.released, h.held, h.sources, h.timedOut], [[], [], [], false]);
+  const st = await v.status();
+  assert.deepEqual([st.files, st.held, st.pendingChunks, st.remotes], [0, 0, 0, []]);
   await v.close();
 });
