@@ -38,9 +38,12 @@ func (h *handle) hunt(args []js.Value) (func() (any, error), error) {
 			ctx, cancel = context.WithTimeout(h.ctx, time.Duration(ms*float64(time.Millisecond)))
 			defer cancel()
 		}
-		before, err := h.v.Held(h.ctx)
-		if err != nil {
-			return nil, err
+		var before []vault.HeldFile // what a timeout compares with
+		if ms > 0 {
+			var err error
+			if before, err = h.v.Held(h.ctx); err != nil {
+				return nil, err
+			}
 		}
 		res, err := h.v.Hunt(ctx, vault.HuntOptions{Once: once})
 		if err != nil && ms > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && h.ctx.Err() == nil {
