@@ -16,9 +16,9 @@
 // On disk: database NAME (version 1 or more), one object store "kv" whose
 // keys are binary (ArrayBuffer): one bucket byte followed by the store's
 // key. Each value is a Uint8Array framing its own key:
-// uvarint(len(key)) ‖ key ‖ value, so that Open reads the replica in pages
-// of whole records (getAll) joined in one Blob, with a few host calls per
-// page rather than per record.
+// uvarint(len(key)) ‖ key ‖ uvarint(len(value)) ‖ value, so that Open
+// reads the replica in pages of whole records (getAll, values only) and
+// each write transaction's records are copied to the host in one buffer.
 //
 // Only one handle may have a database open at a time: two tabs writing
 // the same replica from separate memory copies would corrupt it. Open

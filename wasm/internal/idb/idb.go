@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall/js"
 
@@ -14,11 +15,11 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-const (
-	objectStore = "kv"
-	// pageSize is the number of records one getAll reads at Open.
-	pageSize = 4096
-)
+const objectStore = "kv"
+
+// pageSize is the number of records one getAll reads at Open (a
+// variable for tests).
+var pageSize = 16384
 
 // strict asks the host to flush a write transaction to disk before its
 // complete event (hosts without the option ignore it).
@@ -262,10 +263,11 @@ func (b *Backend) commit(ops []op) error {
 }
 
 // load reads every record into the memory copy, pageSize records at a
-// time: getAll, the page's values joined by a Blob, one copy into Go.
+// time (getAll) in one transaction each.
 // The exclusivity Open holds keeps other writers out between pages.
 func (b *Backend) load(ctx context.Context) error {
 	from := js.Undefined() // the last key read
+	var buf []byte
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -290,11 +292,8 @@ func (b *Backend) load(ctx context.Context) error {
 		if n == 0 {
 			return nil
 		}
-		joined, err := await(js.Global().Get("Blob").New(res).Call("arrayBuffer"))
-		if err != nil {
-			return err
-		}
-		last, err := b.apply(goBytes(joined), n)
+		buf = copyAll(buf[:0], res, n)
+		last, err := b.apply(buf, n)
 		if err != nil {
 			return err
 		}
@@ -303,6 +302,28 @@ func (b *Backend) load(ctx context.Context) error {
 		}
 		from = u8(last)
 	}
+}
+
+// copyAll appends the n Uint8Arrays of array to buf: two host calls
+// each while buf has room (CopyBytesToGo copies what fits and says how
+// much), three when it grows.
+func copyAll(buf []byte, array js.Value, n int) []byte {
+	for i := range n {
+		v := array.Index(i)
+		if cap(buf)-len(buf) < 64<<10 {
+			buf = slices.Grow(buf, max(256<<10, cap(buf)))
+		}
+		room := buf[len(buf):cap(buf)]
+		k := js.CopyBytesToGo(room, v)
+		if k == len(room) { // perhaps cut short
+			size := v.Get("byteLength").Int()
+			buf = slices.Grow(buf, size)
+			room = buf[len(buf) : len(buf)+size]
+			k = js.CopyBytesToGo(room, v)
+		}
+		buf = buf[:len(buf)+k]
+	}
+	return buf
 }
 
 // apply puts the n framed records of data into the memory copy and

@@ -84,8 +84,10 @@ func webLock(name string) (unlock func(), locked bool, err error) {
 	defer granted.Release()
 	defer refused.Release()
 	opts := js.ValueOf(map[string]any{"ifAvailable": true})
+	var done js.Value // settles once the lock is released
 	if err := catch(func() {
-		locks.Call("request", name, opts, granted).Call("then", noop, refused)
+		done = locks.Call("request", name, opts, granted)
+		done.Call("then", noop, refused)
 	}); err != nil {
 		return func() {}, false, nil
 	}
@@ -95,7 +97,9 @@ func webLock(name string) (unlock func(), locked bool, err error) {
 	case !a.granted:
 		return nil, false, ErrBusy
 	}
-	return func() { resolve.Invoke() }, true, nil
+	// The host releases the lock some time after hold settles: unlock
+	// waits for it, so that an Open right after Close gets it.
+	return func() { resolve.Invoke(); await(done) }, true, nil
 }
 
 // connect opens database name, creating its object store if new. With
