@@ -10,6 +10,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	diag "github.com/livesync-go/livesync-go/engine/negotiate/doctor"
 	"github.com/livesync-go/livesync-go/engine/vault"
+	"github.com/livesync-go/livesync-go/wasm/internal/idb"
 )
 
 // Error codes: the stable names a JS caller tests (Error.code). A
@@ -33,6 +34,7 @@ const (
 	CodeTooLarge         = "too_large"         // the server refused a request as too large
 	CodeMalformed        = "malformed"         // data does not follow the LiveSync format
 	CodeUnsupported      = "unsupported"       // a format or setting the engine does not implement
+	CodeBusy             = "busy"              // the replica's storage is open in another tab, window or handle
 	CodeError            = "error"             // anything else
 )
 
@@ -84,6 +86,8 @@ func codeOf(err error, ee *engine.Error) string {
 		return CodeCancelled
 	case errors.Is(err, vault.ErrClosed):
 		return CodeClosed
+	case errors.Is(err, idb.ErrBusy):
+		return CodeBusy
 	case errors.Is(err, engine.ErrDecrypt):
 		return CodeWrongPassphrase
 	case errors.As(err, &oe):

@@ -9,6 +9,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/vault"
+	"github.com/livesync-go/livesync-go/wasm/internal/idb"
 )
 
 func TestClassify(t *testing.T) {
@@ -37,6 +38,7 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("%w: x", vault.ErrBadPath), errorInfo{Code: CodeBadPath}, "bad path"},
 		{wrap(&negotiate.TweakMismatchError{}), errorInfo{Code: CodeSettingsMismatch}, "settings differ"},
 		{wrap(negotiate.ErrIncompatible), errorInfo{Code: CodeIncompatible}, "incompatible"},
+		{fmt.Errorf("open: %w", idb.ErrBusy), errorInfo{Code: CodeBusy}, "the replica is open in another tab"},
 		{errors.New("something"), errorInfo{Code: CodeError}, "anything else"},
 	}
 	for _, c := range cases {

@@ -81,9 +81,10 @@ func newAPI() js.Value {
 	codes := object()
 	for _, c := range []string{CodeCancelled, CodeClosed, CodeBadOptions, CodeNeedPassphrase, CodeWrongPassphrase,
 		CodeLocked, CodeSettingsMismatch, CodeIncompatible, CodeUnauthorized, CodeUnreachable, CodeNoDatabase,
-		CodeNoVault, CodeMissingChunks, CodeNotFound, CodeBadPath, CodeTooLarge, CodeMalformed, CodeUnsupported, CodeError} {
+		CodeNoVault, CodeMissingChunks, CodeNotFound, CodeBadPath, CodeTooLarge, CodeMalformed, CodeUnsupported, CodeBusy, CodeError} {
 		codes.Set(c, c)
 	}
 	api.Set("codes", codes)
+	setStorageAPI(api)
 	return api
 }
