@@ -3,7 +3,7 @@
 // Self-hosted LiveSync's own settings), keeps its replica in IndexedDB,
 // live-syncs it with the remote through Obsidian's requestUrl, mirrors
 // its files to and from the Obsidian vault, and shows held files and the
-// sync's progress in the status bar.
+// chunks they wait for in the status bar.
 //
 // The plugin folder holds main.js (this file bundled, with the loader and
 // Go's wasm_exec.js), manifest.json and livesync.wasm, which is read
@@ -34,7 +34,7 @@ export default class LivesyncGoExample extends Plugin {
   private live?: LiveSync;
   private mirror?: Mirror;
   private statusEl?: HTMLElement;
-  private state = { phase: "stopped", held: 0, pending: 0, error: "" };
+  private state = { phase: "stopped", held: 0, pendingChunks: 0, error: "" };
   // Restarts run one after the other (the settings' button may be
   // pressed while one is under way).
   private restarting: Promise<void> = Promise.resolve();
@@ -81,8 +81,8 @@ export default class LivesyncGoExample extends Plugin {
       this.vault = vault;
       vault.on("held", (e) => this.onHeld(e));
       vault.on("status", (e) => this.onStatus(e));
-      const held = await vault.held();
-      this.setState({ held: held.length });
+      const status = await vault.status();
+      this.setState({ held: status.held, pendingChunks: status.pendingChunks });
       this.mirror = new Mirror(vault, new ObsidianFiles(this.app), {
         ignore: (p) => p.startsWith(this.app.vault.configDir + "/") || p.split("/").some((s) => s.startsWith(".")),
         onError: (err, path) => console.warn(`livesync-go example: ${path}:`, err),
@@ -133,16 +133,16 @@ export default class LivesyncGoExample extends Plugin {
     return this.app.vault.adapter.readBinary(normalizePath(`${this.manifest.dir}/livesync.wasm`));
   }
 
+  // onHeld follows the held files: "held-count" says how many there are
+  // and how many distinct chunks they still wait for.
   private onHeld(e: VaultEvent): void {
-    if (e.kind === "held-count" && e.held !== undefined) {
-      this.setState({ held: e.held });
+    if (e.kind === "held-count") {
+      this.setState({ held: e.held ?? 0, pendingChunks: e.pendingChunks ?? 0 });
     }
   }
 
   private onStatus(e: VaultEvent): void {
-    if (e.kind === "sync-progress" && e.pending !== undefined) {
-      this.setState({ pending: e.pending });
-    } else if (e.kind === "sync-retrying") {
+    if (e.kind === "sync-retrying") {
       this.setState({ error: e.error?.message ?? "retrying" });
     } else if (e.kind === "sync-written") {
       this.setState({ error: "" });
@@ -161,8 +161,9 @@ export default class LivesyncGoExample extends Plugin {
   }
 
   private render(): void {
-    const { phase, held, pending, error } = this.state;
-    this.statusEl?.setText(`LiveSync: ${phase}, ${held} held, ${pending} pending`);
+    const { phase, held, pendingChunks, error } = this.state;
+    const waiting = held ? `, ${held} held (${pendingChunks} chunks pending)` : "";
+    this.statusEl?.setText(`LiveSync: ${phase}${waiting}`);
     this.statusEl?.setAttr("title", error || "livesync-go");
   }
 }
