@@ -18,7 +18,7 @@ export type ErrorCode =
   | "cancelled" | "closed" | "bad_options" | "need_passphrase" | "wrong_passphrase"
   | "locked" | "settings_mismatch" | "incompatible" | "unauthorized" | "unreachable"
   | "no_database" | "no_vault" | "missing_chunks" | "not_found" | "bad_path"
-  | "too_large" | "malformed" | "unsupported" | "error";
+  | "too_large" | "malformed" | "unsupported" | "busy" | "error";
 
 /** Every failure of the API is an Error carrying these. */
 export interface LivesyncError extends Error {
@@ -54,8 +54,12 @@ export interface OpenOptions {
   passphrase?: string;
   /** The remote (a CouchDB database or an S3 bucket); wins over the settings' remote. */
   remote?: CouchDBRemote | S3Remote;
-  /** Only "memory" in this build. */
-  storage?: "memory";
+  /**
+   * Where the replica lives: "memory" (the default; gone at close) or IndexedDB, which keeps it
+   * across reloads: "indexeddb" is the database "livesync-go", {kind: "indexeddb", name} another.
+   * One vault handle per database at a time: a second open (another tab too) fails with code "busy".
+   */
+  storage?: "memory" | "indexeddb" | { kind: "indexeddb"; name?: string } | { kind: "memory" };
   /** How this device names itself in the remote's milestone. */
   device?: string;
   host?: { fetch?: HostFetch };
@@ -230,6 +234,11 @@ export interface Vault {
 export interface Livesync {
   open(options: OpenOptions): Promise<Vault>;
   codes: Record<ErrorCode, ErrorCode>;
+  /**
+   * Deletes the IndexedDB database of a replica (default "livesync-go"); rejects with code "busy"
+   * while a vault (in any tab) has it open.
+   */
+  deleteStorage(name?: string): Promise<void>;
   /** Key derivation runs in crypto.subtle. */
   webCrypto: boolean;
   /** Closes every vault and ends the module. */
