@@ -85,6 +85,7 @@ export async function load(options = {}) {
       codes: api.codes,
       webCrypto: api.webCrypto,
       open: async (opts) => wrapVault(await open(opts)),
+      deleteStorage: (name) => api.deleteStorage(name),
       // exit closes every vault and ends the module. Go's runtime may
       // leave an idle timer behind (it keeps Node running until it
       // fires): it is cleared once the module has ended.
