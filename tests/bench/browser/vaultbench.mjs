@@ -11,7 +11,9 @@
 // parameters, key derivation included) to its end.
 // cold: RUNS rounds of a fresh browser process over the profile per
 // client: page load → module/script ready → replica opened from
-// IndexedDB → key derived → first note read (checked byte for byte).
+// IndexedDB (and, in the "remote" mode, ready to sync: the remote's sync
+// parameters and milestone read, the key derived) → first note read
+// (checked byte for byte).
 import { startRelay, serveStatic, buildWasm, launchPersistent, tempDir } from "../../browser/harness.mjs";
 import { prepareVault, passphrase, noteText, notePath } from "./vault.mjs";
 import { median, fmt, table } from "./lib.mjs";
@@ -35,7 +37,6 @@ try {
 
   const pulls = { pouchdb: [], wasm: [] };
   const pulled = {};
-  let salt;
   const ctx = await launchPersistent(profile);
   try {
     for (let r = 0; r < runs; r++) {
@@ -51,7 +52,6 @@ try {
           ? await page.evaluate((o) => wasmPull(o), { ...common, name, storage: wasmStorage })
           : await page.evaluate((o) => PouchBench.pull(o), { ...common, name });
         await page.close();
-        salt ??= x.salt;
         pulled[impl] ??= name;
         pulls[impl].push(x);
         console.error(`pull ${r + 1}/${runs} ${impl}: ${fmt(x.ms / 1000, 1)} s ${JSON.stringify(x.docs ?? x.result?.pull ?? x.files)}`);
@@ -70,11 +70,25 @@ try {
   }
 
   if (sections.includes("cold") && wasmStorage === "indexeddb") {
-    const want = noteText(0, size);
-    const cold = { pouchdb: [], wasm: [] };
-    for (let r = 0; r < runs; r++) {
+    await coldStarts(pulled, { url: vault.url, user: relay.user, password: relay.password }, info.doc_count);
+  }
+} finally {
+  await server.stop();
+  await relay.stop();
+}
+
+// coldStarts runs RUNS rounds of cold starts, each in a fresh browser
+// process over the profile, of both clients in two modes: local (open the
+// replica, read a note) and remote (also get ready to sync: the remote's
+// parameters and milestone, key derivation); prints the table.
+async function coldStarts(pulled, remote, docCount) {
+  const want = noteText(0, size);
+  const modes = ["local", "remote"];
+  const cold = {};
+  for (let r = 0; r < runs; r++) {
+    for (const mode of modes) {
       for (const impl of r % 2 === 0 ? ["wasm", "pouchdb"] : ["pouchdb", "wasm"]) {
-        const args = { name: pulled[impl], passphrase, salt, path: notePath(0) };
+        const args = { name: pulled[impl], passphrase, path: notePath(0), ...(mode === "remote" ? { remote } : {}) };
         const c = await launchPersistent(profile);
         try {
           const page = await c.newPage();
@@ -83,21 +97,21 @@ try {
           const { res, err } = await page.evaluate(() => ({ res: window.benchResult, err: window.benchError }));
           if (err) throw new Error(`${impl} cold start: ${err}`);
           if (res.text !== want) throw new Error(`${impl} cold start read the wrong text (${res.bytes} bytes)`);
-          cold[impl].push(res.t);
-          console.error(`cold ${r + 1}/${runs} ${impl}: ${JSON.stringify(res.t)}`);
+          (cold[`${impl}|${mode}`] ??= []).push(res.t);
+          console.error(`cold ${r + 1}/${runs} ${impl} ${mode}: ${JSON.stringify(res.t)}`);
         } finally {
           await c.close();
         }
       }
     }
-    const m = (impl, k) => median(cold[impl].map((t) => t[k]));
-    console.log(`\nCold start in a fresh browser process over a profile holding the pulled vault (${info.doc_count} documents), ms from navigation start, medians of ${runs}`);
-    console.log(table(["client", "script ready", "module loaded", "replica opened", "key derived", "first note read (total)"], [
-      ["PouchDB 9 (idb) + octagonal-wheels", fmt(m("pouchdb", "script")), "(in script)", fmt(m("pouchdb", "open")), fmt(m("pouchdb", "derive")), fmt(m("pouchdb", "read"))],
-      ["livesync.wasm (indexeddb)", fmt(m("wasm", "script")), fmt(m("wasm", "load")), fmt(m("wasm", "open")), "(in open)", fmt(m("wasm", "read"))],
-    ]));
   }
-} finally {
-  await server.stop();
-  await relay.stop();
+  const m = (key, k) => fmt(median(cold[key].map((t) => t[k])));
+  console.log(`\nCold start of a fresh browser process over a profile holding the pulled vault (${docCount} documents), ms from navigation start, medians of ${runs}`);
+  const rows = [];
+  for (const mode of modes) {
+    const what = mode === "local" ? "open replica" : "open replica + remote ready (params, milestone, key derivation)";
+    rows.push([`PouchDB 9 (idb) + octagonal-wheels`, what, m(`pouchdb|${mode}`, "script"), "(in script)", m(`pouchdb|${mode}`, "open"), m(`pouchdb|${mode}`, "read")]);
+    rows.push([`livesync.wasm (indexeddb)`, mode === "local" ? what : "open() with remote (handshake, key derivation)", m(`wasm|${mode}`, "script"), m(`wasm|${mode}`, "load"), m(`wasm|${mode}`, "open"), m(`wasm|${mode}`, "read")]);
+  }
+  console.log(table(["client", "steps", "script ready", "module loaded", "opened", "first note read (total)"], rows));
 }

@@ -89,15 +89,22 @@ async function pull({ url, user, password, passphrase, name, batchSize = 25, bat
   return { ms, docs: r.docs_written, docCount: info.doc_count, salt: params.pbkdf2salt };
 }
 
-/** Opens the pulled database, derives the key (as the plugin's first encrypt/decrypt does) and reads a note. */
-async function coldStart({ name, passphrase, salt, path }) {
+/**
+ * Opens the pulled database and reads a note. With remote, before the
+ * read it also does what the plugin does to get ready to sync: reads the
+ * remote's sync parameters and milestone and derives the key (as
+ * octagonal-wheels does on the first encrypt/decrypt: PBKDF2 310000 + HKDF).
+ */
+async function coldStart({ name, passphrase, path, remote }) {
   const t = { script: performance.now() };
   const db = localDB(name);
   const info = await db.info();
+  if (remote) {
+    const r = new PouchDB(remote.url, { auth: { username: remote.user, password: remote.password }, skip_setup: true });
+    const [params] = await Promise.all([r.get(SYNC_PARAMETERS), r.get("_local/obsydian_livesync_milestone")]);
+    await encrypt("x", passphrase, b64bytes(params.pbkdf2salt));
+  }
   t.open = performance.now();
-  // Key derivation: octagonal-wheels derives (PBKDF2 310000 + HKDF) on its first use of passphrase and salt.
-  await encrypt("x", passphrase, b64bytes(salt));
-  t.derive = performance.now();
   const text = await readNote(db, path, passphrase);
   t.read = performance.now();
   await db.close();
