@@ -24,6 +24,9 @@ const docs = Number(process.env.DOCS ?? 10000);
 const size = Number(process.env.SIZE ?? 1024);
 const sections = (process.env.SECTIONS ?? "pull,cold").split(",");
 const wasmStorage = process.env.WASM_STORAGE ?? "indexeddb";
+// POUCH_BATCH=100 adds a PouchDB row with that batch_size (batches_limit 25),
+// the wasm build's page size, to tell batching from the rest.
+const pouchBatch = Number(process.env.POUCH_BATCH ?? 0);
 
 const relay = await startRelay();
 const server = await serveStatic({ "/": www, "/wasm/": await buildWasm() });
@@ -35,26 +38,28 @@ try {
   console.error(`  ${info.doc_count} documents in ${fmt(vault.importMs / 1000, 1)} s`);
   const common = { url: vault.url, user: relay.user, password: relay.password, passphrase };
 
-  const pulls = { pouchdb: [], wasm: [] };
+  const pulls = { pouchdb: [], wasm: [], pouchBig: [] };
   const pulled = {};
   const ctx = await launchPersistent(profile);
   try {
     for (let r = 0; r < runs; r++) {
       const order = r % 2 === 0 ? ["wasm", "pouchdb"] : ["pouchdb", "wasm"];
+      if (pouchBatch) order.push("pouchBig");
       for (const impl of order) {
         if (!sections.includes("pull") && r > 0) continue;
         const name = `${impl}-${r}`;
         const page = await ctx.newPage();
         page.on("pageerror", (e) => console.error(`[${impl}] ${e.message}`));
         await page.goto(server.url(impl === "wasm" ? "/wasm.html" : "/pouch.html"));
+        const batch = impl === "pouchBig" ? { batchSize: pouchBatch } : {};
         await page.waitForFunction(() => window.ready === true || window.benchError);
         const x = impl === "wasm"
           ? await page.evaluate((o) => wasmPull(o), { ...common, name, storage: wasmStorage })
-          : await page.evaluate((o) => PouchBench.pull(o), { ...common, name });
+          : await page.evaluate((o) => PouchBench.pull(o), { ...common, name, ...batch });
         await page.close();
         pulled[impl] ??= name;
         pulls[impl].push(x);
-        console.error(`pull ${r + 1}/${runs} ${impl}: ${fmt(x.ms / 1000, 1)} s ${JSON.stringify(x.docs ?? x.result?.pull ?? x.files)}`);
+        console.error(`pull ${r + 1}/${runs} ${impl}: ${fmt(x.ms / 1000, 1)} s${x.openMs ? ` (open ${fmt(x.openMs)} ms)` : ""} ${JSON.stringify(x.docs ?? x.result?.pull ?? x.files)}`);
       }
     }
   } finally {
@@ -65,7 +70,10 @@ try {
     console.log(`\nPull of ${docs} E2EE notes (${size} B, ${info.doc_count} documents with chunks) from the relay into IndexedDB, headless Chromium, medians of ${runs}`);
     console.log(table(["client", "runs (s)", "median s", "docs/s", "× PouchDB"], [
       ["PouchDB 9 (idb) + transform-pouch + octagonal-wheels, batch 25/25", pulls.pouchdb.map((x) => fmt(x.ms / 1000, 1)).join(", "), fmt(p / 1000, 1), fmt(info.doc_count / (p / 1000)), "1.00"],
-      [`livesync.wasm (${wasmStorage}), defaults`, pulls.wasm.map((x) => fmt(x.ms / 1000, 1)).join(", "), fmt(w / 1000, 1), fmt(info.doc_count / (w / 1000)), fmt(p / w, 2)],
+      [`livesync.wasm (${wasmStorage}), defaults (batch 100)`, pulls.wasm.map((x) => fmt(x.ms / 1000, 1)).join(", "), fmt(w / 1000, 1), fmt(info.doc_count / (w / 1000)), fmt(p / w, 2)],
+      ...(pouchBatch ? [[`PouchDB, batch ${pouchBatch}/25`, pulls.pouchBig.map((x) => fmt(x.ms / 1000, 1)).join(", "),
+        fmt(median(pulls.pouchBig.map((x) => x.ms)) / 1000, 1), fmt(info.doc_count / (median(pulls.pouchBig.map((x) => x.ms)) / 1000)),
+        fmt(p / median(pulls.pouchBig.map((x) => x.ms)), 2)]] : []),
     ]));
   }
 
