@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -21,7 +20,29 @@ const compressedMark = "\u000eLZ\u001d"
 // remote cannot exhaust memory with a small compressed chunk.
 const maxInflated = 64 << 20
 
-var canonicalBase64 = regexp.MustCompile(`^[A-Za-z0-9+/]+=*$`)
+// base64Alphabet reports whether s is one or more characters of the
+// standard base64 alphabet followed by any number of "=" (the regular
+// expression ^[A-Za-z0-9+/]+=*$, written out so that the engine does not
+// link package regexp and Unicode's tables into the wasm module).
+func base64Alphabet(s string) bool {
+	n := 0
+	for n < len(s) {
+		c := s[n]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/') {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	for _, c := range []byte(s[n:]) {
+		if c != '=' {
+			return false
+		}
+	}
+	return true
+}
 
 // compressData applies upstream's chunk compression: canonical base64 is
 // compressed as bytes (flag "~"), any other string as UTF-8; the result is
@@ -30,7 +51,7 @@ func compressData(data string) (string, error) {
 	payload := []byte(data)
 	flag := ""
 	stripped := strings.NewReplacer("\r", "", "\n", "").Replace(data)
-	if stripped != "" && canonicalBase64.MatchString(stripped) {
+	if stripped != "" && base64Alphabet(stripped) {
 		if raw, err := base64.StdEncoding.DecodeString(stripped); err == nil && base64.StdEncoding.EncodeToString(raw) == stripped {
 			payload, flag = raw, "~"
 		}
