@@ -50,6 +50,10 @@
 //                            → Page opened at url, its console and page errors
 //                            forwarded to stderr (prefixed [name]), waits
 //                            until window.livesync is loaded
+//   closeAll()               closes every browser and stops every server
+//                            still open (call it in after(): a test that
+//                            failed half-way leaves them, and they keep
+//                            the test file's process alive)
 //   tempDir(prefix)          → a fresh temporary folder, removed at exit
 //   freshName(prefix)        → a unique lowercase name (databases, buckets)
 //   couchFetch(server, path, init)
@@ -118,6 +122,25 @@ function onExit(fn) {
   cleanups.add(fn);
   return () => cleanups.delete(fn);
 }
+// Browsers and servers still open, for closeAll: a test that failed
+// half-way leaves them, and an open browser keeps the test file's process
+// alive.
+const open = new Set();
+function track(close) {
+  const entry = { close };
+  open.add(entry);
+  return () => open.delete(entry);
+}
+
+/** Closes every browser and stops every server this process started and did not close yet; call it in after(). */
+export async function closeAll() {
+  const entries = [...open].reverse();
+  open.clear();
+  for (const e of entries) {
+    await e.close().catch(() => {});
+  }
+}
+
 process.on("exit", () => {
   for (const fn of cleanups) {
     try {
@@ -187,8 +210,10 @@ function spawnServer(cmd, args, { env: extraEnv, cwd, ready, name, timeoutMs = 6
   const unregister = onExit(() => child.kill("SIGKILL"));
   let exited = false;
   const exitedP = new Promise((resolve) => child.on("exit", () => ((exited = true), resolve())));
+  const untrack = track(() => stop());
   const stop = async () => {
     unregister();
+    untrack();
     if (!exited) {
       child.kill("SIGKILL");
       await exitedP;
@@ -325,8 +350,10 @@ function closer(server) {
     return closing;
   };
   const unregister = onExit(() => server.closeAllConnections?.());
+  const untrack = track(() => stop());
   return async () => {
     unregister();
+    untrack();
     await stop();
   };
 }
@@ -424,7 +451,11 @@ export async function servePage() {
 export async function launchBrowser() {
   const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: chromiumArgs });
   const unregister = onExit(() => browser.process()?.kill("SIGKILL"));
-  browser.on("disconnected", unregister);
+  const untrack = track(() => browser.close());
+  browser.on("disconnected", () => {
+    unregister();
+    untrack();
+  });
   return browser;
 }
 
@@ -433,7 +464,11 @@ export async function launchPersistent(dir) {
   const ctx = await chromium.launchPersistentContext(dir, { executablePath: chromiumPath, headless: true, args: chromiumArgs });
   const proc = ctx.browser()?.process?.(); // a persistent context's Browser has no process()
   const unregister = onExit(() => proc?.kill("SIGKILL"));
-  ctx.on("close", unregister);
+  const untrack = track(() => ctx.close());
+  ctx.on("close", () => {
+    unregister();
+    untrack();
+  });
   return ctx;
 }
 

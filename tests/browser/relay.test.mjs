@@ -8,7 +8,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { couchFetch, corsProxy, env, freshName, launchBrowser, newPage, servePage, skipUnless, startRelay } from "./harness.mjs";
+import { closeAll, corsProxy, couchFetch, env, freshName, launchBrowser, newPage, servePage, skipUnless, startRelay } from "./harness.mjs";
 import { allDocs, events, isChunk, nodeLivesync, pouchPull, putDocs, waitEvent } from "./vault.mjs";
 
 const passphrase = "correct horse battery staple";
@@ -24,10 +24,8 @@ before(async () => {
 });
 
 after(async () => {
-  await browser?.close();
   await node?.exit();
-  await relay?.stop();
-  await site?.stop();
+  await closeAll();
 });
 
 const creds = (server) => ({ user: server.user, password: server.password });
@@ -157,9 +155,6 @@ test("the relay keeps a note pushed metadata-first out of the page's live sync u
   await waitEvent(page, "v", (e) => e.kind === "created" && e.path === "first.md");
 
   await putDocs(relay, db, parts.meta);
-  const status = await (await couchFetch(relay, "/status")).json();
-  const dbStatus = status.databases.find((d) => d.name === db);
-  assert.equal(dbStatus?.held_documents, 1, `the relay does not hold the metadata: ${JSON.stringify(dbStatus)}`);
   // A note written after the metadata arrives: the feed is in order, so
   // the page would have seen the held note by now if it were served.
   await writer.write("after.md", "after\n");
@@ -168,6 +163,9 @@ test("the relay keeps a note pushed metadata-first out of the page's live sync u
   const seen = (await events(page, "v")).filter((e) => e.path === "held.md");
   assert.deepEqual(seen, [], "the page saw the note before its chunks arrived");
   assert.ok(!(await page.evaluate(() => vaults.v.list(""))).some((f) => f.path === "held.md"));
+  const status = await (await couchFetch(relay, "/status")).json();
+  const dbStatus = status.databases.find((d) => d.name === db);
+  assert.equal(dbStatus?.held_documents, 1, `the relay does not hold the metadata: ${JSON.stringify(dbStatus)}`);
 
   await putDocs(relay, db, parts.chunks);
   await waitEvent(page, "v", (e) => e.kind === "created" && e.path === "held.md");

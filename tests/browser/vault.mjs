@@ -62,14 +62,21 @@ export async function pouchPull(server, db) {
  * arguments.
  */
 export async function waitEvent(page, name, pred, arg, { timeout = 30000 } = {}) {
-  const h = await page.waitForFunction(
-    ({ name, src, arg }) => {
-      const pred = new Function(`return (${src})`)();
-      return (window.events[name] ?? []).find((e) => pred(e, arg));
-    },
-    { name, src: pred.toString(), arg },
-    { timeout, polling: 50 },
-  );
+  let h;
+  try {
+    h = await page.waitForFunction(
+      ({ name, src, arg }) => {
+        const pred = new Function(`return (${src})`)();
+        return (window.events[name] ?? []).find((e) => pred(e, arg));
+      },
+      { name, src: pred.toString(), arg },
+      { timeout, polling: 50 },
+    );
+  } catch (err) {
+    const seen = await events(page, name).catch(() => []);
+    const kinds = seen.filter((e) => e.topic === "file").map((e) => `${e.kind} ${e.path}`);
+    throw new Error(`no event ${pred}${arg === undefined ? "" : ` (${JSON.stringify(arg)})`} within ${timeout} ms; file events: ${kinds.join(", ") || "none"} (${err.message.split("\n")[0]})`);
+  }
   return h.jsonValue();
 }
 
