@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"syscall/js"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -13,7 +12,6 @@ import (
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/setupuri"
 	"github.com/livesync-go/livesync-go/engine/vault"
-	"github.com/livesync-go/livesync-go/wasm/internal/hosthttp"
 )
 
 // openOptions are open()'s options, read from JS before any work.
@@ -23,7 +21,7 @@ type openOptions struct {
 	passphrase                string
 	device                    string
 	remote                    *remoteOptions // nil: the settings' remote, if any
-	client                    *http.Client   // HTTP through the host
+	fetch                     js.Value       // the host's fetch: HTTP goes through it
 	storage                   storageOptions // where the replica lives
 }
 
@@ -50,7 +48,12 @@ type remoteOptions struct {
 // this build includes (remote_couchdb.go, remote_s3.go) registers its
 // own in remoteAdapters, so that a build tag leaves the adapter and its
 // dependencies out of the module.
-type remoteAdapter func(r *remoteOptions, cfg *setupuri.Config, client *http.Client) (vault.Remote, error)
+//
+// fetch is the host's fetch function; an adapter sends its requests
+// through it with hostClient (remote_http.go, which only a build with a
+// remote adapter includes: net/http costs the module about 0.36 MB
+// brotli).
+type remoteAdapter func(r *remoteOptions, cfg *setupuri.Config, fetch js.Value) (vault.Remote, error)
 
 var remoteAdapters = map[string]remoteAdapter{}
 
@@ -134,9 +137,7 @@ func parseOpen(o js.Value) (openOptions, error) {
 	if host := o.Get("host"); host.Type() == js.TypeObject && !host.Get("fetch").IsUndefined() {
 		fetch = host.Get("fetch")
 	}
-	if tr, err := hosthttp.New(fetch); err == nil {
-		oo.client = &http.Client{Transport: tr}
-	}
+	oo.fetch = fetch
 	return oo, nil
 }
 
@@ -206,10 +207,10 @@ func (o openOptions) newRemote(cfg *setupuri.Config) (vault.Remote, bool, error)
 	if !ok {
 		return nil, false, fmt.Errorf("this build of livesync.wasm has no %s remote (it was built without that adapter): %w", kind, engine.ErrUnsupported)
 	}
-	if o.client == nil {
+	if o.fetch.Type() != js.TypeFunction {
 		return nil, false, &optionsError{msg: "host.fetch must be a fetch-compatible function (none was given and there is no global fetch)"}
 	}
-	r, err := adapter(o.remote, cfg, o.client)
+	r, err := adapter(o.remote, cfg, o.fetch)
 	if err != nil {
 		return nil, false, err
 	}

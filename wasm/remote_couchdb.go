@@ -3,7 +3,7 @@
 package main
 
 import (
-	"net/http"
+	"syscall/js"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine/setupuri"
@@ -15,10 +15,13 @@ func init() { remoteAdapters[remoteCouchDB] = newCouchRemote }
 
 // newCouchRemote is open's remote {url, user, password} (user and
 // password win over the URL's), else the settings' CouchDB.
-func newCouchRemote(r *remoteOptions, cfg *setupuri.Config, client *http.Client) (vault.Remote, error) {
+func newCouchRemote(r *remoteOptions, cfg *setupuri.Config, fetch js.Value) (vault.Remote, error) {
+	client, err := hostClient(fetch)
+	if err != nil {
+		return nil, err
+	}
 	var cc couchdb.Config
 	if r != nil {
-		var err error
 		if cc, err = couchdb.ParseURL(r.url); err != nil {
 			return nil, &optionsError{msg: err.Error()}
 		}

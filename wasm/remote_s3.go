@@ -3,8 +3,8 @@
 package main
 
 import (
-	"net/http"
 	"strings"
+	"syscall/js"
 
 	"github.com/livesync-go/livesync-go/adapters/minio"
 	"github.com/livesync-go/livesync-go/engine/setupuri"
@@ -19,7 +19,11 @@ func init() { remoteAdapters[remoteS3] = newS3Remote }
 // secretKey, region, prefix}, else the settings' bucket (remoteType
 // "MINIO"). Requests go through the host's fetch: minio-go signs them
 // and client's transport sends them.
-func newS3Remote(r *remoteOptions, cfg *setupuri.Config, client *http.Client) (vault.Remote, error) {
+func newS3Remote(r *remoteOptions, cfg *setupuri.Config, fetch js.Value) (vault.Remote, error) {
+	client, err := hostClient(fetch)
+	if err != nil {
+		return nil, err
+	}
 	var mc minio.Config
 	if r != nil {
 		mc = minio.Config{Endpoint: r.endpoint, Bucket: r.bucket, Prefix: r.prefix, Region: r.region,
