@@ -31,6 +31,8 @@
 //                            a versitygw of its own (.tools/versitygw, built by
 //                            tests/s3server/start.sh) with
 //                            --cors-allow-origin corsOrigin (default "*")
+//   skipUnlessVersitygw()   false when .tools/versitygw is built, else a skip
+//                            reason (under CI=true: throws)
 //   createBucket(server, name) creates a bucket with a SigV4-signed PUT
 //   corsProxy(target)       → {url, stop()} an HTTP proxy to target that
 //                            answers CORS for any origin (for the
@@ -258,9 +260,23 @@ export async function startRelay({ corsOrigins = ["*"], config = "", env: extraE
   return { url, user, password, dataDir, stop: p.stop, output: p.output };
 }
 
+const versitygw = path.join(repoRoot, ".tools/versitygw");
+
+/** false when .tools/versitygw is built, else a skip reason; under CI=true its absence throws. */
+export function skipUnlessVersitygw() {
+  if (existsSync(versitygw)) {
+    return false;
+  }
+  const msg = `${versitygw} is not built (tests/s3server/start.sh builds it)`;
+  if (env.ci) {
+    throw new Error(`${msg}, and CI=true: the S3 browser tests need it`);
+  }
+  return msg;
+}
+
 /** Starts a versitygw of its own that answers CORS; see the API above. */
 export async function startS3({ corsOrigin = "*" } = {}) {
-  const bin = path.join(repoRoot, ".tools/versitygw");
+  const bin = versitygw;
   if (!existsSync(bin)) {
     throw new Error(`${bin} is missing: tests/s3server/start.sh builds it (s3server_start)`);
   }
