@@ -66,6 +66,8 @@ export function relayTarget() {
         env: { HOME: dir, TMPDIR: tmpdir(), PATH: process.env.PATH, LIVESYNC_RELAY_ADMIN_USER: t.user, LIVESYNC_RELAY_ADMIN_PASSWORD: t.password },
         stdio: ["ignore", "ignore", "pipe"],
       });
+      // A test process that ends without after() (a crash) ends the relay too.
+      process.once("exit", () => proc.kill("SIGKILL"));
       let out = "";
       t.url = await new Promise((resolve, reject) => {
         proc.stderr.setEncoding("utf8");
