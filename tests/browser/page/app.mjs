@@ -2,7 +2,8 @@
 // and keeps, for the tests (which drive it with page.evaluate):
 //   window.livesync           the API (load()'s result); window.livesyncError if loading failed
 //   window.requests           every request the module made through host.fetch: {method, url}
-//   window.hostFetch          the counting fetch passed as host.fetch
+//   window.hostFetch          the counting fetch passed as host.fetch; while
+//                             window.stalled is true its requests hang (until aborted)
 //   window.vaults[name]       vaults opened with openVault
 //   window.events[name]       their "file" and "status" events (held and released are file events), {topic, ...event}
 //   window.openVault(name, options) opens a vault (host.fetch is hostFetch) and records its events
@@ -10,8 +11,13 @@
 import { load } from "/wasm/index.mjs";
 
 window.requests = [];
+window.stalled = false;
 window.hostFetch = (url, init = {}) => {
   window.requests.push({ method: init.method ?? "GET", url: String(url) });
+  if (window.stalled) {
+    // The network went quiet: the request hangs until it is aborted.
+    return new Promise((_, reject) => init.signal?.addEventListener("abort", () => reject(init.signal.reason)));
+  }
   return fetch(url, init);
 };
 window.vaults = {};
