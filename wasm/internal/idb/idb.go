@@ -181,7 +181,7 @@ func (t *writeTx) Delete(b store.Bucket, key []byte) error {
 	if err := t.Tx.Delete(b, key); err != nil {
 		return err
 	}
-	t.record(op{bucket: b, key: key, del: true})
+	t.record(op{bucket: b, key: slices.Clone(key), del: true}) // a deleted key may be reused by the caller
 	return nil
 }
 
