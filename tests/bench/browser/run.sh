@@ -14,7 +14,11 @@
 #          with livesync import) on the relay: its pull into IndexedDB and
 #          a cold start that reads one note, livesync.wasm against PouchDB 9
 #          + transform-pouch + octagonal-wheels (vaultbench.mjs)
+#   profile  (not in the default set) CPU profile of the wasm pull of
+#          DOCS=2000 notes and of its cold open, with an unstripped module
+#          so Go's function names show (profile.mjs)
 # Uses tests/browser/harness.mjs (relay, static server, Chromium).
+# POUCH_BATCH=100 adds a PouchDB pull row at the wasm build's page size.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -46,8 +50,15 @@ for s in "${sections[@]}"; do
 		npx esbuild src/pouch-entry.mjs --bundle --format=iife --minify --log-level=warning --outfile="$work/www/pouch.js"
 		node vaultbench.mjs "$work/www"
 		;;
+	profile)
+		npx esbuild src/pouch-entry.mjs --bundle --format=iife --minify --log-level=warning --outfile="$work/www/pouch.js"
+		mkdir -p "$work/wasm"
+		(cd "$root" && GOOS=js GOARCH=wasm go build -trimpath -o "$work/wasm/livesync.wasm" ./wasm/)
+		cp "$exec_js" "$root/wasm/js/index.mjs" "$work/wasm/"
+		LIVESYNC_TEST_WASM_DIR="$work/wasm" DOCS="${DOCS:-2000}" node profile.mjs "$work/www"
+		;;
 	*)
-		echo "unknown section $s (aes, vault)" >&2
+		echo "unknown section $s (aes, vault, profile)" >&2
 		exit 2
 		;;
 	esac
