@@ -2,8 +2,9 @@
 // against an S3 journal bucket over CORS: a versitygw of the harness's own
 // that answers CORS for the page's origin (--cors-allow-origin), built by
 // tests/s3server/start.sh into .tools/. A second device (a page of
-// another browser context) sees the first page's notes, and the first
-// page's live sync brings the second's.
+// another browser context) sees the first page's notes, the first page's
+// live sync brings the second's, and the first device's IndexedDB replica
+// reopens with nothing to read again.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -35,20 +36,22 @@ const remoteOf = (bucket, extra = {}) => ({
   ...extra,
 });
 
-test("an E2EE vault on an S3 bucket: written in one page, read by another device's page; the first page's live sync brings the other's note", { timeout: 90000, skip }, async () => {
+test("an E2EE vault on an S3 bucket in IndexedDB: written in one page, read by another device's page, the other's note brought by live sync, reopened with nothing read again", { timeout: 90000, skip }, async () => {
   const bucket = freshName("lsgo-browser");
   await s3.createBucket(bucket);
-  const page = await newPage(browser, site.url("/"), { name: "s3" });
+  const home = await browser.newContext();
+  const page = await newPage(home, site.url("/"), { name: "s3" });
+  const storage = { kind: "indexeddb", name: freshName("s3-idb") };
   const body = randomBytes(120 * 1024);
   const text = `from the browser ${randomBytes(8).toString("hex")}\n`;
   const pushed = await page.evaluate(
-    async ({ remote, passphrase, text, body }) => {
-      await openVault("v", { settings: { encrypt: true, usePathObfuscation: true }, passphrase, remote });
+    async ({ remote, passphrase, text, body, storage }) => {
+      await openVault("v", { settings: { encrypt: true, usePathObfuscation: true }, passphrase, remote, storage });
       await vaults.v.write("notes/page.md", text);
       await vaults.v.write("blob.bin", Uint8Array.from(atob(body), (c) => c.charCodeAt(0)));
       return vaults.v.push();
     },
-    { remote: remoteOf(bucket, { create: true }), passphrase, text, body: body.toString("base64") },
+    { remote: remoteOf(bucket, { create: true }), passphrase, text, body: body.toString("base64"), storage },
   );
   assert.ok(pushed.push.written > 0, JSON.stringify(pushed));
   assert.ok(
@@ -93,4 +96,21 @@ test("an E2EE vault on an S3 bucket: written in one page, read by another device
   assert.equal(got, "from the other device\n");
   await ctx.close();
   await page.close();
+
+  // The first device's page again: its IndexedDB replica has every note,
+  // and the bucket's packs it read are not read again.
+  const again = await newPage(home, site.url("/"), { name: "s3-again" });
+  const reopened = await again.evaluate(
+    async ({ remote, passphrase, storage }) => {
+      await openVault("v", { passphrase, remote, storage });
+      const files = (await vaults.v.list("")).map((f) => f.path).sort();
+      const pulled = (await vaults.v.pull()).pull;
+      await vaults.v.close();
+      return { files, pulled };
+    },
+    { remote: remoteOf(bucket), passphrase, storage },
+  );
+  assert.deepEqual(reopened.files, ["blob.bin", "notes/other.md", "notes/page.md"]);
+  assert.equal(reopened.pulled.read, 0, `the reopened vault read ${reopened.pulled.read} documents again`);
+  await home.close();
 });
