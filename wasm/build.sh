@@ -2,12 +2,15 @@
 # Builds the wasm module and its loader into wasm/dist/, one folder a
 # plugin can ship: livesync.wasm, Go's wasm_exec.js (copied unchanged from
 # the Go installation), the loader index.mjs with its types (index.d.ts)
-# and package.json; prints the module's raw and gzip sizes.
+# and package.json; prints the module's raw and gzip sizes. This is the
+# full module (CouchDB and S3 remotes); size.sh builds and measures the
+# smaller variants.
 set -euo pipefail
 cd "$(dirname "$0")"
 out=dist
 mkdir -p "$out"
-GOOS=js GOARCH=wasm go build -trimpath -ldflags='-s -w' -o "$out/livesync.wasm" .
+. ./buildflags.sh
+wasm_build "$out/livesync.wasm" ""
 root=$(go env GOROOT)
 exec_js="$root/lib/wasm/wasm_exec.js"
 [ -f "$exec_js" ] || exec_js="$root/misc/wasm/wasm_exec.js"
