@@ -31,6 +31,15 @@ if [ -z "${LIVESYNC_TEST_S3_ENDPOINT:-}" ] && [ -z "${CI:-}" ]; then
 	s3server_start
 fi
 
+# The npm packages the tests use (PouchDB 9, playwright-core,
+# fake-indexeddb), from their lockfiles, where not installed yet (.ci/run
+# installs them first).
+for dir in tests/pouchdb tests/browser wasm/internal/idb/testdata; do
+	if [ ! -d "$dir/node_modules" ]; then
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+	fi
+done
+
 echo "== go vet"
 go vet ./...
 
@@ -46,6 +55,15 @@ GOOS=js GOARCH=wasm go build ./engine/...
 echo "== go test (js/wasm under $(node --version 2>/dev/null || echo 'no node'))"
 GOOS=js GOARCH=wasm go test -count=1 ./engine/...
 
+echo "== the wasm main package and its IndexedDB backend under js/wasm (fake-indexeddb in Node)"
+GOOS=js GOARCH=wasm go test -count=1 ./wasm/internal/idb/ ./wasm/
+
 echo "== wasm module (wasm/build.sh) and its loader under Node's test runner"
 bash wasm/build.sh
 node --test wasm/js/test/
+
+echo "== the example plugin: type-checked against the obsidian package, bundled with esbuild"
+bash wasm/example-plugin/check.sh
+
+echo "== the wasm module in headless Chromium (tests/browser)"
+LIVESYNC_TEST_WASM_DIR=wasm/dist node --test --test-concurrency=1 --test-force-exit tests/browser/
