@@ -10,13 +10,14 @@
 #
 # Needs go, node, gzip, brotli and wasm-opt (binaryen; Debian's 108 works).
 # SIZE_OUT=DIR keeps the modules there (default: a temporary folder);
-# SIZE_WASM_OPT=0 skips wasm-opt (about a minute per variant).
+# SIZE_WASM_OPT=0 skips wasm-opt (one to three minutes per variant);
+# SIZE_BUDGET_CORE and SIZE_BUDGET_FULL replace the budgets.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./buildflags.sh
 
-budget_core=1200000
-budget_full=3000000
+budget_core=${SIZE_BUDGET_CORE:-1200000}
+budget_full=${SIZE_BUDGET_FULL:-3000000}
 
 for tool in go node gzip brotli; do
 	command -v "$tool" >/dev/null || { echo "size.sh: $tool is not installed" >&2; exit 2; }
