@@ -51,20 +51,20 @@ for spec in core:nocouchdb,nos3 couch:nos3 full:; do
 	wasm_build "$mod" "$tags"
 	node variant-check.mjs "$tmp/loader" "$mod" "$name" >/dev/null
 	note="wasm-opt skipped"
+	b=$(br "$mod")
 	if [ "$use_opt" != 0 ]; then
-		before=$(br "$mod")
 		wasm-opt "${opt_flags[@]}" "$mod" -o "$tmp/opt.wasm"
 		after=$(br "$tmp/opt.wasm")
-		if [ "$after" -lt "$before" ] && node variant-check.mjs "$tmp/loader" "$tmp/opt.wasm" "$name" >/dev/null; then
+		if [ "$after" -lt "$b" ] && node variant-check.mjs "$tmp/loader" "$tmp/opt.wasm" "$name" >/dev/null; then
 			mv "$tmp/opt.wasm" "$mod"
-			note="wasm-opt -Oz kept ($before → $after brotli)"
+			note="wasm-opt -Oz kept (brotli $b → $after)"
+			b=$after
 		else
-			note="wasm-opt -Oz not kept (brotli $before → $after)"
+			note="wasm-opt -Oz not kept (brotli $b → $after)"
 		fi
 	fi
 	raw=$(wc -c <"$mod")
 	gz=$(gzip -9 -c "$mod" | wc -c)
-	b=$(br "$mod")
 	budget=-
 	case $name in
 	core) budget=$budget_core ;;
