@@ -6,47 +6,60 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall/js"
 
-	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 const objectStore = "kv"
 
-// pageSize is the number of records one getAll reads at Open (a
-// variable for tests).
-var pageSize = 16384
+// The pages of Ascend's getAll grow from firstPage to lastPage records
+// (variables for tests): a short scan reads little, a long one few times.
+var (
+	firstPage = 64
+	lastPage  = 4096
+)
 
 // strict asks the host to flush a write transaction to disk before its
 // complete event (hosts without the option ignore it).
 var strict = js.ValueOf(map[string]any{"durability": "strict"})
 
+// recordsRead counts the records read from IndexedDB (tests).
+var recordsRead atomic.Int64
+
 // Backend is a store.Backend over one IndexedDB database; see the package
 // doc.
 type Backend struct {
 	name      string
-	mem       store.Backend
 	db        js.Value
 	release   func() // ends the exclusivity
 	closeOnce sync.Once
+	// mu is held shared by View, exclusively by Update (until its
+	// IndexedDB transaction completes) and Close: what IndexedDB holds
+	// is the committed state whenever a View runs.
+	mu     sync.RWMutex
+	closed bool
+	cache  cache
 	// beforeCommit, set by tests, runs on each write transaction once its
 	// requests are issued.
 	beforeCommit func(tx js.Value)
 }
 
-// Open opens (creating it if absent) the IndexedDB database name and
-// loads the replica it holds. It fails with ErrBusy while another handle
-// has the database open, and with an error wrapping engine.ErrUnsupported
-// where the host has no IndexedDB.
+// Open opens (creating it if absent) the IndexedDB database name. It
+// reads no record: transactions read what they need. It fails with
+// ErrBusy while another handle has the database open, and with an error
+// wrapping engine.ErrUnsupported where the host has no IndexedDB.
 func Open(ctx context.Context, name string) (store.Backend, error) {
 	return open(ctx, name)
 }
 
 func open(ctx context.Context, name string) (_ *Backend, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	factory, err := indexedDB(name)
 	if err != nil {
 		return nil, err
@@ -55,7 +68,7 @@ func open(ctx context.Context, name string) (_ *Backend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{name: name, mem: store.NewMemoryBackend(), release: release}
+	b := &Backend{name: name, release: release}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -63,9 +76,6 @@ func open(ctx context.Context, name string) (_ *Backend, err error) {
 	}()
 	if b.db, err = connect(factory, name, !locked); err != nil {
 		return nil, err
-	}
-	if err := b.load(ctx); err != nil {
-		return nil, fmt.Errorf("idb: reading database %q: %w", name, err)
 	}
 	return b, nil
 }
@@ -123,79 +133,65 @@ func indexedDB(name string) (js.Value, error) {
 	return f, nil
 }
 
-// View runs fn on the memory copy.
-func (b *Backend) View(fn func(store.Tx) error) error { return b.mem.View(fn) }
+// View runs fn on the committed state: reads go through the cache to
+// IndexedDB. A read IndexedDB fails fails the View with its error.
+func (b *Backend) View(fn func(store.Tx) error) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return store.ErrClosed
+	}
+	t := &tx{b: b}
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.err
+}
 
-// Update runs fn on the memory copy, recording what it writes, then
-// writes that in one IndexedDB transaction; if that fails, the memory
-// copy's changes are undone and the error returned.
+// Update runs fn, which sees its own writes over the committed state,
+// recording what it writes; then it writes that set in one IndexedDB
+// transaction and waits for its end. Only a completed transaction's
+// writes reach the cache, so a failed or aborted one leaves nothing
+// behind.
 func (b *Backend) Update(fn func(store.Tx) error) error {
-	return b.mem.Update(func(tx store.Tx) error {
-		w := &writeTx{Tx: tx}
-		if err := fn(w); err != nil {
-			return err
-		}
-		if len(w.ops) == 0 {
-			return nil
-		}
-		return b.commit(w.ops)
-	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return store.ErrClosed
+	}
+	t := &tx{b: b, write: true}
+	if err := fn(t); err != nil {
+		return err
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if len(t.ops) == 0 {
+		return nil
+	}
+	if err := b.commit(t.ops); err != nil {
+		return err
+	}
+	for _, o := range t.ops {
+		b.cache.put(cacheKey(o.bucket, o.key), o.value, !o.del)
+	}
+	return nil
 }
 
 // Close waits for the Update in flight, closes the connection and lets
 // another handle open the database.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
-		b.mem.Close()
+		b.mu.Lock()
+		b.closed = true
+		b.cache.clear()
+		b.mu.Unlock()
 		if b.db.Type() == js.TypeObject {
 			b.db.Call("close")
 		}
 		b.release()
 	})
 	return nil
-}
-
-// op is the last write of one key in a transaction.
-type op struct {
-	bucket     store.Bucket
-	key, value []byte
-	del        bool
-}
-
-// writeTx records the writes of an Update.
-type writeTx struct {
-	store.Tx
-	ops   []op
-	index map[string]int // bucket ‖ key → ops index
-}
-
-func (t *writeTx) Put(b store.Bucket, key, value []byte) error {
-	if err := t.Tx.Put(b, key, value); err != nil {
-		return err
-	}
-	t.record(op{bucket: b, key: key, value: value})
-	return nil
-}
-
-func (t *writeTx) Delete(b store.Bucket, key []byte) error {
-	if err := t.Tx.Delete(b, key); err != nil {
-		return err
-	}
-	t.record(op{bucket: b, key: slices.Clone(key), del: true}) // a deleted key may be reused by the caller
-	return nil
-}
-
-func (t *writeTx) record(o op) {
-	if t.index == nil {
-		t.index = map[string]int{}
-	}
-	k := string(rune(o.bucket)) + string(o.key)
-	if i, ok := t.index[k]; ok {
-		t.ops[i] = o
-		return
-	}
-	t.index[k] = len(t.ops)
-	t.ops = append(t.ops, o)
 }
 
 // commit writes ops in one readwrite transaction and waits for its end.
@@ -262,48 +258,6 @@ func (b *Backend) commit(ops []op) error {
 	return nil
 }
 
-// load reads every record into the memory copy, pageSize records at a
-// time (getAll) in one transaction each.
-// The exclusivity Open holds keeps other writers out between pages.
-func (b *Backend) load(ctx context.Context) error {
-	from := js.Undefined() // the last key read
-	var buf []byte
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var req js.Value
-		err := catch(func() {
-			query := js.Null()
-			if !from.IsUndefined() {
-				query = js.Global().Get("IDBKeyRange").Call("lowerBound", from, true)
-			}
-			tx := b.db.Call("transaction", objectStore, "readonly")
-			req = tx.Call("objectStore", objectStore).Call("getAll", query, pageSize)
-		})
-		if err != nil {
-			return err
-		}
-		res, err := request(req)
-		if err != nil {
-			return err
-		}
-		n := res.Get("length").Int()
-		if n == 0 {
-			return nil
-		}
-		buf = copyAll(buf[:0], res, n)
-		last, err := b.apply(buf, n)
-		if err != nil {
-			return err
-		}
-		if n < pageSize {
-			return nil
-		}
-		from = u8(last)
-	}
-}
-
 // copyAll appends the n Uint8Arrays of array to buf: two host calls
 // each while buf has room (CopyBytesToGo copies what fits and says how
 // much), three when it grows.
@@ -324,33 +278,6 @@ func copyAll(buf []byte, array js.Value, n int) []byte {
 		buf = buf[:len(buf)+k]
 	}
 	return buf
-}
-
-// apply puts the n framed records of data into the memory copy and
-// returns the last one's IndexedDB key.
-func (b *Backend) apply(data []byte, n int) (last []byte, err error) {
-	bad := fmt.Errorf("idb: a stored record is not framed as this package writes it: %w", engine.ErrMalformed)
-	err = b.mem.Update(func(tx store.Tx) error {
-		for range n {
-			key, rest, ok := field(data)
-			if !ok || len(key) == 0 || key[0] >= store.NumBuckets {
-				return bad
-			}
-			value, rest, ok := field(rest)
-			if !ok {
-				return bad
-			}
-			if err := tx.Put(store.Bucket(key[0]), key[1:], value); err != nil {
-				return err
-			}
-			last, data = key, rest
-		}
-		if len(data) != 0 {
-			return bad
-		}
-		return nil
-	})
-	return last, err
 }
 
 // field splits uvarint(len) ‖ bytes off data.

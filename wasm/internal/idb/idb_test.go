@@ -104,11 +104,12 @@ func put(t testing.TB, b store.Backend, kv ...string) error {
 }
 
 // TestReopen: a store's documents, sequence and _local documents survive
-// Close, across more records than one page of the load, with binary keys
-// in byte order.
+// Close, across more records than Ascend's pages, with binary keys in
+// byte order.
 func TestReopen(t *testing.T) {
-	defer func(n int) { pageSize = n }(pageSize)
-	pageSize = 1000
+	defer func(a, b int) { firstPage, lastPage = a, b }(firstPage, lastPage)
+	firstPage, lastPage = 4, 64
+	const n = 1000
 	ctx := context.Background()
 	name := newName(t)
 	b := openT(t, name)
@@ -117,7 +118,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	var docs []json.RawMessage
-	for i := range pageSize + 100 {
+	for i := range n + 100 {
 		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"h:%05d","_rev":"1-a","type":"leaf","data":"%d"}`, i, i)))
 	}
 	if _, err := st.BulkDocs(ctx, docs); err != nil {
@@ -155,7 +156,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := st.Info(ctx)
-	if want := fmt.Sprint(pageSize + 101); info.UpdateSeq != want || info.DocCount != int64(pageSize+101) {
+	if want := fmt.Sprint(n + 101); info.UpdateSeq != want || info.DocCount != int64(n+101) {
 		t.Fatalf("Info after reopen = %+v, want seq %s", info, want)
 	}
 	var keys []string
@@ -335,8 +336,9 @@ func TestDelete(t *testing.T) {
 	}
 }
 
-// TestMalformedRecord: a value that is not a framed record fails Open
-// rather than loading a wrong replica.
+// TestMalformedRecord: a value that is not a framed record fails the
+// transaction that reads it (Get or Ascend) rather than reading a wrong
+// replica.
 func TestMalformedRecord(t *testing.T) {
 	name := newName(t)
 	db, err := openDB(js.Global().Get("indexedDB"), name, 0)
@@ -349,15 +351,151 @@ func TestMalformedRecord(t *testing.T) {
 	<-ch
 	stop()
 	db.Call("close")
-	if _, err := Open(context.Background(), name); !errors.Is(err, engine.ErrMalformed) {
-		t.Fatalf("Open of a malformed record: %v, want ErrMalformed", err)
+	b := openT(t, name)
+	defer b.Close()
+	err = b.View(func(tx store.Tx) error {
+		if v := tx.Get(store.BucketDocs, []byte("a")); v != nil {
+			t.Errorf("Get of a malformed record = %q", v)
+		}
+		return nil
+	})
+	if !errors.Is(err, engine.ErrMalformed) {
+		t.Fatalf("View reading a malformed record: %v, want ErrMalformed", err)
 	}
-	if b := openT(t, newName(t)); b != nil { // the failed Open released its name
-		b.Close()
+	err = b.View(func(tx store.Tx) error {
+		return tx.Ascend(store.BucketDocs, nil, func(k, v []byte) bool { return true })
+	})
+	if !errors.Is(err, engine.ErrMalformed) {
+		t.Fatalf("Ascend over a malformed record: %v, want ErrMalformed", err)
 	}
-	if _, err := Open(context.Background(), name); !errors.Is(err, engine.ErrMalformed) {
-		t.Fatalf("second Open of a malformed record: %v, want ErrMalformed (not busy)", err)
+	err = b.Update(func(tx store.Tx) error {
+		tx.Get(store.BucketDocs, []byte("a"))
+		return tx.Put(store.BucketDocs, []byte("b"), []byte("x"))
+	})
+	if !errors.Is(err, engine.ErrMalformed) {
+		t.Fatalf("Update reading a malformed record: %v, want ErrMalformed", err)
 	}
+	if v := rawGet(t, name, "b"); v != nil {
+		t.Fatalf("the failed Update wrote %q", v)
+	}
+}
+
+// TestOpenReadsNothing: Open reads no record however large the replica,
+// and a read of one document reads a few.
+func TestOpenReadsNothing(t *testing.T) {
+	ctx := context.Background()
+	name := newName(t)
+	st, err := store.Open(openT(t, name), store.Options{Name: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []json.RawMessage
+	for i := range 500 {
+		docs = append(docs, json.RawMessage(fmt.Sprintf(`{"_id":"d%03d","_rev":"1-a","data":"%d"}`, i, i)))
+	}
+	if _, err := st.BulkDocs(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	before := recordsRead.Load()
+	b := openT(t, name)
+	defer b.Close()
+	if n := recordsRead.Load() - before; n != 0 {
+		t.Fatalf("Open read %d records, want none", n)
+	}
+	st, err = store.Open(b, store.Options{Name: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, "d123", store.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := recordsRead.Load() - before; n == 0 || n > 4 {
+		t.Fatalf("reading one document read %d records", n)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.DocCount != 500 {
+		t.Fatalf("Info = %+v, %v", info, err)
+	}
+}
+
+// TestOwnWritesAndCache: an Update's reads see its own writes (Get, and
+// Ascend merged with what the database holds); a failed Update leaves
+// the cache as it was; cached absence and values follow committed
+// writes.
+func TestOwnWritesAndCache(t *testing.T) {
+	defer func(a, b int) { firstPage, lastPage = a, b }(firstPage, lastPage)
+	firstPage, lastPage = 1, 2
+	b := openT(t, newName(t))
+	defer b.Close()
+	if err := put(t, b, "a", "1", "c", "3", "e", "5", "g", "7"); err != nil {
+		t.Fatal(err)
+	}
+	get := func(k string) string {
+		var v []byte
+		if err := b.View(func(tx store.Tx) error { v = tx.Get(store.BucketDocs, []byte(k)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			return "<nil>"
+		}
+		return string(v)
+	}
+	if got := get("b"); got != "<nil>" { // absence cached
+		t.Fatalf("b = %s", got)
+	}
+	ascend := func(tx store.Tx, from string) string {
+		var sb strings.Builder
+		tx.Ascend(store.BucketDocs, []byte(from), func(k, v []byte) bool {
+			fmt.Fprintf(&sb, "%s=%s ", k, v)
+			return true
+		})
+		return sb.String()
+	}
+	boom := errors.New("boom")
+	err := b.Update(func(tx store.Tx) error {
+		tx.Put(store.BucketDocs, []byte("b"), []byte("2"))
+		tx.Delete(store.BucketDocs, []byte("c"))
+		tx.Put(store.BucketDocs, []byte("e"), []byte("55"))
+		tx.Put(store.BucketDocs, []byte("h"), []byte("8"))
+		tx.Put(store.BucketMeta, []byte("x"), []byte("m"))
+		if got, want := ascend(tx, ""), "a=1 b=2 e=55 g=7 h=8 "; got != want {
+			t.Errorf("Ascend in the Update = %q, want %q", got, want)
+		}
+		if got, want := ascend(tx, "c"), "e=55 g=7 h=8 "; got != want {
+			t.Errorf("Ascend from c in the Update = %q, want %q", got, want)
+		}
+		if v := tx.Get(store.BucketDocs, []byte("c")); v != nil {
+			t.Errorf("deleted c = %q", v)
+		}
+		if v := tx.Get(store.BucketDocs, []byte("b")); string(v) != "2" {
+			t.Errorf("b in the Update = %q", v)
+		}
+		return boom
+	})
+	if err != boom {
+		t.Fatalf("Update = %v", err)
+	}
+	for k, want := range map[string]string{"b": "<nil>", "c": "3", "e": "5", "h": "<nil>"} {
+		if got := get(k); got != want {
+			t.Fatalf("after the failed Update %s = %s, want %s", k, got, want)
+		}
+	}
+	if err := put(t, b, "b", "2", "c", ""); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"b": "2", "c": "<nil>", "e": "5"} {
+		if got := get(k); got != want {
+			t.Fatalf("after the Update %s = %s, want %s", k, got, want)
+		}
+	}
+	b.View(func(tx store.Tx) error {
+		if got, want := ascend(tx, "b"), "b=2 e=5 g=7 "; got != want {
+			t.Errorf("Ascend = %q, want %q", got, want)
+		}
+		return nil
+	})
 }
 
 func TestQuotaIsStorageFull(t *testing.T) {
