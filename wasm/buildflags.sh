@@ -7,7 +7,11 @@
 # link and that never run in a hot loop: net/http and its TLS (which
 # never runs at all in a page: the host's fetch does HTTPS), minio-go,
 # kivik and their dependencies, the XML and ASN.1 codecs, the elliptic
-# curves. That saves about 200 KB brotli of the full module. The engine,
+# curves. That saves about 200 KB brotli of the full module. The same
+# goes for what runs once per sync or per call, never per document or
+# byte: log and slog, fmt (errors and messages), the engine's settings
+# negotiation and doctor, setup URIs, the chunk hunt and the remote
+# decorators (about 30 KB brotli of the core module). The engine,
 # the Go runtime, JSON, the hashes, AES and DEFLATE keep their inlining:
 # without it, reading notes ran about 1.5 to 2 times slower.
 wasm_noinline=(
@@ -19,6 +23,9 @@ wasm_noinline=(
 	vendor/... golang.org/x/... gopkg.in/... go.yaml.in/...
 	github.com/minio/... github.com/go-kivik/... github.com/tinylib/... github.com/zeebo/...
 	github.com/klauspost/... github.com/dustin/... github.com/rs/... github.com/google/uuid github.com/philhofer/...
+	log/... fmt
+	github.com/livesync-go/livesync-go/engine/negotiate/... github.com/livesync-go/livesync-go/engine/setupuri
+	github.com/livesync-go/livesync-go/engine/hunt github.com/livesync-go/livesync-go/engine/decorate
 )
 
 wasm_build() {
