@@ -120,6 +120,9 @@ func AcceptedDevices(m *negotiate.Milestone) []string { return negotiate.Accepte
 // The settings are recorded in the replica. A refused or failed attempt
 // leaves no trace on the remote.
 func (v *Vault) Attach(ctx context.Context, r Remote, o AttachOptions) (*Link, error) {
+	if !remotesLinked {
+		return nil, errNoRemotes
+	}
 	ctx, end, err := v.begin(ctx)
 	if err != nil {
 		return nil, err

@@ -191,7 +191,7 @@ func (v *Vault) Hunt(ctx context.Context, o HuntOptions) (HuntResult, error) {
 // HuntFound events, until the hunt is done (o.Once: one pass) or ctx
 // ends.
 func (v *Vault) runHunt(ctx context.Context, files []HeldFile, sources []engine.ChunkSource, origin map[string]string, ans *answers, o HuntOptions) (hunt.Stats, error) {
-	if len(sources) == 0 {
+	if len(sources) == 0 || !remotesLinked {
 		return hunt.Stats{}, nil
 	}
 	cfg := v.opts.Hunt

@@ -26,6 +26,10 @@ var ErrMetadataOnlyJournal = errors.New("vault: a metadata-only pull needs a rep
 // ErrReadOnly refuses a push through a link attached read-only.
 var ErrReadOnly = errors.New("vault: the remote was attached read-only")
 
+// errNoRemotes refuses Attach and Replicate in a program built without
+// remote adapters (see remotesLinked).
+var errNoRemotes = errors.New("vault: this build has no remote support (built with the tags nocouchdb and nos3)")
+
 // SyncOptions are the choices of one sync.
 type SyncOptions struct {
 	// Live keeps syncing until ctx ends (or Close), reconnecting after
@@ -111,6 +115,9 @@ func (r *run) commit(ctx context.Context) {
 // position in the replica's memory of the remote. Pulled metadata whose
 // chunks are missing is held (FileHeld); progress is reported as events.
 func (v *Vault) Replicate(ctx context.Context, l *Link, dir replicate.Direction, o SyncOptions) (SyncResult, error) {
+	if !remotesLinked {
+		return SyncResult{}, errNoRemotes
+	}
 	ctx, end, err := v.begin(ctx)
 	if err != nil {
 		return SyncResult{}, err
