@@ -31,6 +31,15 @@ type Backend interface {
 	Close() error
 }
 
+// Prefetcher is a Backend for which each read of a key it has not cached
+// costs a round trip (IndexedDB's). The Store calls Prefetch with the
+// keys of bucket b a transaction is about to Get, when it knows them
+// ahead, so that the backend reads them together first. It is a hint: a
+// failure is ignored and the Gets read the keys.
+type Prefetcher interface {
+	Prefetch(b Bucket, keys [][]byte) error
+}
+
 // Tx is a transaction of a Backend. Byte slices passed to fn or returned
 // by Get are valid only until the transaction ends and must not be
 // modified; keys and values given to Put must not be modified afterwards.

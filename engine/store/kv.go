@@ -197,6 +197,20 @@ func (s *kvStore) update(op string, fn func(w *writer) error) error {
 	return nil
 }
 
+// prefetch tells a Prefetcher backend the documents a transaction is
+// about to read.
+func (s *kvStore) prefetch(ids []string) {
+	p, ok := s.b.(Prefetcher)
+	if !ok || len(ids) < 2 {
+		return
+	}
+	keys := make([][]byte, len(ids))
+	for i, id := range ids {
+		keys[i] = []byte(id)
+	}
+	_ = p.Prefetch(BucketDocs, keys) // a hint: the transaction's Gets read what it did not
+}
+
 func (s *kvStore) view(op string, fn func(tx Tx) error) error {
 	if err := s.b.View(fn); err != nil {
 		return storageErr(op, err)
@@ -310,6 +324,13 @@ func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engin
 		return nil, err
 	}
 	results, parsed, ok := parseBatch(docs, true)
+	ids := make([]string, 0, len(parsed))
+	for i := range parsed {
+		if ok[i] {
+			ids = append(ids, parsed[i].ID)
+		}
+	}
+	s.prefetch(ids)
 	err := s.update("bulk docs", func(w *writer) error {
 		b := w.batch()
 		for i := range parsed {
@@ -508,6 +529,11 @@ func (s *kvStore) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.Raw
 		return nil, err
 	}
 	out := make([]json.RawMessage, 0, len(revs))
+	ids := make([]string, len(revs))
+	for i, dr := range revs {
+		ids[i] = dr.ID
+	}
+	s.prefetch(ids)
 	err := s.view("bulk get", func(tx Tx) error {
 		cache := map[string]*record{}
 		for _, dr := range revs {
@@ -552,6 +578,11 @@ func (s *kvStore) RevsDiff(ctx context.Context, revs map[string][]string) (map[s
 		return nil, err
 	}
 	out := map[string][]string{}
+	ids := make([]string, 0, len(revs))
+	for id := range revs {
+		ids = append(ids, id)
+	}
+	s.prefetch(ids)
 	err := s.view("revs diff", func(tx Tx) error {
 		for id, list := range revs {
 			rec, err := loadRecord(tx, id)
@@ -729,6 +760,7 @@ func (s *kvStore) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engi
 		return nil, err
 	}
 	out := make(map[engine.ChunkID]engine.Chunk, len(ids))
+	s.prefetch(ids)
 	err := s.view("get chunks", func(tx Tx) error {
 		for _, id := range ids {
 			rec, err := loadRecord(tx, id)
@@ -772,6 +804,11 @@ func (s *kvStore) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
 		}
 		bodies[i] = b
 	}
+	ids := make([]string, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID
+	}
+	s.prefetch(ids)
 	return s.update("put chunks", func(w *writer) error {
 		b := w.batch()
 		for i, c := range chunks {

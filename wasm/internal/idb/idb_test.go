@@ -551,3 +551,37 @@ func BenchmarkOpen10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(write.Milliseconds()), "ms-to-write")
 }
+
+// TestPrefetch: Prefetch reads the keys in one go, after which the
+// transaction's Gets (of present and absent keys) read nothing.
+func TestPrefetch(t *testing.T) {
+	name := newName(t)
+	b := openT(t, name)
+	if err := put(t, b, "a", "1", "b", "2", "c", "3"); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b = openT(t, name)
+	defer b.Close()
+	keys := [][]byte{[]byte("a"), []byte("c"), []byte("x"), []byte("a")}
+	before := recordsRead.Load()
+	if err := b.Prefetch(store.BucketDocs, keys); err != nil {
+		t.Fatal(err)
+	}
+	if n := recordsRead.Load() - before; n != 2 {
+		t.Fatalf("Prefetch read %d records, want 2", n)
+	}
+	var got []string
+	b.View(func(tx store.Tx) error {
+		for _, k := range keys {
+			got = append(got, fmt.Sprintf("%q", tx.Get(store.BucketDocs, k)))
+		}
+		return nil
+	})
+	if n := recordsRead.Load() - before; n != 2 {
+		t.Fatalf("the Gets after Prefetch read %d records more", n-2)
+	}
+	if s := strings.Join(got, " "); s != `"1" "3" "" "1"` {
+		t.Fatalf("Gets = %s", s)
+	}
+}

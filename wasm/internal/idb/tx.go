@@ -276,3 +276,73 @@ func (c *cache) clear() {
 	defer c.mu.Unlock()
 	c.m, c.size = nil, 0
 }
+
+// prefetchMax is the most keys one prefetch transaction reads.
+const prefetchMax = 1024
+
+// Prefetch reads the committed values of the keys of bucket bk the cache
+// lacks, in IndexedDB transactions whose requests all run at once (one
+// wait each, rather than one per key), so that a transaction about to
+// Get them finds them cached. The store calls it where it knows the keys
+// ahead (a batch of a pull). A failure leaves the keys to Get.
+func (b *Backend) Prefetch(bk store.Bucket, keys [][]byte) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return store.ErrClosed
+	}
+	var miss []string
+	seen := map[string]bool{}
+	for _, key := range keys {
+		k := cacheKey(bk, key)
+		if _, ok := b.cache.get(k); !ok && !seen[k] {
+			seen[k] = true
+			miss = append(miss, k)
+		}
+	}
+	for len(miss) > 0 {
+		n := min(len(miss), prefetchMax)
+		if err := b.prefetch(miss[:n]); err != nil {
+			return err
+		}
+		miss = miss[n:]
+	}
+	return nil
+}
+
+func (b *Backend) prefetch(keys []string) error {
+	reqs := make([]js.Value, len(keys))
+	var t js.Value
+	err := catch(func() {
+		t = b.db.Call("transaction", objectStore, "readonly")
+		os := t.Call("objectStore", objectStore)
+		for i, k := range keys {
+			reqs[i] = os.Call("get", u8([]byte(k)))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	ch, stop := listen(t, "oncomplete", "onabort")
+	ev := <-ch
+	stop()
+	if ev.name == "onabort" {
+		return domError(t.Get("error"))
+	}
+	var buf []byte
+	for i, k := range keys {
+		res := reqs[i].Get("result")
+		if res.IsUndefined() {
+			b.cache.put(k, nil, false)
+			continue
+		}
+		recordsRead.Add(1)
+		buf = copyAll(buf[len(buf):], js.Global().Get("Array").Call("of", res), 1)
+		key, value, rest, err := unframe(buf)
+		if err != nil || len(rest) != 0 || string(key) != k {
+			return errMalformed
+		}
+		b.cache.put(k, value, true)
+	}
+	return nil
+}
