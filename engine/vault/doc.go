@@ -38,5 +38,8 @@
 // no goroutine, claim or timer behind.
 //
 // The package is transport-neutral and builds for GOOS=js: the wasm build
-// and the command-line client are its two users.
+// and the command-line client are its two users. A program built with
+// the tags nocouchdb and nos3 (no remote adapter: the wasm core module)
+// links no handshake, replication, journal sync or hunt: Attach and
+// Replicate fail, and the vault is a local one.
 package vault
