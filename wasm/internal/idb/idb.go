@@ -134,7 +134,8 @@ func indexedDB(name string) (js.Value, error) {
 }
 
 // View runs fn on the committed state: reads go through the cache to
-// IndexedDB. A read IndexedDB fails fails the View with its error.
+// IndexedDB. A read that fails fails the View with its error, whatever
+// fn returns.
 func (b *Backend) View(fn func(store.Tx) error) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -142,10 +143,11 @@ func (b *Backend) View(fn func(store.Tx) error) error {
 		return store.ErrClosed
 	}
 	t := &tx{b: b}
-	if err := fn(t); err != nil {
-		return err
+	err := fn(t)
+	if t.err != nil {
+		return t.err // what fn returned may stem from the read that failed
 	}
-	return t.err
+	return err
 }
 
 // Update runs fn, which sees its own writes over the committed state,
@@ -160,11 +162,12 @@ func (b *Backend) Update(fn func(store.Tx) error) error {
 		return store.ErrClosed
 	}
 	t := &tx{b: b, write: true}
-	if err := fn(t); err != nil {
-		return err
-	}
+	err := fn(t)
 	if t.err != nil {
-		return t.err
+		return t.err // what fn returned may stem from the read that failed
+	}
+	if err != nil {
+		return err
 	}
 	if len(t.ops) == 0 {
 		return nil

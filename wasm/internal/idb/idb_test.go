@@ -363,6 +363,15 @@ func TestMalformedRecord(t *testing.T) {
 		t.Fatalf("View reading a malformed record: %v, want ErrMalformed", err)
 	}
 	err = b.View(func(tx store.Tx) error {
+		if tx.Get(store.BucketDocs, []byte("a")) == nil {
+			return errors.New("a is missing") // the failed read's error wins
+		}
+		return nil
+	})
+	if !errors.Is(err, engine.ErrMalformed) {
+		t.Fatalf("View failing after a malformed record: %v, want ErrMalformed", err)
+	}
+	err = b.View(func(tx store.Tx) error {
 		return tx.Ascend(store.BucketDocs, nil, func(k, v []byte) bool { return true })
 	})
 	if !errors.Is(err, engine.ErrMalformed) {
