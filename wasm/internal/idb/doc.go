@@ -6,9 +6,11 @@
 // transaction's goroutine blocks on each IndexedDB request it makes. Open
 // reads no record, so opening a replica costs the same whatever its
 // size. Get reads through a cache of committed values (and absences),
-// filled by reads and by completed writes, which forgets about half its
-// entries past a size limit; Ascend reads the bucket in key order with
-// getAll over a key range, in pages growing from 64 to 4096 records.
+// filled by reads, by the first page of a scan and by completed writes,
+// which forgets about half its entries past a size limit; Ascend reads
+// the bucket in key order with getAll over a key range, in pages growing
+// from 64 to 4096 records. Prefetch (store.Prefetcher) reads the keys a
+// transaction is about to Get in one IndexedDB transaction.
 // Update records the keys fn writes, showing them to fn's own reads
 // (Ascend merges them with what IndexedDB holds), and when fn returns nil
 // writes that set in one IndexedDB readwrite transaction (durability

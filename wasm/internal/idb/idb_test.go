@@ -594,3 +594,32 @@ func TestPrefetch(t *testing.T) {
 		t.Fatalf("Gets = %s", s)
 	}
 }
+
+// TestShortScanCached: the records of a scan's first page are cached
+// (a listing's entries are often read next); later pages' are not.
+func TestShortScanCached(t *testing.T) {
+	defer func(a, b int) { firstPage, lastPage = a, b }(firstPage, lastPage)
+	firstPage, lastPage = 2, 4
+	name := newName(t)
+	b := openT(t, name)
+	if err := put(t, b, "a", "1", "b", "2", "c", "3", "d", "4"); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b = openT(t, name)
+	defer b.Close()
+	b.View(func(tx store.Tx) error {
+		return tx.Ascend(store.BucketDocs, nil, func(k, v []byte) bool { return true })
+	})
+	for _, c := range []struct {
+		key   string
+		reads int64
+	}{{"a", 0}, {"b", 0}, {"c", 1}} {
+		before := recordsRead.Load()
+		var v []byte
+		b.View(func(tx store.Tx) error { v = tx.Get(store.BucketDocs, []byte(c.key)); return nil })
+		if n := recordsRead.Load() - before; n != c.reads || v == nil {
+			t.Errorf("Get(%s) after the scan = %q, read %d records, want %d", c.key, v, n, c.reads)
+		}
+	}
+}

@@ -116,6 +116,11 @@ func (t *tx) Ascend(b store.Bucket, from []byte, fn func(key, value []byte) bool
 			if len(mine) > 0 && bytes.Equal(mine[0].key, r.key) {
 				continue // shadowed; emitted when the loop above reaches it
 			}
+			if n == firstPage {
+				// A short scan's records are often read next (a listing's
+				// first entries); a long scan's would only churn the cache.
+				t.b.cache.put(cacheKey(b, r.key), r.value, true)
+			}
 			if !fn(r.key, r.value) {
 				return nil
 			}
