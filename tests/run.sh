@@ -62,6 +62,9 @@ echo "== wasm module (wasm/build.sh) and its loader under Node's test runner"
 bash wasm/build.sh
 node --test wasm/js/test/
 
+echo "== the wasm module's size budget: core ≤ 1,200,000 and full ≤ 3,000,000 bytes brotli (wasm/size.sh; wasm-opt, which never made Go's output smaller after brotli, is measured by running it without SIZE_WASM_OPT=0)"
+SIZE_WASM_OPT=0 bash wasm/size.sh
+
 echo "== the example plugin: type-checked against the obsidian package, bundled with esbuild"
 bash wasm/example-plugin/check.sh
 
