@@ -15,7 +15,7 @@ root=$(go env GOROOT)
 exec_js="$root/lib/wasm/wasm_exec.js"
 [ -f "$exec_js" ] || exec_js="$root/misc/wasm/wasm_exec.js"
 cp "$exec_js" "$out/wasm_exec.js"
-cp js/index.mjs js/index.d.ts js/package.json "$out/"
+cp js/index.mjs js/index.d.ts js/package.json js/README.md "$out/"
 raw=$(wc -c <"$out/livesync.wasm")
 gz=$(gzip -9 -c "$out/livesync.wasm" | wc -c)
 awk -v raw="$raw" -v gz="$gz" 'BEGIN { printf "wasm/dist/livesync.wasm: %d bytes raw (%.2f MB), %d bytes gzip -9 (%.2f MB)\n", raw, raw/1e6, gz, gz/1e6 }'
