@@ -56,7 +56,7 @@ echo "== go test (js/wasm under $(node --version 2>/dev/null || echo 'no node'))
 GOOS=js GOARCH=wasm go test -count=1 ./engine/...
 
 echo "== the wasm main package and its IndexedDB backend under js/wasm (fake-indexeddb in Node)"
-GOOS=js GOARCH=wasm go test -count=1 ./wasm/internal/idb/ ./wasm/
+GOOS=js GOARCH=wasm go test -count=1 ./wasm/...
 
 echo "== wasm module (wasm/build.sh) and its loader under Node's test runner"
 bash wasm/build.sh

@@ -7,6 +7,7 @@ import (
 	"syscall/js"
 
 	"github.com/livesync-go/livesync-go/engine/e2ee"
+	"github.com/livesync-go/livesync-go/wasm/internal/jsawait"
 )
 
 // useWebCrypto makes every PBKDF2 of the engine (E2EE keys, Setup URIs)
@@ -54,27 +55,13 @@ func webCryptoPBKDF2(password, salt []byte, iter, keyLen int) ([]byte, error) {
 // await waits for the Promise p to settle: its value, or an error with
 // the text of its rejection reason.
 func await(p js.Value) (js.Value, error) {
-	type result struct {
-		v   js.Value
-		err error
+	v, rejected := jsawait.Await(p)
+	if !rejected {
+		return v, nil
 	}
-	ch := make(chan result, 1)
-	ok := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		ch <- result{v: arg(args, 0)}
-		return nil
-	})
-	fail := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		reason := arg(args, 0)
-		msg := "rejected"
-		if reason.Type() == js.TypeObject {
-			msg = reason.Call("toString").String()
-		}
-		ch <- result{err: errors.New(msg)}
-		return nil
-	})
-	p.Call("then", ok, fail)
-	r := <-ch
-	ok.Release()
-	fail.Release()
-	return r.v, r.err
+	msg := "rejected"
+	if v.Type() == js.TypeObject {
+		msg = v.Call("toString").String()
+	}
+	return js.Undefined(), errors.New(msg)
 }

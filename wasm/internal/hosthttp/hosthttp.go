@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall/js"
+
+	"github.com/livesync-go/livesync-go/wasm/internal/jsawait"
 )
 
 // Transport sends requests through Fetch, a JS function with the
@@ -306,34 +308,11 @@ func (e jsError) Error() string { return jsErrorText(e.v) }
 // await waits for p to settle: its value, or a jsError with its reason.
 // A value that is not a thenable is returned as it is.
 func await(p js.Value) (js.Value, error) {
-	if p.Type() != js.TypeObject || p.Get("then").Type() != js.TypeFunction {
-		return p, nil
+	v, rejected := jsawait.Await(p)
+	if rejected {
+		return js.Undefined(), jsError{v}
 	}
-	type result struct {
-		v   js.Value
-		err error
-	}
-	ch := make(chan result, 1)
-	ok := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		ch <- result{v: arg0(args)}
-		return nil
-	})
-	fail := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		ch <- result{err: jsError{arg0(args)}}
-		return nil
-	})
-	p.Call("then", ok, fail)
-	r := <-ch
-	ok.Release()
-	fail.Release()
-	return r.v, r.err
-}
-
-func arg0(args []js.Value) js.Value {
-	if len(args) == 0 {
-		return js.Undefined()
-	}
-	return args[0]
+	return v, nil
 }
 
 // jsErrorText is the text of a JS error and of its cause.

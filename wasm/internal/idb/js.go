@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"syscall/js"
 
+	"github.com/livesync-go/livesync-go/wasm/internal/jsawait"
+
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
@@ -54,34 +56,11 @@ func request(req js.Value) (js.Value, error) {
 
 // await waits for a Promise.
 func await(p js.Value) (js.Value, error) {
-	type settled struct {
-		val    js.Value
-		failed bool
+	v, rejected := jsawait.Await(p)
+	if rejected {
+		return js.Undefined(), domError(v)
 	}
-	ch := make(chan settled, 1)
-	then := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		ch <- settled{val: arg0(args)}
-		return nil
-	})
-	catch := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		ch <- settled{val: arg0(args), failed: true}
-		return nil
-	})
-	defer then.Release()
-	defer catch.Release()
-	p.Call("then", then, catch)
-	ev := <-ch
-	if ev.failed {
-		return js.Undefined(), domError(ev.val)
-	}
-	return ev.val, nil
-}
-
-func arg0(args []js.Value) js.Value {
-	if len(args) > 0 {
-		return args[0]
-	}
-	return js.Undefined()
+	return v, nil
 }
 
 // hostError is an error IndexedDB reported: a DOMException's name

@@ -5,6 +5,8 @@ package idb
 import (
 	"sync"
 	"syscall/js"
+
+	"github.com/livesync-go/livesync-go/wasm/internal/jsawait"
 )
 
 // held are the databases a handle of this module has open.
@@ -70,7 +72,7 @@ func webLock(name string) (unlock func(), locked bool, err error) {
 		}
 	}
 	granted := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		if arg0(args).Type() != js.TypeObject { // null: the lock is taken
+		if jsawait.Arg0(args).Type() != js.TypeObject { // null: the lock is taken
 			send(answer{})
 			return nil
 		}
