@@ -11,23 +11,14 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/wasm/internal/idb/fakeidb"
 )
 
-// TestMain gives Node an IndexedDB: fake-indexeddb, installed by
-// `npm ci` in internal/idb/testdata.
+// TestMain gives Node an IndexedDB (fake-indexeddb).
 func TestMain(m *testing.M) {
-	if js.Global().Get("indexedDB").Type() != js.TypeObject {
-		wd, _ := os.Getwd()
-		mod := filepath.Join(wd, "internal", "idb", "testdata", "node_modules", "fake-indexeddb", "auto", "index.js")
-		var failed any
-		func() {
-			defer func() { failed = recover() }()
-			js.Global().Call("require", mod)
-		}()
-		if failed != nil {
-			fmt.Fprintf(os.Stderr, "the storage tests need fake-indexeddb: run `npm ci` in wasm/internal/idb/testdata (%v)\n", failed)
-			os.Exit(1)
-		}
+	if err := fakeidb.Install(filepath.Join("internal", "idb", "testdata")); err != nil {
+		fmt.Fprintln(os.Stderr, "the storage tests:", err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }

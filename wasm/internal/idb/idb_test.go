@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall/js"
@@ -19,18 +18,14 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/storetest"
+	"github.com/livesync-go/livesync-go/wasm/internal/idb/fakeidb"
 )
 
-// TestMain gives Node an IndexedDB: fake-indexeddb, installed by
-// `npm ci` in testdata (a browser has its own).
+// TestMain gives Node an IndexedDB (fake-indexeddb; a browser has its own).
 func TestMain(m *testing.M) {
-	if js.Global().Get("indexedDB").Type() != js.TypeObject {
-		wd, _ := os.Getwd()
-		mod := filepath.Join(wd, "testdata", "node_modules", "fake-indexeddb", "auto", "index.js")
-		if err := catch(func() { js.Global().Call("require", mod) }); err != nil {
-			fmt.Fprintf(os.Stderr, "idb tests need fake-indexeddb: run `npm ci` in wasm/internal/idb/testdata (%v)\n", err)
-			os.Exit(1)
-		}
+	if err := fakeidb.Install("testdata"); err != nil {
+		fmt.Fprintln(os.Stderr, "idb tests:", err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }

@@ -18,6 +18,7 @@ import {
   ci, couch, couchTarget, freshName, loadAPI, loadDump, lockAsPlugin, pouchDevice, pouchInstalled,
   readDump, relayTarget, root,
 } from "./servers.mjs";
+import { rejectsWith } from "./rejects.mjs";
 
 const couchT = couchTarget();
 // The relay needs no server of its own; it follows the same rule, so a
@@ -48,16 +49,6 @@ const host = {
 
 // Setup URIs the plugin's own library (octagonal-wheels) made.
 const vectors = JSON.parse(await readFile(join(root, "engine/setupuri/testdata/upstream.json"), "utf8"));
-
-async function rejectsWith(promise, code) {
-  await assert.rejects(promise, (err) => {
-    assert.ok(err instanceof Error, `not an Error: ${err}`);
-    assert.equal(err.code, code, `code of: ${err.message}`);
-    assert.equal(typeof err.stage, "string");
-    assert.equal(typeof err.docId, "string");
-    return true;
-  });
-}
 
 // waitFor resolves with the first event of v on topic that pred accepts.
 function waitFor(v, topic, pred) {

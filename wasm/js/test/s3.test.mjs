@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { rejectsWith } from "./rejects.mjs";
 
 const env = process.env;
 const ci = env.CI === "true";
@@ -79,14 +80,6 @@ function freshBucket() {
 
 function s3Remote(bucket, extra = {}) {
   return { kind: "s3", endpoint, bucket, accessKey, secretKey, region, prefix: "vault/", ...extra };
-}
-
-async function rejectsWith(promise, code) {
-  await assert.rejects(promise, (err) => {
-    assert.ok(err instanceof Error, `not an Error: ${err}`);
-    assert.equal(err.code, code, `code of: ${err.message}`);
-    return true;
-  });
 }
 
 test("an E2EE vault pushed to an S3 bucket is pulled by a second replica and read byte for byte", { skip }, async () => {

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { randomBytes, webcrypto } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { loadAPI } from "./servers.mjs";
+import { rejectsWith } from "./rejects.mjs";
 
 const server = process.env.LIVESYNC_TEST_COUCHDB_URL;
 const user = process.env.LIVESYNC_TEST_COUCHDB_USER ?? "";
@@ -56,16 +57,6 @@ const host = {
   },
 };
 const passphrase = "correct horse battery staple";
-
-async function rejectsWith(promise, code) {
-  await assert.rejects(promise, (err) => {
-    assert.ok(err instanceof Error, `not an Error: ${err}`);
-    assert.equal(err.code, code, `code of: ${err.message}`);
-    assert.equal(typeof err.stage, "string");
-    assert.equal(typeof err.docId, "string");
-    return true;
-  });
-}
 
 test("a new E2EE vault is written, pushed, pulled by a second replica, read byte for byte and deleted", { skip }, async () => {
   const db = freshDatabase();
