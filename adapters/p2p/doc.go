@@ -1,0 +1,21 @@
+// Package p2p is the peer-to-peer adapter: replicas that talk to each
+// other directly over libp2p (TCP and QUIC transports, Noise security,
+// yamux multiplexing), without a CouchDB server or a bucket in between.
+//
+// This first step gives a replica a persistent ed25519 identity
+// (LoadOrCreateIdentity), a host (NewHost), an allow-list of approved
+// peers by peer id (AllowList) and the chunks protocol (ChunksProtocol):
+// ServeChunks answers approved peers' requests for chunks by id from a
+// local store, and ChunkClient is an engine.ChunkSource that asks one peer,
+// so a peer can take part in the chunk hunt beside the other remotes. A
+// peer that is not on the allow-list gets an explicit refusal and nothing
+// is served.
+//
+// Messages are JSON in length-prefixed frames (a 4-byte big-endian length,
+// then the payload) whose size is bounded by MaxFrameSize; every stream
+// has a deadline. Protocol ids carry a version so that incompatible
+// changes get a new id instead of a silent misreading.
+//
+// The package is native only: it is never imported by the engine or the
+// wasm build, and its code is excluded from GOOS=js builds.
+package p2p
