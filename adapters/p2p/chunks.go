@@ -21,6 +21,10 @@ import (
 // engine.ChunkSource's callers promise.
 const MaxIDsPerRequest = 100
 
+// maxRequestSize bounds a chunks request frame: a hundred ids fit many
+// times over, and a peer cannot make the server allocate more.
+const maxRequestSize = 64 << 10
+
 // DefaultStreamTimeout is the deadline of one chunks stream, both sides,
 // when none is configured.
 const DefaultStreamTimeout = 30 * time.Second
@@ -105,7 +109,7 @@ func serveChunkStream(s network.Stream, cfg ServerConfig) {
 		return
 	}
 	var req chunksRequest
-	if err := readJSON(s, &req); err != nil {
+	if err := readJSON(s, maxRequestSize, &req); err != nil {
 		log.Warn("p2p: bad chunks request", "err", err)
 		_ = s.Reset()
 		return
@@ -222,7 +226,7 @@ func (c *ChunkClient) roundTrip(ctx context.Context, ids []engine.ChunkID) (chun
 	}
 	_ = s.CloseWrite()
 	var resp chunksResponse
-	if err := readJSON(s, &resp); err != nil {
+	if err := readJSON(s, MaxFrameSize, &resp); err != nil {
 		return chunksResponse{}, fmt.Errorf("p2p: chunks answer from %s: %w", c.peer, err)
 	}
 	switch resp.Status {
@@ -239,7 +243,7 @@ func (c *ChunkClient) roundTrip(ctx context.Context, ids []engine.ChunkID) (chun
 // may already have answered and closed, so its frame is read if present.
 func (c *ChunkClient) readErr(s network.Stream, writeErr error) error {
 	var resp chunksResponse
-	if readJSON(s, &resp) == nil && resp.Status == statusRefused {
+	if readJSON(s, MaxFrameSize, &resp) == nil && resp.Status == statusRefused {
 		return fmt.Errorf("%w (peer %s)", ErrRefused, c.peer)
 	}
 	return fmt.Errorf("p2p: chunks request to %s: %w", c.peer, writeErr)

@@ -88,10 +88,17 @@ func TestChunkClientQUIC(t *testing.T) {
 
 // An unapproved peer gets ErrRefused, promptly, and the store is never
 // read; approving it later lets it fetch, revoking refuses it again.
+// Over TCP and over QUIC.
 func TestChunksRefusedUnapproved(t *testing.T) {
+	for _, listen := range []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"} {
+		t.Run(listen, func(t *testing.T) { testRefused(t, listen) })
+	}
+}
+
+func testRefused(t *testing.T, listen string) {
 	chunk := engine.Chunk{ID: "h:secret", Data: "private"}
 	store := &countingStore{ChunkReader: enginetest.NewMemChunks(chunk)}
-	server, client := newTestHost(t), newTestHost(t)
+	server, client := newTestHost(t, listen), newTestHost(t, listen)
 	allow := NewAllowList()
 	t.Cleanup(ServeChunks(server, ServerConfig{Store: store, Allow: allow}))
 	src := NewChunkClient(client, addrInfo(server), time.Minute)

@@ -42,16 +42,18 @@ func writeFrame(w io.Writer, payload []byte) error {
 	return err
 }
 
-// readFrame reads one frame. The length comes from the peer, so it is
-// checked against MaxFrameSize before the buffer is allocated.
-func readFrame(r io.Reader) ([]byte, error) {
+// readFrame reads one frame of at most limit bytes (at most MaxFrameSize).
+// The length comes from the peer, so it is checked against the limit
+// before the buffer is allocated.
+func readFrame(r io.Reader, limit uint32) ([]byte, error) {
+	limit = min(limit, MaxFrameSize)
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n > MaxFrameSize {
-		return nil, fmt.Errorf("%w: peer announced %d > %d bytes", ErrFrameTooLarge, n, MaxFrameSize)
+	if n > limit {
+		return nil, fmt.Errorf("%w: peer announced %d > %d bytes", ErrFrameTooLarge, n, limit)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -69,9 +71,9 @@ func writeJSON(w io.Writer, v any) error {
 	return writeFrame(w, b)
 }
 
-// readJSON decodes one frame into v.
-func readJSON(r io.Reader, v any) error {
-	b, err := readFrame(r)
+// readJSON decodes one frame of at most limit bytes into v.
+func readJSON(r io.Reader, limit uint32, v any) error {
+	b, err := readFrame(r, limit)
 	if err != nil {
 		return err
 	}

@@ -18,12 +18,12 @@ func TestFrameRoundTrip(t *testing.T) {
 		}
 	}
 	for _, want := range []int{0, 1, 10000} {
-		got, err := readFrame(&buf)
+		got, err := readFrame(&buf, MaxFrameSize)
 		if err != nil || len(got) != want {
 			t.Fatalf("read %d bytes, %v; want %d", len(got), err, want)
 		}
 	}
-	if _, err := readFrame(&buf); !errors.Is(err, io.EOF) {
+	if _, err := readFrame(&buf, MaxFrameSize); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last frame: %v, want EOF", err)
 	}
 }
@@ -34,15 +34,19 @@ func TestFrameOverLimitRejected(t *testing.T) {
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], MaxFrameSize+1)
 	r := io.MultiReader(bytes.NewReader(hdr[:]), blockingReader{t})
-	if _, err := readFrame(r); !errors.Is(err, ErrFrameTooLarge) {
+	if _, err := readFrame(r, MaxFrameSize); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("over-limit frame: %v, want ErrFrameTooLarge", err)
 	}
 	allocs := testing.AllocsPerRun(10, func() {
 		binary.BigEndian.PutUint32(hdr[:], 0xFFFFFFFF)
-		_, _ = readFrame(bytes.NewReader(hdr[:]))
+		_, _ = readFrame(bytes.NewReader(hdr[:]), MaxFrameSize)
 	})
 	if allocs > 8 {
 		t.Fatalf("%v allocations for a rejected 4 GiB frame", allocs)
+	}
+	binary.BigEndian.PutUint32(hdr[:], 100)
+	if _, err := readFrame(bytes.NewReader(hdr[:]), 99); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("frame over a smaller limit: %v, want ErrFrameTooLarge", err)
 	}
 	if err := writeFrame(io.Discard, make([]byte, MaxFrameSize+1)); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("writing an over-limit frame: %v, want ErrFrameTooLarge", err)
@@ -52,7 +56,7 @@ func TestFrameOverLimitRejected(t *testing.T) {
 func TestFrameTruncated(t *testing.T) {
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], 10)
-	_, err := readFrame(bytes.NewReader(append(hdr[:], "abc"...)))
+	_, err := readFrame(bytes.NewReader(append(hdr[:], "abc"...)), MaxFrameSize)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated frame: %v, want ErrUnexpectedEOF", err)
 	}
