@@ -76,8 +76,18 @@ func publishOne(ctx context.Context, url string, ev nostr.Event) error {
 	if err != nil {
 		return err
 	}
-	defer relay.Close()
+	defer closeRelay(relay)
 	return relay.Publish(ctx, ev)
+}
+
+// closeRelay closes a relay connection, surviving a known race in go-nostr
+// v0.38.2 (nbd-wtf/go-nostr issue 130, fixed upstream in releases the module
+// proxy does not serve): Relay.Close can dereference the connection that
+// the library's own cleanup goroutine has just set to nil. Closing from our
+// side first also makes the library's reader loop skip its own Close.
+func closeRelay(relay *nostr.Relay) {
+	defer func() { _ = recover() }()
+	_ = relay.Close()
 }
 
 // Discovered is a valid, unexpired announcement found on a relay.
@@ -106,14 +116,14 @@ func Subscribe(ctx context.Context, relayURLs []string, room *Room, now func() t
 		}
 		sub, err := relay.Subscribe(ctx, nostr.Filters{filter})
 		if err != nil {
-			relay.Close()
+			closeRelay(relay)
 			errs = append(errs, fmt.Errorf("relay %s: %w", url, err))
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer relay.Close()
+			defer closeRelay(relay)
 			forward(ctx, url, relay.Context(), sub, room, now, seen, out)
 		}()
 	}
