@@ -256,3 +256,36 @@ func TestPublishSubscribeNoRelay(t *testing.T) {
 		t.Fatal("subscribe to a dead relay succeeded")
 	}
 }
+
+// TestSeveralRelays: a dead relay does not stop publishing or subscribing,
+// and an announcement stored on two relays is delivered once.
+func TestSeveralRelays(t *testing.T) {
+	rooms(t)
+	_, url1 := startMiniRelay(t)
+	_, url2 := startMiniRelay(t)
+	dead := "ws://127.0.0.1:1"
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	now := time.Now()
+	n, err := Publish(ctx, []string{dead, url1, url2}, roomA, NewNostrKey(), announcement("peer-a", now), now)
+	if err != nil || n != 2 {
+		t.Fatalf("publish: accepted %d, %v; want 2, nil", n, err)
+	}
+	sub, err := Subscribe(ctx, []string{url1, dead, url2}, roomA, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, sub, "peer-a")
+	if _, err := Publish(ctx, []string{url1}, roomA, NewNostrKey(), announcement("peer-b", now), now); err != nil {
+		t.Fatal(err)
+	}
+	// peer-b comes next: the second copy of peer-a was dropped as a duplicate.
+	select {
+	case d := <-sub:
+		if d.PeerID != "peer-b" || d.Relay != url1 {
+			t.Fatalf("next delivery is %s via %s, want peer-b via %s", d.PeerID, d.Relay, url1)
+		}
+	case <-ctx.Done():
+		t.Fatal("peer-b not discovered")
+	}
+}
