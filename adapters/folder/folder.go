@@ -141,6 +141,35 @@ func WriteFile(root *os.Root, rel string, data []byte, mtimeMillis int64) error 
 	return root.Rename(tmp, filepath.FromSlash(rel))
 }
 
+// WritePrivate writes data to path with mode 0600 through a synced
+// temporary file in the same directory, renamed into place, so a crash
+// leaves the old file or the new one, never half of one. It is for the
+// secrets a program keeps beside its data: account files, keys.
+func WritePrivate(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename: nothing to remove
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 // List lists the files below dir as slash-separated relative paths,
 // sorted, leaving out what LiveSync never synchronises and, unless hidden
 // is set, dot-files and dot-folders. Symbolic links to files count as

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/livesync-go/livesync-go/adapters/folder"
 )
 
 // IdentityFileName is the conventional name of the identity file beside a
@@ -42,37 +42,10 @@ func LoadOrCreateIdentity(path string) (crypto.PrivKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("p2p: identity: %w", err)
 	}
-	if err := writePrivate(path, b); err != nil {
+	if err := folder.WritePrivate(path, b); err != nil {
 		return nil, fmt.Errorf("p2p: identity: %w", err)
 	}
 	return key, nil
-}
-
-// writePrivate writes b to path with mode 0600 through a temporary file in
-// the same directory, so a crash never leaves a half-written key.
-func writePrivate(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".p2p-identity-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // PeerID returns the peer id of a private key.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/adapters/folder"
 )
 
 // Environment variables of the built-in admin account.
@@ -120,34 +121,6 @@ func decodeUsers(b []byte) (*storedAdmin, error) {
 	return d.Admin, nil
 }
 
-// writeFileAtomic writes data to dir/name with mode 0600 through a
-// temporary file and a rename, so that a crash leaves the old or the new
-// file, never half of one.
-func writeFileAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename: nothing to remove
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
-}
-
 // builtinAdmin resolves the built-in admin account: from the environment
 // (never stored), else from users.json, else (first start, or reset) a
 // new generated password whose hash is stored in users.json.
@@ -216,7 +189,7 @@ func builtinAdmin(dataDir string, getenv func(string) string, reset bool) (admin
 	if err != nil {
 		return adminAccount{}, err
 	}
-	if err := writeFileAtomic(dataDir, usersFile, append(doc, '\n')); err != nil {
+	if err := folder.WritePrivate(filepath.Join(dataDir, usersFile), append(doc, '\n')); err != nil {
 		return adminAccount{}, fmt.Errorf("storing the admin account: %w", err)
 	}
 	return adminAccount{name: name, hash: h, source: source, password: pw}, nil
@@ -244,7 +217,7 @@ func serverUUID(dataDir string) (string, error) {
 	}
 	d.UUID = hex.EncodeToString(randomBytes(16))
 	b, _ = json.Marshal(d)
-	if err := writeFileAtomic(dataDir, serverFile, append(b, '\n')); err != nil {
+	if err := folder.WritePrivate(filepath.Join(dataDir, serverFile), append(b, '\n')); err != nil {
 		return "", fmt.Errorf("storing the server uuid: %w", err)
 	}
 	return d.UUID, nil
