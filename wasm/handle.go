@@ -115,12 +115,18 @@ func (h *handle) relink(ctx context.Context) (*vault.Link, error) {
 	return l, nil
 }
 
+// syncOptions checks that the vault has a remote and reads a
+// replication's options: {metadataOnly}.
+func (h *handle) syncOptions(o js.Value) (metadataOnly bool, err error) {
+	if h.remote == nil {
+		return false, &optionsError{msg: "the vault was opened without a remote"}
+	}
+	return boolean(o, "metadataOnly")
+}
+
 // replicate is sync, pull or push: {metadataOnly} for a pull.
 func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, error), error) {
-	if h.remote == nil {
-		return nil, &optionsError{msg: "the vault was opened without a remote"}
-	}
-	meta, err := boolean(o, "metadataOnly")
+	meta, err := h.syncOptions(o)
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +148,7 @@ func (h *handle) replicate(dir replicate.Direction, o js.Value) (func() (any, er
 // the sync ends (resolved when stopped or closed, rejected when it
 // failed), and stop() ends it and returns done.
 func (h *handle) live(args []js.Value) (func() (any, error), error) {
-	if h.remote == nil {
-		return nil, &optionsError{msg: "the vault was opened without a remote"}
-	}
-	meta, err := boolean(arg(args, 0), "metadataOnly")
+	meta, err := h.syncOptions(arg(args, 0))
 	if err != nil {
 		return nil, err
 	}
