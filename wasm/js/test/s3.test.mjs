@@ -7,10 +7,11 @@
 // under CI=true, where they fail.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHash, createHmac, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { rejectsWith } from "./rejects.mjs";
+import { createBucket as createS3Bucket } from "../../../tests/s3server/createbucket.mjs";
 
 const env = process.env;
 const ci = env.CI === "true";
@@ -49,29 +50,8 @@ const host = {
   },
 };
 
-// createBucket makes a bucket with a SigV4-signed PUT: the module never
-// creates buckets.
-async function createBucket(bucket) {
-  const url = new URL(`/${bucket}`, endpoint);
-  const now = new Date().toISOString().replace(/[-:]|\.\d{3}/g, "");
-  const day = now.slice(0, 8);
-  const payload = createHash("sha256").update("").digest("hex");
-  const headers = { host: url.host, "x-amz-content-sha256": payload, "x-amz-date": now };
-  const names = Object.keys(headers).sort();
-  const canonical = ["PUT", url.pathname, "", ...names.map((n) => `${n}:${headers[n]}`), "", names.join(";"), payload].join("\n");
-  const scope = `${day}/${region}/s3/aws4_request`;
-  const toSign = ["AWS4-HMAC-SHA256", now, scope, createHash("sha256").update(canonical).digest("hex")].join("\n");
-  let key = createHmac("sha256", `AWS4${secretKey}`).update(day).digest();
-  for (const part of [region, "s3", "aws4_request"]) {
-    key = createHmac("sha256", key).update(part).digest();
-  }
-  const signature = createHmac("sha256", key).update(toSign).digest("hex");
-  const { host: _, ...sent } = headers;
-  sent.authorization = `AWS4-HMAC-SHA256 Credential=${accessKey}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`;
-  const res = await fetch(url, { method: "PUT", headers: sent });
-  if (!res.ok) {
-    throw new Error(`create bucket ${bucket}: HTTP ${res.status} ${await res.text()}`);
-  }
+function createBucket(bucket) {
+  return createS3Bucket({ url: endpoint, accessKey, secretKey, region }, bucket);
 }
 
 function freshBucket() {
