@@ -4,6 +4,7 @@ package p2p
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/decorate"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 )
 
 // MaxIDsPerRequest is the most chunk ids one request may carry, as
@@ -83,48 +86,12 @@ type ServerConfig struct {
 // ServeChunks registers the chunks protocol on h: an approved peer's
 // request for chunk ids is answered from cfg.Store; a peer not on
 // cfg.Allow gets a refusal frame and nothing else. It returns a function
-// that unregisters the protocol.
+// that unregisters the protocol. Serve registers it beside the replicate
+// protocol.
 func ServeChunks(h host.Host, cfg ServerConfig) (stop func()) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultStreamTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	h.SetStreamHandler(ChunksProtocol, func(s network.Stream) { serveChunkStream(s, cfg) })
-	return func() { h.RemoveStreamHandler(ChunksProtocol) }
-}
-
-// serveChunkStream answers one stream.
-func serveChunkStream(s network.Stream, cfg ServerConfig) {
-	defer s.Close()
-	remote := s.Conn().RemotePeer()
-	log := cfg.Logger.With("peer", remote.String())
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
-	defer cancel()
-	_ = s.SetDeadline(time.Now().Add(cfg.Timeout))
-	if _, ok := cfg.Allow.Device(remote); !ok {
-		log.Info("p2p: refused a chunks stream from an unapproved peer")
-		_ = writeJSON(s, chunksResponse{Status: statusRefused, Error: "not approved"})
-		return
-	}
-	var req chunksRequest
-	if err := readJSON(s, maxRequestSize, &req); err != nil {
-		log.Warn("p2p: bad chunks request", "err", err)
-		_ = s.Reset()
-		return
-	}
-	resp, err := answerChunks(ctx, cfg.Store, req.IDs)
-	if err != nil {
-		log.Warn("p2p: chunks request failed", "err", err)
-		resp = chunksResponse{Status: statusError, Error: err.Error()}
-	}
-	if err := writeJSON(s, resp); errors.Is(err, ErrFrameTooLarge) {
-		log.Warn("p2p: chunks answer too large", "ids", len(req.IDs))
-		_ = writeJSON(s, chunksResponse{Status: statusError, Error: "answer larger than the frame limit"})
-	} else if err != nil {
-		log.Warn("p2p: writing chunks answer", "err", err)
-	}
+	sv := newServer(h, ServeConfig{DB: Served{Chunks: cfg.Store}, Allow: cfg.Allow, Timeout: cfg.Timeout, Logger: cfg.Logger})
+	sv.register(ChunksProtocol, sv.serveChunks)
+	return sv.stop
 }
 
 // answerChunks reads ids from store and splits them into found and
@@ -165,6 +132,8 @@ type ChunkClient struct {
 	host    host.Host
 	peer    peer.ID
 	timeout time.Duration
+	codec   *livesync.Codec // decodes the remote form; nil: as served
+	meter   *Meter
 }
 
 var _ engine.ChunkSource = (*ChunkClient)(nil)
@@ -198,19 +167,50 @@ func (c *ChunkClient) FetchChunks(ctx context.Context, ids []engine.ChunkID) (en
 	resp, err := c.roundTrip(ctx, ids)
 	if err != nil {
 		if ctxErr := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, ErrRefused) {
-			return engine.FetchResult{}, fmt.Errorf("p2p: fetch from %s: %w", c.peer, ctxErr)
+			return engine.FetchResult{}, &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageTransport,
+				Err: fmt.Errorf("peer %s: %w", c.peer, ctxErr)}
 		}
 		return engine.FetchResult{}, err
 	}
-	return checkAnswer(ids, resp)
+	res, err := checkAnswer(ids, resp)
+	if err != nil {
+		return engine.FetchResult{}, &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageProtocol, Err: err}
+	}
+	c.meter.add(c.peer, func(pc *PeerCounters) { pc.ChunksIn += uint64(len(res.Found)) })
+	return c.decode(res)
+}
+
+// decode turns the chunks the peer served in the remote form into
+// plaintext. The remote form keeps an end-to-end encrypted chunk ("h:+")
+// encrypted, always; compressed data is recognised by its mark.
+func (c *ChunkClient) decode(res engine.FetchResult) (engine.FetchResult, error) {
+	if c.codec == nil {
+		return res, nil
+	}
+	for i, ch := range res.Found {
+		d := livesync.ChunkDoc(livesync.Chunk{ID: ch.ID, Data: ch.Data})
+		if decorate.IsE2EEChunkID(ch.ID) {
+			d["e_"] = json.RawMessage("true")
+		}
+		d, err := c.codec.DecodeRemote(d)
+		if err != nil {
+			return engine.FetchResult{}, err
+		}
+		plain, err := livesync.ParseChunk(d)
+		if err != nil {
+			return engine.FetchResult{}, err
+		}
+		res.Found[i] = engine.Chunk{ID: ch.ID, Data: plain.Data}
+	}
+	return res, nil
 }
 
 // roundTrip sends one request and reads the answer; ctx's end resets the
 // stream so a silent peer never hangs the caller.
 func (c *ChunkClient) roundTrip(ctx context.Context, ids []engine.ChunkID) (chunksResponse, error) {
-	s, err := c.host.NewStream(ctx, c.peer, ChunksProtocol)
+	s, err := c.host.NewStream(network.WithAllowLimitedConn(ctx, "livesync-chunks"), c.peer, ChunksProtocol)
 	if err != nil {
-		return chunksResponse{}, fmt.Errorf("p2p: open stream to %s: %w", c.peer, err)
+		return chunksResponse{}, c.transport(fmt.Errorf("open stream: %w", err))
 	}
 	defer s.Close()
 	stopReset := context.AfterFunc(ctx, func() { _ = s.Reset() })
@@ -221,32 +221,43 @@ func (c *ChunkClient) roundTrip(ctx context.Context, ids []engine.ChunkID) (chun
 	if ids == nil {
 		ids = []engine.ChunkID{}
 	}
-	if err := writeJSON(s, chunksRequest{IDs: ids}); err != nil {
+	n, err := writeJSON(s, chunksRequest{IDs: ids})
+	c.meter.bytes(c.peer, 0, n)
+	if err != nil {
 		return chunksResponse{}, c.readErr(s, err)
 	}
 	_ = s.CloseWrite()
 	var resp chunksResponse
-	if err := readJSON(s, MaxFrameSize, &resp); err != nil {
-		return chunksResponse{}, fmt.Errorf("p2p: chunks answer from %s: %w", c.peer, err)
+	n, err = readJSON(s, MaxFrameSize, &resp)
+	c.meter.bytes(c.peer, n, 0)
+	if err != nil {
+		return chunksResponse{}, c.transport(fmt.Errorf("read answer: %w", err))
 	}
 	switch resp.Status {
 	case statusOK:
 		return resp, nil
 	case statusRefused:
-		return chunksResponse{}, fmt.Errorf("%w (peer %s)", ErrRefused, c.peer)
+		return chunksResponse{}, refusedError("fetch chunks", c.peer, resp.Error)
+	case statusBusy:
+		return chunksResponse{}, c.transport(fmt.Errorf("busy: %s", resp.Error))
 	default:
-		return chunksResponse{}, fmt.Errorf("p2p: peer %s failed: %s", c.peer, resp.Error)
+		return chunksResponse{}, &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageStorage,
+			Err: fmt.Errorf("peer %s failed: %s", c.peer, resp.Error)}
 	}
+}
+
+func (c *ChunkClient) transport(err error) error {
+	return &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageTransport, Err: fmt.Errorf("peer %s: %w", c.peer, err)}
 }
 
 // readErr turns a failed request write into an error: a refusing server
 // may already have answered and closed, so its frame is read if present.
 func (c *ChunkClient) readErr(s network.Stream, writeErr error) error {
 	var resp chunksResponse
-	if readJSON(s, MaxFrameSize, &resp) == nil && resp.Status == statusRefused {
-		return fmt.Errorf("%w (peer %s)", ErrRefused, c.peer)
+	if _, err := readJSON(s, MaxFrameSize, &resp); err == nil && resp.Status == statusRefused {
+		return refusedError("fetch chunks", c.peer, resp.Error)
 	}
-	return fmt.Errorf("p2p: chunks request to %s: %w", c.peer, writeErr)
+	return c.transport(fmt.Errorf("write request: %w", writeErr))
 }
 
 // checkAnswer checks that resp accounts for every requested id exactly

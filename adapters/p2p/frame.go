@@ -13,10 +13,11 @@ import (
 // Protocol ids. The trailing number is the protocol version: a change that
 // an older peer would misread gets a new id.
 const (
-	// ChunksProtocol serves chunks by id (ServeChunks, ChunkClient).
+	// ChunksProtocol serves chunks by id (Serve, ServeChunks,
+	// ChunkClient).
 	ChunksProtocol = "/livesync-go/chunks/1"
-	// ReplicateProtocol is reserved for document replication between
-	// peers; it is not implemented yet.
+	// ReplicateProtocol serves document replication, _local documents
+	// and the handshake's records (Serve, Remote).
 	ReplicateProtocol = "/livesync-go/replicate/1"
 )
 
@@ -62,23 +63,24 @@ func readFrame(r io.Reader, limit uint32) ([]byte, error) {
 	return buf, nil
 }
 
-// writeJSON encodes v as one frame.
-func writeJSON(w io.Writer, v any) error {
+// writeJSON encodes v as one frame and returns the payload's length.
+func writeJSON(w io.Writer, v any) (int, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return writeFrame(w, b)
+	return len(b), writeFrame(w, b)
 }
 
-// readJSON decodes one frame of at most limit bytes into v.
-func readJSON(r io.Reader, limit uint32, v any) error {
+// readJSON decodes one frame of at most limit bytes into v and returns
+// the payload's length.
+func readJSON(r io.Reader, limit uint32, v any) (int, error) {
 	b, err := readFrame(r, limit)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("p2p: malformed message: %w", err)
+		return len(b), fmt.Errorf("p2p: malformed message: %w", err)
 	}
-	return nil
+	return len(b), nil
 }

@@ -2,9 +2,6 @@
 
 package p2p
 
-// SKELETON (owner: helper A). Signatures are the contract; bodies are
-// filled in by the owner before anything calls them.
-
 import (
 	"context"
 	"errors"
@@ -13,12 +10,13 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/decorate"
 	"github.com/livesync-go/livesync-go/engine/journalsync"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
-	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
@@ -47,25 +45,17 @@ type ServeConfig struct {
 	Logger    *slog.Logger // nil discards
 }
 
-// Serve registers ReplicateProtocol and ChunksProtocol on h for cfg.DB.
-func Serve(h host.Host, cfg ServeConfig) (stop func()) { panic("p2p.Serve: skeleton") }
-
-// PeerCounters are what one peer exchanged with this host.
-type PeerCounters struct {
-	BytesIn, BytesOut   uint64 // frame payload bytes, both protocols
-	DocsIn, DocsOut     uint64 // documents received (BulkDocs) and sent (BulkGet)
-	ChunkRequests       uint64 // chunks-protocol requests it made (the hunt)
-	ChunksIn, ChunksOut uint64 // chunks received / served by id
+// Serve registers ReplicateProtocol and ChunksProtocol on h for cfg.DB:
+// approved peers' requests are answered, each on its own stream within
+// cfg.Timeout; an unapproved peer gets a refusal frame at once (and is
+// reported to cfg.OnRefused), a peer over its stream cap a "busy" frame.
+// stop unregisters both protocols and resets the streams still open.
+func Serve(h host.Host, cfg ServeConfig) (stop func()) {
+	sv := newServer(h, cfg)
+	sv.register(ReplicateProtocol, sv.serveReplicate)
+	sv.register(ChunksProtocol, sv.serveChunks)
+	return sv.stop
 }
-
-// Meter counts per peer; safe for concurrent use.
-type Meter struct{}
-
-// NewMeter returns an empty meter.
-func NewMeter() *Meter { return &Meter{} }
-
-// Snapshot returns the counters of every peer seen.
-func (m *Meter) Snapshot() map[peer.ID]PeerCounters { panic("p2p.Meter.Snapshot: skeleton") }
 
 // RemoteOptions configure NewRemote.
 type RemoteOptions struct {
@@ -77,7 +67,13 @@ type RemoteOptions struct {
 // Remote is one approved peer as a vault.Remote: replication over
 // ReplicateProtocol, chunks by id over ChunksProtocol, the handshake's
 // records over ReplicateProtocol. ID is "p2p://GROUP/PEERID".
-type Remote struct{}
+type Remote struct {
+	host  host.Host
+	peer  peer.ID
+	id    string
+	c     *peerClient
+	meter *Meter
+}
 
 var _ vault.Remote = (*Remote)(nil)
 
@@ -87,23 +83,45 @@ var ErrNoReset = errors.New("p2p: a peer's database cannot be reset remotely; re
 // NewRemote returns the peer info.ID reached through h (info's addresses
 // go to h's peerstore). Closing it does not close h.
 func NewRemote(h host.Host, info peer.AddrInfo, o RemoteOptions) *Remote {
-	panic("p2p.NewRemote: skeleton")
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultStreamTimeout
+	}
+	if len(info.Addrs) > 0 {
+		h.Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.PermanentAddrTTL)
+	}
+	return &Remote{host: h, peer: info.ID, id: "p2p://" + o.Group + "/" + info.ID.String(), meter: o.Meter,
+		c: &peerClient{host: h, peer: info.ID, timeout: o.Timeout, meter: o.Meter}}
 }
 
-func (r *Remote) Peer() peer.ID                                   { panic("skeleton") }
-func (r *Remote) ID() string                                      { panic("skeleton") }
-func (r *Remote) Negotiate() negotiate.Port                       { panic("skeleton") }
-func (r *Remote) ChunkRange() negotiate.ChunkRange                { return negotiate.CouchDBChunkRange }
-func (r *Remote) Endpoint() engine.Endpoint                       { panic("skeleton") }
-func (r *Remote) Objects() journalsync.Objects                    { return nil }
-func (r *Remote) Chunks(codec *livesync.Codec) engine.ChunkSource { panic("skeleton") }
-func (r *Remote) Reset(ctx context.Context) error                 { return ErrNoReset }
-func (r *Remote) Close() error                                    { return nil }
+// Peer is the peer's id.
+func (r *Remote) Peer() peer.ID { return r.peer }
 
-// StoreRecords is a negotiate.Port over st's documents: the sync
-// parameters and the milestone as _local documents with CouchDB's "0-N"
-// revisions, the version document as a document. prefix "" keeps them at
-// the ids a CouchDB-protocol server keeps them (the relay's database);
-// another prefix keeps all three as _local documents under
-// prefix+id (a replica that serves a group).
-func StoreRecords(st store.Store, prefix string) negotiate.Port { panic("p2p.StoreRecords: skeleton") }
+// ID is "p2p://GROUP/PEERID".
+func (r *Remote) ID() string { return r.id }
+
+// Negotiate is the peer's Records, over the replicate protocol.
+func (r *Remote) Negotiate() negotiate.Port { return remotePort{r.c} }
+
+// ChunkRange is negotiate.CouchDBChunkRange: a peer replicates as a
+// CouchDB database does.
+func (r *Remote) ChunkRange() negotiate.ChunkRange { return negotiate.CouchDBChunkRange }
+
+// Endpoint is the peer's database over the replicate protocol; a push
+// sends a batch's chunks before its other documents.
+func (r *Remote) Endpoint() engine.Endpoint { return decorate.ChunksFirst(streamEndpoint{r.c}) }
+
+// Objects is nil: a peer is not a journal.
+func (r *Remote) Objects() journalsync.Objects { return nil }
+
+// Chunks is the peer's chunks by id, decoded from the remote form with
+// codec (nil: returned as the peer serves them). Its throttle key is the
+// peer id.
+func (r *Remote) Chunks(codec *livesync.Codec) engine.ChunkSource {
+	return &ChunkClient{host: r.host, peer: r.peer, timeout: r.c.timeout, codec: codec, meter: r.meter}
+}
+
+// Reset is ErrNoReset.
+func (r *Remote) Reset(ctx context.Context) error { return ErrNoReset }
+
+// Close does nothing: the host is the caller's.
+func (r *Remote) Close() error { return nil }

@@ -1,0 +1,271 @@
+//go:build !js
+
+package p2p
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+)
+
+// peerClient sends replicate requests to one peer, one stream each.
+type peerClient struct {
+	host    host.Host
+	peer    peer.ID
+	timeout time.Duration
+	meter   *Meter
+}
+
+// call sends req and reads the answer into resp. The caller's ended ctx
+// is its error; a failed stream is a transport error (retryable), a
+// refusal an auth error wrapping ErrRefused, an error answer the engine
+// error its code names.
+func (c *peerClient) call(ctx context.Context, req request, resp *response) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := c.roundTrip(sctx, req, resp)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func (c *peerClient) transport(op string, err error) error {
+	return &engine.Error{Op: "p2p " + op, Stage: engine.StageTransport, Err: fmt.Errorf("peer %s: %w", c.peer, err)}
+}
+
+func (c *peerClient) roundTrip(ctx context.Context, req request, resp *response) error {
+	s, err := c.host.NewStream(network.WithAllowLimitedConn(ctx, "livesync-replicate"), c.peer, ReplicateProtocol)
+	if err != nil {
+		return c.transport(req.Op, fmt.Errorf("open stream: %w", err))
+	}
+	defer s.Close()
+	stopReset := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stopReset()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	n, werr := writeJSON(s, req)
+	if errors.Is(werr, ErrFrameTooLarge) {
+		_ = s.Reset()
+		return fmt.Errorf("p2p %s: %w: %w", req.Op, engine.ErrTooLarge, werr)
+	}
+	c.meter.bytes(c.peer, 0, n)
+	if werr == nil {
+		_ = s.CloseWrite()
+	}
+	// A server that refuses may answer before reading the request, so
+	// the answer is read even after a failed write.
+	in, rerr := readJSON(s, MaxFrameSize, resp)
+	c.meter.bytes(c.peer, in, 0)
+	if rerr != nil {
+		if werr != nil {
+			return c.transport(req.Op, fmt.Errorf("write request: %w", werr))
+		}
+		return c.transport(req.Op, fmt.Errorf("read answer: %w", rerr))
+	}
+	return c.status(req.Op, resp.Status, resp.Code, resp.Error)
+}
+
+// status turns an answer's status into the client's error.
+func (c *peerClient) status(op, status, code, msg string) error {
+	switch status {
+	case statusOK:
+		return nil
+	case statusRefused:
+		return refusedError(op, c.peer, msg)
+	case statusBusy:
+		return c.transport(op, fmt.Errorf("busy: %s", msg))
+	case statusError:
+		return answerError(op, code, msg)
+	}
+	return &engine.Error{Op: "p2p " + op, Stage: engine.StageProtocol, Err: fmt.Errorf("peer %s answered status %.32q", c.peer, status)}
+}
+
+// refusedError is the error of a refused stream: permanent, an auth
+// failure wrapping ErrRefused, with the peer's instructions.
+func refusedError(op string, p peer.ID, msg string) error {
+	if msg == "" {
+		msg = "not approved"
+	}
+	return &engine.Error{Op: "p2p " + op, Stage: engine.StageAuth, Err: fmt.Errorf("%w (peer %s: %s)", ErrRefused, p, msg)}
+}
+
+// streamEndpoint is engine.Endpoint over the replicate protocol.
+type streamEndpoint struct{ c *peerClient }
+
+var _ engine.Endpoint = streamEndpoint{}
+
+func (e streamEndpoint) Info(ctx context.Context) (engine.EndpointInfo, error) {
+	var resp response
+	if err := e.c.call(ctx, request{Op: opInfo}, &resp); err != nil {
+		return engine.EndpointInfo{}, err
+	}
+	if resp.Info == nil {
+		return engine.EndpointInfo{}, e.protocolErr(opInfo, "no info")
+	}
+	return engine.EndpointInfo{Name: resp.Info.Name, UpdateSeq: resp.Info.UpdateSeq, DocCount: resp.Info.DocCount}, nil
+}
+
+func (e streamEndpoint) protocolErr(op, msg string) error {
+	return &engine.Error{Op: "p2p " + op, Stage: engine.StageProtocol, Err: fmt.Errorf("peer %s: %s", e.c.peer, msg)}
+}
+
+// Changes reads one page; with Wait it asks again until a change
+// arrives, the feed's sequence moves or ctx ends.
+func (e streamEndpoint) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
+	if req.Limit > MaxChangesLimit {
+		req.Limit = MaxChangesLimit
+	}
+	for {
+		wr := request{Op: opChanges, Since: req.Since, Limit: req.Limit, Selector: req.Selector, Wait: req.Wait}
+		if req.Wait {
+			wait := e.c.timeout * 3 / 4
+			if dl, ok := ctx.Deadline(); ok {
+				wait = min(wait, time.Until(dl))
+			}
+			wr.WaitMS = max(wait.Milliseconds(), 1)
+		}
+		var resp response
+		if err := e.c.call(ctx, wr, &resp); err != nil {
+			return engine.ChangesPage{}, err
+		}
+		page := engine.ChangesPage{LastSeq: resp.LastSeq, Pending: -1, Results: make([]engine.Change, 0, len(resp.Results))}
+		if resp.Pending != nil {
+			page.Pending = *resp.Pending
+		}
+		for _, c := range resp.Results {
+			if c.ID == "" || len(c.Revs) == 0 {
+				return engine.ChangesPage{}, e.protocolErr(opChanges, "a change without its id or revisions")
+			}
+			page.Results = append(page.Results, engine.Change{Seq: c.Seq, ID: c.ID, Revs: c.Revs, Deleted: c.Deleted})
+		}
+		if len(page.Results) > max(req.Limit, MaxChangesLimit) {
+			return engine.ChangesPage{}, e.protocolErr(opChanges, "more rows than the limit")
+		}
+		if !req.Wait || len(page.Results) > 0 || (page.LastSeq != "" && page.LastSeq != req.Since) {
+			if page.LastSeq == "" {
+				page.LastSeq = req.Since
+			}
+			return page, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return engine.ChangesPage{}, err
+		}
+	}
+}
+
+func (e streamEndpoint) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(revs) == 0 {
+		return out, ctx.Err()
+	}
+	var resp response
+	if err := e.c.call(ctx, request{Op: opRevsDiff, Revs: revs}, &resp); err != nil {
+		return nil, err
+	}
+	for id, missing := range resp.Missing {
+		if len(missing) > 0 {
+			out[id] = missing
+		}
+	}
+	return out, nil
+}
+
+func (e streamEndpoint) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	if len(revs) == 0 {
+		return nil, ctx.Err()
+	}
+	get := make([]wireDocRev, len(revs))
+	for i, r := range revs {
+		get[i] = wireDocRev{ID: r.ID, Rev: r.Rev}
+	}
+	var resp response
+	if err := e.c.call(ctx, request{Op: opBulkGet, Get: get}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Docs) > len(revs) {
+		return nil, e.protocolErr(opBulkGet, "more documents than asked for")
+	}
+	e.c.meter.add(e.c.peer, func(c *PeerCounters) { c.DocsIn += uint64(len(resp.Docs)) })
+	return resp.Docs, nil
+}
+
+func (e streamEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	var resp response
+	if err := e.c.call(ctx, request{Op: opBulkDocs, Docs: docs}, &resp); err != nil {
+		return nil, err
+	}
+	e.c.meter.add(e.c.peer, func(c *PeerCounters) { c.DocsOut += uint64(len(docs)) })
+	out := make([]engine.BulkDocResult, len(resp.Written))
+	for i, r := range resp.Written {
+		out[i] = engine.BulkDocResult{ID: r.ID, Rev: r.Rev, Error: r.Error, Reason: r.Reason}
+	}
+	return out, nil
+}
+
+func (e streamEndpoint) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
+	var resp response
+	if err := e.c.call(ctx, request{Op: opGetLocal, ID: id}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Doc) == 0 {
+		return nil, e.protocolErr(opGetLocal, "no document")
+	}
+	return resp.Doc, nil
+}
+
+func (e streamEndpoint) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	return e.c.call(ctx, request{Op: opPutLocal, ID: id, Doc: doc}, &response{})
+}
+
+// remotePort is negotiate.Port over the replicate protocol: the peer's
+// Records.
+type remotePort struct{ c *peerClient }
+
+var _ negotiate.Port = remotePort{}
+
+func (p remotePort) Exists(ctx context.Context) (bool, error) {
+	var resp response
+	err := p.c.call(ctx, request{Op: opRecExists}, &resp)
+	return resp.Exists, err
+}
+
+func (p remotePort) Create(ctx context.Context) error {
+	return p.c.call(ctx, request{Op: opRecCreate}, &response{})
+}
+
+func (p remotePort) Read(ctx context.Context, r negotiate.Record) (json.RawMessage, string, error) {
+	var resp response
+	if err := p.c.call(ctx, request{Op: opRecRead, Record: string(r)}, &resp); err != nil {
+		return nil, "", err
+	}
+	if len(resp.Doc) == 0 {
+		return nil, "", &engine.Error{Op: "p2p read " + r.Name(), Stage: engine.StageProtocol, Err: fmt.Errorf("peer %s sent no document", p.c.peer)}
+	}
+	return resp.Doc, resp.Version, nil
+}
+
+func (p remotePort) Write(ctx context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
+	var resp response
+	err := p.c.call(ctx, request{Op: opRecWrite, Record: string(r), Doc: raw, Version: version}, &resp)
+	return resp.Version, err
+}
+
+func (p remotePort) Progress(ctx context.Context) (string, error) {
+	var resp response
+	err := p.c.call(ctx, request{Op: opProgress}, &resp)
+	return resp.Progress, err
+}

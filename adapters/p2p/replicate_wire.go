@@ -1,0 +1,286 @@
+//go:build !js
+
+package p2p
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// The replicate protocol: one stream per request. The client writes one
+// request frame, a JSON object whose first member is "op", and closes its
+// side; the server answers with one frame and closes the stream.
+const (
+	opInfo      = "info"
+	opChanges   = "changes"
+	opRevsDiff  = "revs_diff"
+	opBulkGet   = "bulk_get"
+	opBulkDocs  = "bulk_docs"
+	opGetLocal  = "get_local"
+	opPutLocal  = "put_local"
+	opRecRead   = "rec_read"
+	opRecWrite  = "rec_write"
+	opRecExists = "rec_exists"
+	opRecCreate = "rec_create"
+	opProgress  = "progress"
+)
+
+// Limits of the replicate protocol.
+const (
+	// maxReplicateRequest bounds a request frame, but bulk_docs's.
+	maxReplicateRequest = 4 << 20
+	// MaxChangesLimit is the most rows one changes request returns (a
+	// larger or zero limit is lowered to it).
+	MaxChangesLimit = 1000
+	// MaxBulkGet is the most revisions one bulk_get asks for.
+	MaxBulkGet = 1000
+	// MaxRevsDiff is the most documents one revs_diff names.
+	MaxRevsDiff = 1000
+	// maxLocalDoc bounds a _local document or a record written by a peer.
+	maxLocalDoc = 1 << 20
+)
+
+// bulkDocsPrefix begins every bulk_docs request frame: the one request
+// allowed past maxReplicateRequest (up to MaxFrameSize) is recognised by
+// it before the rest is read.
+var bulkDocsPrefix = []byte(`{"op":"bulk_docs"`)
+
+// Answer statuses besides those of the chunks protocol.
+const statusBusy = "busy"
+
+// Error codes of an answer with status "error".
+const (
+	codeNotFound    = "not_found"
+	codeConflict    = "conflict"
+	codeTooLarge    = "too_large"
+	codeBadRequest  = "bad_request"
+	codeUnsupported = "unsupported"
+	codeInternal    = "internal"
+)
+
+// request is the one frame a client sends on a replicate stream. Op comes
+// first: its encoding must start with bulkDocsPrefix for bulk_docs.
+type request struct {
+	Op       string              `json:"op"`
+	Since    string              `json:"since,omitempty"`
+	Limit    int                 `json:"limit,omitempty"`
+	Selector json.RawMessage     `json:"selector,omitempty"`
+	Wait     bool                `json:"wait,omitempty"`
+	WaitMS   int64               `json:"wait_ms,omitempty"` // longpoll: how long the client waits
+	Revs     map[string][]string `json:"revs,omitempty"`    // revs_diff
+	Get      []wireDocRev        `json:"get,omitempty"`     // bulk_get
+	Docs     []json.RawMessage   `json:"docs,omitempty"`    // bulk_docs
+	ID       string              `json:"id,omitempty"`      // get_local, put_local
+	Doc      json.RawMessage     `json:"doc,omitempty"`     // put_local, rec_write
+	Record   string              `json:"record,omitempty"`  // rec_read, rec_write
+	Version  string              `json:"version,omitempty"` // rec_write
+}
+
+type wireDocRev struct {
+	ID  string `json:"id"`
+	Rev string `json:"rev"`
+}
+
+type wireChange struct {
+	Seq     string   `json:"seq"`
+	ID      string   `json:"id"`
+	Revs    []string `json:"revs"`
+	Deleted bool     `json:"deleted,omitempty"`
+}
+
+type wireResult struct {
+	ID     string `json:"id"`
+	Rev    string `json:"rev,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+type wireInfo struct {
+	Name      string `json:"name"`
+	UpdateSeq string `json:"update_seq"`
+	DocCount  int64  `json:"doc_count"`
+}
+
+// response is the one frame a server answers with.
+type response struct {
+	Status   string              `json:"status"`
+	Error    string              `json:"error,omitempty"`
+	Code     string              `json:"code,omitempty"`
+	Info     *wireInfo           `json:"info,omitempty"`
+	Results  []wireChange        `json:"results,omitempty"`
+	LastSeq  string              `json:"last_seq,omitempty"`
+	Pending  *int                `json:"pending,omitempty"`
+	Missing  map[string][]string `json:"missing,omitempty"`
+	Docs     []json.RawMessage   `json:"docs,omitempty"`
+	Written  []wireResult        `json:"written,omitempty"`
+	Doc      json.RawMessage     `json:"doc,omitempty"`
+	Version  string              `json:"version,omitempty"`
+	Exists   bool                `json:"exists,omitempty"`
+	Progress string              `json:"progress,omitempty"`
+}
+
+// requestError is a request the server refuses to run, with its code.
+type requestError struct {
+	code string
+	msg  string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, a ...any) error {
+	return &requestError{code: codeBadRequest, msg: fmt.Sprintf(format, a...)}
+}
+
+func tooLarge(format string, a ...any) error {
+	return &requestError{code: codeTooLarge, msg: fmt.Sprintf(format, a...)}
+}
+
+// readRequest reads one request frame from r: at most maxReplicateRequest
+// bytes, or MaxFrameSize for a frame that starts with bulkDocsPrefix. A
+// frame over its bound is a *requestError with codeTooLarge, and drained
+// reports how many of its bytes are still to be read (0 when the frame is
+// over MaxFrameSize, which is never read).
+func readRequest(r io.Reader) (req request, n int, drain int64, err error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return request{}, 0, 0, err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size > MaxFrameSize {
+		return request{}, 0, 0, tooLarge("a request of %d bytes, over the frame limit of %d", size, MaxFrameSize)
+	}
+	var head []byte
+	if size > maxReplicateRequest {
+		head = make([]byte, len(bulkDocsPrefix))
+		if _, err := io.ReadFull(r, head); err != nil {
+			return request{}, 0, 0, fmt.Errorf("p2p: truncated frame: %w", err)
+		}
+		if !bytes.Equal(head, bulkDocsPrefix) {
+			return request{}, 0, int64(size) - int64(len(head)),
+				tooLarge("a request of %d bytes, over the limit of %d for anything but bulk_docs", size, maxReplicateRequest)
+		}
+	}
+	buf := make([]byte, size)
+	copy(buf, head)
+	if _, err := io.ReadFull(r, buf[len(head):]); err != nil {
+		return request{}, 0, 0, fmt.Errorf("p2p: truncated frame: %w", err)
+	}
+	req, err = decodeRequest(buf)
+	return req, len(buf), 0, err
+}
+
+// decodeRequest parses and checks a request frame's payload.
+func decodeRequest(b []byte) (request, error) {
+	var req request
+	if err := json.Unmarshal(b, &req); err != nil {
+		return request{}, badRequest("malformed request: %v", err)
+	}
+	return req, checkRequest(&req)
+}
+
+// checkRequest enforces the protocol's bounds on req and lowers its
+// changes limit to MaxChangesLimit.
+func checkRequest(req *request) error {
+	switch req.Op {
+	case opInfo, opRecExists, opRecCreate, opProgress, opBulkDocs:
+	case opChanges:
+		if req.Limit <= 0 || req.Limit > MaxChangesLimit {
+			req.Limit = MaxChangesLimit
+		}
+		if req.WaitMS < 0 {
+			return badRequest("negative wait")
+		}
+	case opRevsDiff:
+		if len(req.Revs) > MaxRevsDiff {
+			return tooLarge("%d documents in one revs_diff, at most %d", len(req.Revs), MaxRevsDiff)
+		}
+	case opBulkGet:
+		if len(req.Get) > MaxBulkGet {
+			return tooLarge("%d revisions in one bulk_get, at most %d", len(req.Get), MaxBulkGet)
+		}
+	case opGetLocal, opPutLocal:
+		if req.ID == "" || len(req.ID) > store.MaxLocalIDLength || reservedLocal(req.ID) {
+			return badRequest("the _local id %.64q is not one a peer may use", req.ID)
+		}
+		if req.Op == opPutLocal && (len(req.Doc) == 0 || len(req.Doc) > maxLocalDoc) {
+			return badRequest("a _local document must be a JSON value of at most %d bytes", maxLocalDoc)
+		}
+	case opRecRead, opRecWrite:
+		if _, ok := parseRecord(req.Record); !ok {
+			return badRequest("unknown record %.64q", req.Record)
+		}
+		if req.Op == opRecWrite && (len(req.Doc) == 0 || len(req.Doc) > maxLocalDoc) {
+			return badRequest("a record must be a JSON object of at most %d bytes", maxLocalDoc)
+		}
+	default:
+		return badRequest("unknown op %.32q", req.Op)
+	}
+	return nil
+}
+
+// reservedLocal reports _local ids a peer may neither read nor write: the
+// handshake's records, this replica's own records and the hold-back's
+// state. Replication checkpoints (hashes) are what peers use.
+func reservedLocal(id string) bool {
+	for _, p := range []string{"livesync-go", "obsidian_livesync", "obsydian_livesync"} {
+		if strings.HasPrefix(id, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseRecord returns the record named on the wire.
+func parseRecord(s string) (negotiate.Record, bool) {
+	switch r := negotiate.Record(s); r {
+	case negotiate.RecordSyncParameters, negotiate.RecordMilestone, negotiate.RecordVersion:
+		return r, true
+	}
+	return "", false
+}
+
+// errorCode classifies a server-side failure for the answer.
+func errorCode(err error) string {
+	var re *requestError
+	switch {
+	case errors.As(err, &re):
+		return re.code
+	case errors.Is(err, engine.ErrNotFound):
+		return codeNotFound
+	case errors.Is(err, negotiate.ErrConflict), errors.Is(err, store.ErrConflict):
+		return codeConflict
+	case errors.Is(err, engine.ErrTooLarge), errors.Is(err, ErrFrameTooLarge):
+		return codeTooLarge
+	case errors.Is(err, engine.ErrUnsupported):
+		return codeUnsupported
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrMalformed):
+		return codeBadRequest
+	}
+	return codeInternal
+}
+
+// answerError is the client's error for an answer with status "error".
+func answerError(op string, code, msg string) error {
+	switch code {
+	case codeNotFound:
+		return fmt.Errorf("p2p %s: %w (%s)", op, engine.ErrNotFound, msg)
+	case codeConflict:
+		return fmt.Errorf("p2p %s: %w (%s)", op, negotiate.ErrConflict, msg)
+	case codeTooLarge:
+		return fmt.Errorf("p2p %s: %w (%s)", op, engine.ErrTooLarge, msg)
+	case codeUnsupported:
+		return fmt.Errorf("p2p %s: %w (%s)", op, engine.ErrUnsupported, msg)
+	case codeBadRequest:
+		return &engine.Error{Op: "p2p " + op, Stage: engine.StageProtocol, Err: fmt.Errorf("the peer refused the request: %s", msg)}
+	}
+	return &engine.Error{Op: "p2p " + op, Stage: engine.StageStorage, Err: fmt.Errorf("the peer failed: %s", msg)}
+}
