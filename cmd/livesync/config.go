@@ -21,14 +21,16 @@ type config struct {
 	DefaultRemote string                   `toml:"default_remote"`
 	DeviceName    string                   `toml:"device_name"`
 	Remotes       map[string]*remoteConfig `toml:"remote"`
+	P2P           p2pConfig                `toml:"p2p"`
 
 	path string // the file it was read from ("" if none)
 }
 
 // remoteConfig is one [remote.NAME] table.
 type remoteConfig struct {
-	// Kind is "couchdb" (the default, unless url is an s3:// URL) or
-	// "s3" (a journal bucket).
+	// Kind is "couchdb" (the default, unless url is an s3:// or p2p://
+	// URL), "s3" (a journal bucket) or "p2p" (the approved peers of a
+	// sync group, url "p2p://GROUP").
 	Kind           string `toml:"kind"`
 	URL            string `toml:"url"`
 	User           string `toml:"user"`
@@ -124,6 +126,10 @@ func (e *cliEnv) loadConfig(flagValue string) (*config, error) {
 		r.SecretKeyFile = e.expandPath(r.SecretKeyFile, dir)
 		r.CAFile = e.expandPath(r.CAFile, dir)
 	}
+	if err := cfg.P2P.check(); err != nil {
+		return nil, usageError{fmt.Sprintf("configuration file %s: [p2p] %s", path, err)}
+	}
+	cfg.P2P.PassphraseFile = e.expandPath(cfg.P2P.PassphraseFile, dir)
 	if cfg.DefaultRemote != "" && cfg.Remotes[cfg.DefaultRemote] == nil {
 		return nil, usageError{fmt.Sprintf("configuration file %s: default_remote %q is not a [remote.%s] table", path, cfg.DefaultRemote, cfg.DefaultRemote)}
 	}
@@ -137,6 +143,9 @@ func (r *remoteConfig) check() error {
 		r.Kind = "couchdb"
 		if strings.HasPrefix(r.URL, "s3://") || (r.URL == "" && r.s3Config.isSet()) {
 			r.Kind = "s3"
+		}
+		if strings.HasPrefix(r.URL, "p2p://") {
+			r.Kind = "p2p"
 		}
 	}
 	switch r.Kind {
@@ -164,8 +173,15 @@ func (r *remoteConfig) check() error {
 		case r.PathStyle && r.VirtualHost:
 			return errors.New("sets both path_style and virtual_host")
 		}
+	case "p2p":
+		switch {
+		case !strings.HasPrefix(r.URL, "p2p://"):
+			return errors.New(`is of kind "p2p" and needs url = "p2p://GROUP"`)
+		case r.User != "" || r.PasswordFile != "" || r.s3Config.isSet():
+			return errors.New(`is of kind "p2p": peers need no user, password or bucket keys (the group's passphrase and relays are in the [p2p] table)`)
+		}
 	default:
-		return fmt.Errorf(`has kind %q: use "couchdb" or "s3"`, r.Kind)
+		return fmt.Errorf(`has kind %q: use "couchdb", "s3" or "p2p"`, r.Kind)
 	}
 	return nil
 }

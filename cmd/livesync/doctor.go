@@ -56,6 +56,9 @@ func runDoctor(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if spec.kind == "p2p" {
+		return refuseP2P(spec, "doctor")
+	}
 	d := &doctor{env: env, spec: spec, flags: c.cf}
 	if spec.kind == "s3" {
 		if d.bucket, err = env.openBucket(spec, c.cf); err != nil {

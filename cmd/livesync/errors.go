@@ -80,9 +80,12 @@ func classify(err error) (int, string) {
 	if errors.As(err, &re) {
 		remote = re.remote
 	}
+	var xe exitError
 	switch {
 	case errors.As(err, &de):
 		return de.code, err.Error()
+	case errors.As(err, &xe):
+		return xe.code, xe.msg
 	case errors.As(err, &lk):
 		return exitRefused, prefix(remote) + lk.Error()
 	case errors.As(err, &ue):

@@ -68,10 +68,13 @@ commands:
   unlock   clear a remote's lock after another device rebuilt it
   export   a remote, the local replica or a dump -> a folder of files
   import   a folder of files -> a remote, or a dump
+  p2p      peer-to-peer: sync directly with the devices of a sync group
+           (livesync p2p help)
 
 A remote is a CouchDB URL (https://user@host:5984/database), an S3 journal
-bucket (s3://ACCESS_KEY@host:9000/bucket/prefix/?region=R&tls=1), or a name
-from the configuration file ($LIVESYNC_CONFIG, default
+bucket (s3://ACCESS_KEY@host:9000/bucket/prefix/?region=R&tls=1), the
+approved peers of a sync group (p2p://GROUP: pull, push, sync, hunt), or a
+name from the configuration file ($LIVESYNC_CONFIG, default
 ~/.config/livesync/config.toml).
 Secrets: the server password from $LIVESYNC_PASSWORD (a bucket's secret key
 from $LIVESYNC_S3_SECRET_KEY), --password-file or a prompt; the vault
@@ -160,6 +163,7 @@ var commands = map[string]func(*cliEnv, []string) error{
 	"doctor": runDoctor,
 	"hunt":   runHunt,
 	"unlock": runUnlock,
+	"p2p":    runP2P,
 }
 
 // runEnv executes one command and returns the process exit code.

@@ -20,11 +20,12 @@ import (
 type remoteSpec struct {
 	name  string         // the configuration's name, "" for a URL
 	arg   string         // the URL as given on the command line (no password), "" for a name
-	kind  string         // "couchdb" or "s3"
-	id    string         // the URL without credentials (couchdb.DatabaseURL, minio.BucketURL)
+	kind  string         // "couchdb", "s3" or "p2p"
+	id    string         // the URL without credentials (couchdb.DatabaseURL, minio.BucketURL, p2p://GROUP)
 	cfg   remoteConfig   // the configuration's table
 	couch couchdb.Config // kind "couchdb": a password only from the configuration's URL
 	s3    minio.Location // kind "s3": a secret key only from the configuration's URL
+	group string         // kind "p2p": the sync group whose approved peers are the remote
 }
 
 // String is the remote's URL without credentials.
@@ -108,8 +109,14 @@ func parseRemoteURL(raw string, fromConfig bool) (remoteSpec, error) {
 			return remoteSpec{}, usageError{err.Error()}
 		}
 		return remoteSpec{kind: "s3", s3: l, id: minio.BucketURL(l.Config)}, nil
+	case "p2p":
+		group, err := parseP2PURL(raw)
+		if err != nil {
+			return remoteSpec{}, err
+		}
+		return remoteSpec{kind: "p2p", group: group, id: "p2p://" + group}, nil
 	}
-	return remoteSpec{}, usageError{fmt.Sprintf("unknown kind of remote %q: use an http:// or https:// CouchDB database URL, or an s3:// bucket URL", u.Scheme)}
+	return remoteSpec{}, usageError{fmt.Sprintf("unknown kind of remote %q: use an http:// or https:// CouchDB database URL, an s3:// bucket URL, or p2p://GROUP (the approved peers of a sync group)", u.Scheme)}
 }
 
 // connectOptions are what a command asks of the connection.
@@ -203,6 +210,8 @@ func (c *command) openRemote(spec remoteSpec) (vault.Remote, string, error) {
 			return nil, "", bucketConfigError(err)
 		}
 		return r, spec.s3.Bucket, nil
+	case "p2p":
+		return nil, "", refuseP2P(spec, c.cmd)
 	}
 	return nil, "", usageError{fmt.Sprintf("unknown kind of remote %q", spec.kind)}
 }

@@ -38,6 +38,9 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 		}
 		fmt.Fprintf(env.stderr, "discarded the local replica's %d %s; fetching everything again from %s\n", n, plural(int(n), "document", "documents"), r.spec)
 	}
+	if r.spec.kind == "p2p" {
+		return r.runP2P()
+	}
 	return r.run()
 }
 
@@ -53,6 +56,8 @@ type replication struct {
 	// metadataOnly, retryQuarantined and rebuildLocal are pull's and
 	// sync's; rebuild and yes are push's.
 	metadataOnly, retryQuarantined, rebuildLocal, rebuild, yes bool
+	// p2p are the flags of a p2p://GROUP remote.
+	p2p p2pFlags
 }
 
 // parseReplication parses and checks the command line of pull, push or
@@ -77,6 +82,7 @@ func parseReplication(env *cliEnv, args []string, dir replicate.Direction) (*rep
 		fs.BoolVar(&r.metadataOnly, "metadata-only", false, "pull metadata without chunks (LiveSync's readChunksOnline); cat --remote and hunt --retry fetch them on demand (CouchDB remotes)")
 		fs.BoolVar(&r.retryQuarantined, "retry-quarantined", false, "journal buckets: try the packs that could not be opened before (quarantined) again")
 	}
+	addP2PFlags(fs, &r.p2p, false)
 	if err := r.parse(args); err != nil {
 		return nil, err
 	}
@@ -88,6 +94,9 @@ func parseReplication(env *cliEnv, args []string, dir replicate.Direction) (*rep
 	}
 	var err error
 	if r.spec, err = r.remote(first(r.pos)); err != nil {
+		return nil, err
+	}
+	if err := r.checkP2P(); err != nil {
 		return nil, err
 	}
 	if r.spec.kind == "s3" && r.metadataOnly {

@@ -41,6 +41,8 @@ func vaultNameFor(r *replica, spec remoteSpec) string {
 		if name == "" {
 			name = spec.s3.Bucket
 		}
+	case "p2p":
+		name = spec.group
 	default:
 		name = spec.couch.Database
 	}
