@@ -51,14 +51,15 @@ type Config struct {
 	// on which the host keeps a reservation, so that peers that cannot
 	// dial it directly reach it through them; its circuit addresses
 	// (RELAY/p2p/<relay>/p2p-circuit) join h.Addrs() while the
-	// reservation holds.
+	// reservation holds. Every host can dial other peers' circuit
+	// addresses, with or without static relays of its own.
 	StaticRelays []string
 	// HolePunching turns on DCUtR: after a relayed connection, both
 	// peers try to open a direct one through their NATs and move to it.
 	HolePunching bool
 	// AnnounceAddrs are extra addresses the host announces, such as the
-	// public address of a router that forwards a port to it. They may
-	// end in /p2p/<this host's id>.
+	// public address of a router that forwards a port to it. A trailing
+	// /p2p/<id> is dropped; Addrs appends the host's own.
 	AnnounceAddrs []string
 }
 
@@ -123,7 +124,7 @@ func NewHost(ctx context.Context, cfg Config) (host.Host, error) {
 		libp2p.EnableRelay(),
 		libp2p.DisableMetrics(),
 		libp2p.AddrsFactory(func(own []ma.Multiaddr) []ma.Multiaddr {
-			return append(append(own, announce...), keeper.addrs()...)
+			return slices.Concat(own, announce, keeper.addrs())
 		}),
 	}
 	if cfg.RelayService {
