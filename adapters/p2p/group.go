@@ -50,6 +50,26 @@ type GroupConfig struct {
 	AnnounceInterval time.Duration
 	Logger           *slog.Logger // nil discards
 	Now              func() time.Time
+
+	transport roomTransport // nil: Nostr (tests carry announcements in memory)
+}
+
+// roomTransport carries the room's announcements.
+type roomTransport interface {
+	publish(ctx context.Context, relays []string, room *discovery.Room, key string, a discovery.Announcement, now time.Time) error
+	subscribe(ctx context.Context, relay string, room *discovery.Room, now func() time.Time) (<-chan discovery.Discovered, error)
+}
+
+// nostrTransport carries announcements through Nostr relays.
+type nostrTransport struct{}
+
+func (nostrTransport) publish(ctx context.Context, relays []string, room *discovery.Room, key string, a discovery.Announcement, now time.Time) error {
+	_, err := discovery.Publish(ctx, relays, room, key, a, now)
+	return err
+}
+
+func (nostrTransport) subscribe(ctx context.Context, relay string, room *discovery.Room, now func() time.Time) (<-chan discovery.Discovered, error) {
+	return discovery.Subscribe(ctx, []string{relay}, room, now)
 }
 
 // Validate reports a missing required field.
@@ -173,6 +193,9 @@ func JoinGroup(ctx context.Context, cfg GroupConfig) (*Group, error) {
 	}
 	if g.interval == 0 {
 		g.interval = DefaultAnnounceInterval
+	}
+	if g.cfg.transport == nil {
+		g.cfg.transport = nostrTransport{}
 	}
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, g.cancel)
@@ -328,7 +351,7 @@ func (g *Group) announce() {
 		Expires: now.Add(ttl)}
 	ctx, cancel := context.WithTimeout(g.ctx, min(g.interval, 20*time.Second))
 	defer cancel()
-	if _, err := discovery.Publish(ctx, g.cfg.NostrRelays, g.cfg.Room, g.nostrKey, a, now); err != nil && g.ctx.Err() == nil {
+	if err := g.cfg.transport.publish(ctx, g.cfg.NostrRelays, g.cfg.Room, g.nostrKey, a, now); err != nil && g.ctx.Err() == nil {
 		g.log.Warn("p2p: announcing this peer failed", "err", err)
 	}
 }
@@ -362,7 +385,7 @@ func (g *Group) watchRelay(url string) {
 	pause := time.Second
 	for g.ctx.Err() == nil {
 		start := time.Now()
-		ch, err := discovery.Subscribe(g.ctx, []string{url}, g.cfg.Room, g.now)
+		ch, err := g.cfg.transport.subscribe(g.ctx, url, g.cfg.Room, g.now)
 		if err != nil {
 			g.log.Warn("p2p: subscribing to a Nostr relay failed", "relay", url, "err", err)
 		} else {
