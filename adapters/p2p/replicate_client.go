@@ -52,11 +52,10 @@ func (c *peerClient) roundTrip(ctx context.Context, req request, resp *response)
 		return c.transport(req.Op, fmt.Errorf("open stream: %w", err))
 	}
 	defer s.Close()
+	// The stream ends with ctx: reset only once ctx is done, so that a
+	// caller whose own deadline passed sees its ctx's error.
 	stopReset := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stopReset()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = s.SetDeadline(dl)
-	}
 	n, werr := writeJSON(s, req)
 	if errors.Is(werr, ErrFrameTooLarge) {
 		_ = s.Reset()
