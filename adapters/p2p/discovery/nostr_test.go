@@ -4,124 +4,39 @@ import (
 	"context"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/livesync-go/livesync-go/adapters/p2p/nostrrelay"
 	"github.com/nbd-wtf/go-nostr"
-	"golang.org/x/net/websocket"
 )
 
-// miniRelay is a minimal in-process Nostr relay for tests: it speaks the
-// NIP-01 EVENT/OK, REQ/EVENT/EOSE and CLOSE messages over websocket, keeps
-// the newest addressable event per (pubkey, kind, "d" tag) and pushes new
-// events to matching open subscriptions. No relay library is available from
-// the module proxy, so the tests carry their own.
-type miniRelay struct {
-	mu     sync.Mutex
-	events []*nostr.Event
-	subs   map[*relayConn]map[string]nostr.Filters
+// startRelay serves the project's own Nostr relay (package nostrrelay) on
+// loopback, with the relay's clock at now (nil: the real clock), and
+// returns its ws:// URL.
+func startRelay(t *testing.T, now func() time.Time) string {
+	r := nostrrelay.New(nostrrelay.Config{Now: now})
+	srv := httptest.NewServer(r)
+	t.Cleanup(func() {
+		r.Close()
+		srv.Close()
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
-type relayConn struct {
-	mu sync.Mutex
-	ws *websocket.Conn
-}
-
-func (c *relayConn) send(env interface{ MarshalJSON() ([]byte, error) }) {
-	b, _ := env.MarshalJSON()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_ = websocket.Message.Send(c.ws, string(b))
-}
-
-func startMiniRelay(t *testing.T) (*miniRelay, string) {
-	r := &miniRelay{subs: map[*relayConn]map[string]nostr.Filters{}}
-	srv := httptest.NewServer(websocket.Server{Handler: r.serve})
-	t.Cleanup(srv.Close)
-	return r, "ws" + strings.TrimPrefix(srv.URL, "http")
-}
-
-func (r *miniRelay) serve(ws *websocket.Conn) {
-	c := &relayConn{ws: ws}
-	defer func() {
-		r.mu.Lock()
-		delete(r.subs, c)
-		r.mu.Unlock()
-	}()
-	for {
-		var msg string
-		if err := websocket.Message.Receive(ws, &msg); err != nil {
-			return
-		}
-		switch env := nostr.ParseMessage([]byte(msg)).(type) {
-		case *nostr.EventEnvelope:
-			r.publish(c, &env.Event)
-		case *nostr.ReqEnvelope:
-			r.subscribe(c, env.SubscriptionID, env.Filters)
-		case *nostr.CloseEnvelope:
-			r.mu.Lock()
-			delete(r.subs[c], string(*env))
-			r.mu.Unlock()
-		}
+// stored returns every event the relay at url serves.
+func stored(t *testing.T, ctx context.Context, url string) []*nostr.Event {
+	t.Helper()
+	relay, err := nostr.RelayConnect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func (r *miniRelay) publish(c *relayConn, ev *nostr.Event) {
-	if ok, _ := ev.CheckSignature(); !ok {
-		c.send(nostr.OKEnvelope{EventID: ev.ID, OK: false, Reason: "invalid: bad signature"})
-		return
+	defer closeRelay(relay)
+	evs, err := relay.QuerySync(ctx, nostr.Filter{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.mu.Lock()
-	kept := r.events[:0]
-	for _, old := range r.events {
-		if !(old.PubKey == ev.PubKey && old.Kind == ev.Kind && old.Tags.GetD() == ev.Tags.GetD()) {
-			kept = append(kept, old)
-		}
-	}
-	r.events = append(kept, ev)
-	type delivery struct {
-		c  *relayConn
-		id string
-	}
-	var to []delivery
-	for sc, subs := range r.subs {
-		for id, filters := range subs {
-			if filters.Match(ev) {
-				to = append(to, delivery{sc, id})
-			}
-		}
-	}
-	r.mu.Unlock()
-	c.send(nostr.OKEnvelope{EventID: ev.ID, OK: true})
-	for _, d := range to {
-		d.c.send(nostr.EventEnvelope{SubscriptionID: &d.id, Event: *ev})
-	}
-}
-
-func (r *miniRelay) subscribe(c *relayConn, id string, filters nostr.Filters) {
-	r.mu.Lock()
-	if r.subs[c] == nil {
-		r.subs[c] = map[string]nostr.Filters{}
-	}
-	r.subs[c][id] = filters
-	var stored []*nostr.Event
-	for _, ev := range r.events {
-		if filters.Match(ev) {
-			stored = append(stored, ev)
-		}
-	}
-	r.mu.Unlock()
-	for _, ev := range stored {
-		c.send(nostr.EventEnvelope{SubscriptionID: &id, Event: *ev})
-	}
-	c.send(nostr.EOSEEnvelope(id))
-}
-
-func (r *miniRelay) stored() []*nostr.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*nostr.Event(nil), r.events...)
+	return evs
 }
 
 // waitFor reads from ch until it sees peer, failing on timeout.
@@ -148,11 +63,11 @@ func announcement(peer string, now time.Time) Announcement {
 
 // TestLoopbackDiscovery: two peers of one group announce through the relay
 // and each discovers the other, both from stored events (a peer joining
-// late) and live; a peer of another group and a stale announcement are not
-// delivered.
+// late) and live; a peer of another group is not delivered, and the relay
+// refuses an expired announcement.
 func TestLoopbackDiscovery(t *testing.T) {
 	rooms(t)
-	relay, url := startMiniRelay(t)
+	url := startRelay(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	now := time.Now()
@@ -162,8 +77,8 @@ func TestLoopbackDiscovery(t *testing.T) {
 	if _, err := Publish(ctx, []string{url}, roomB, NewNostrKey(), announcement("outsider", now), now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Publish(ctx, []string{url}, roomA, NewNostrKey(), announcement("stale", now.Add(-10*time.Minute)), now.Add(-10*time.Minute)); err != nil {
-		t.Fatal(err)
+	if n, err := Publish(ctx, []string{url}, roomA, NewNostrKey(), announcement("stale", now.Add(-10*time.Minute)), now.Add(-10*time.Minute)); err == nil || n != 0 {
+		t.Fatalf("an expired announcement was accepted: %d, %v", n, err)
 	}
 	// Peer A announces first; peer B joins later and finds A's stored event.
 	if n, err := Publish(ctx, []string{url}, roomA, NewNostrKey(), announcement("peer-a", now), now); err != nil || n != 1 {
@@ -189,10 +104,11 @@ func TestLoopbackDiscovery(t *testing.T) {
 	waitFor(t, ctx, subA, "peer-b")
 	waitFor(t, ctx, subB, "peer-b")
 
-	if n := len(relay.stored()); n != 4 {
-		t.Fatalf("relay holds %d events, want 4", n)
+	evs := stored(t, ctx, url)
+	if len(evs) != 3 {
+		t.Fatalf("relay holds %d events, want 3", len(evs))
 	}
-	for _, ev := range relay.stored() {
+	for _, ev := range evs {
 		if ev.Kind != KindAnnouncement || ev.Tags.GetD() == "" || ev.Tags.GetFirst([]string{"expiration"}) == nil {
 			t.Fatalf("event lacks kind, room tag or expiration: %v", ev)
 		}
@@ -209,13 +125,15 @@ func TestLoopbackDiscovery(t *testing.T) {
 }
 
 // TestStaleAndForeignDropped checks directly that the subscriber drops what
-// it must not deliver: only the valid announcement comes through.
+// it must not deliver: only the valid announcement comes through. The
+// relay's clock runs 45 s behind the subscriber's, so the relay still
+// serves an announcement that expired 30 s ago by the subscriber's clock.
 func TestStaleAndForeignDropped(t *testing.T) {
 	rooms(t)
-	_, url := startMiniRelay(t)
+	now := time.Now()
+	url := startRelay(t, func() time.Time { return now.Add(-45 * time.Second) })
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	now := time.Now()
 	sub, err := Subscribe(ctx, []string{url}, roomA, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
@@ -225,13 +143,13 @@ func TestStaleAndForeignDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev.Tags = nostr.Tags{{"d", roomA.Tag()}}
+	ev.Tags = nostr.Tags{{"d", roomA.Tag()}, *ev.Tags.GetFirst([]string{"expiration"})}
 	ev.Sign(NewNostrKey())
 	if err := publishOne(ctx, url, ev); err != nil {
 		t.Fatal(err)
 	}
-	// Expired by the subscriber's clock (sealed 10 minutes earlier).
-	past := now.Add(-10 * time.Minute)
+	// Expired by the subscriber's clock (sealed 5.5 minutes earlier, for 5).
+	past := now.Add(-5*time.Minute - 30*time.Second)
 	if _, err := Publish(ctx, []string{url}, roomA, NewNostrKey(), announcement("stale", past), past); err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +179,8 @@ func TestPublishSubscribeNoRelay(t *testing.T) {
 // and an announcement stored on two relays is delivered once.
 func TestSeveralRelays(t *testing.T) {
 	rooms(t)
-	_, url1 := startMiniRelay(t)
-	_, url2 := startMiniRelay(t)
+	url1 := startRelay(t, nil)
+	url2 := startRelay(t, nil)
 	dead := "ws://127.0.0.1:1"
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

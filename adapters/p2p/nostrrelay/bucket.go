@@ -14,8 +14,12 @@ type bucket struct {
 	last      time.Time
 }
 
+// maxPerMinute keeps the credit arithmetic within int64; a larger rate is
+// as good as unlimited.
+const maxPerMinute = 1 << 27
+
 func newBucket(perMinute int, now time.Time) bucket {
-	n := int64(perMinute)
+	n := int64(min(perMinute, maxPerMinute))
 	return bucket{perMinute: n, credit: n * int64(time.Minute), last: now}
 }
 

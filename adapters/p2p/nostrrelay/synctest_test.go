@@ -72,3 +72,14 @@ func TestPurgeLoop(t *testing.T) {
 		r.Close()
 	})
 }
+
+// TestBucketHugeRate: a rate beyond int64 arithmetic is capped, not
+// wrapped into a refusal.
+func TestBucketHugeRate(t *testing.T) {
+	b := newBucket(1<<40, time.Now())
+	for i := range 1000 {
+		if !b.take(time.Now()) {
+			t.Fatalf("take %d refused", i)
+		}
+	}
+}
