@@ -12,7 +12,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	go.etcd.io/bbolt v1.5.0
-	golang.org/x/net v0.62.0
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/term v0.48.0
 )
 
