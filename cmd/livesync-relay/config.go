@@ -68,6 +68,8 @@ type fileConfig struct {
 	Holdback         holdbackConfig   `toml:"holdback"`
 	Hunt             huntConfig       `toml:"hunt"`
 	Compaction       compactionConfig `toml:"compaction"`
+	P2P              p2pConfig        `toml:"p2p"`
+	Nostr            nostrConfig      `toml:"nostr"`
 
 	path       string // the file it was read from; "" for no file
 	corsSet    bool   // cors_origins was given (an empty list turns CORS off)
@@ -119,6 +121,8 @@ type dbConfig struct {
 	PassphraseFile string           `toml:"passphrase_file"`
 	PassphraseEnv  string           `toml:"passphrase_env"`
 	Upstreams      []upstreamConfig `toml:"upstreams"`
+	// P2P are the peer-to-peer groups the relay joins for the database.
+	P2P []p2pGroupConfig `toml:"p2p"`
 }
 
 // purgatoryConfig is the [purgatory] table; zero values mean the
@@ -325,6 +329,7 @@ func (c *fileConfig) validate() error {
 	if err := c.Hunt.config().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("hunt: %w", err))
 	}
+	c.validateP2P(bad)
 	if len(errs) > 0 {
 		where := "configuration"
 		if c.path != "" {

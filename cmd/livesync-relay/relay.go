@@ -40,6 +40,7 @@ type relay struct {
 	started time.Time
 	uuid    string
 	unlock  func() // releases the data folder's lock
+	p2p     *p2pRuntime
 
 	stopping atomic.Bool
 }
@@ -163,6 +164,10 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 	}
 
 	r.metrics = newMetrics(r.dbs)
+	if err := r.startP2P(ctx, cleanup); err != nil {
+		return err
+	}
+	r.metrics.reg.MustRegister(&p2pCollector{rt: r.p2p})
 	users := append([]couchapi.User(nil), s.users...)
 	if r.admin.source != adminConfigDefined {
 		users = append(users, couchapi.User{Name: r.admin.name, Password: r.admin.hash, Admin: true})
@@ -231,6 +236,7 @@ func (r *relay) handler() http.Handler {
 	mux.Handle("/healthz", own("/healthz", r.healthz))
 	mux.Handle("/metrics", own("/metrics", r.adminOnly(r.metrics.handler().ServeHTTP)))
 	mux.Handle("/status", own("/status", r.adminOnly(r.status)))
+	r.mountP2P(mux)
 	mux.Handle("/", r.metrics.countFeeds(r.api))
 	return mux
 }
@@ -315,6 +321,12 @@ func (r *relay) serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- r.srv.Serve(r.ln) }()
 	var serveErr error
+	// The groups join once the server serves: they may announce on its
+	// own /_nostr.
+	if err := r.joinP2P(ctx); err != nil {
+		r.log.Error("peer-to-peer", "err", err)
+		return errors.Join(err, r.shutdown())
+	}
 	select {
 	case <-ctx.Done():
 		r.log.Info("shutting down: ending changes feeds, draining requests, saving held documents")
@@ -331,6 +343,10 @@ func (r *relay) shutdown() error {
 	feedsDone := make(chan struct{})
 	go func() { r.api.Close(); close(feedsDone) }() // ends feeds; later requests get 503
 	var errs []error
+	// Peers stop being served before the databases close.
+	if err := r.p2p.close(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := r.srv.Shutdown(sctx); err != nil {
 		r.log.Warn("requests still running at the shutdown timeout were cut", "timeout", r.s.shutdownTimeout)
 		r.srv.Close()

@@ -62,6 +62,9 @@ type settings struct {
 	// _compact).
 	keepBodies int
 	resetAdmin bool
+	// p2p are the peer-to-peer groups and the Nostr relay (secrets
+	// read).
+	p2p p2pSettings
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -183,6 +186,9 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		}
 		s.users = append(s.users, couchapi.User{Name: u.Name, Password: h, Admin: u.Admin, Databases: u.Databases})
 		s.configAdmins = s.configAdmins || u.Admin
+	}
+	if s.p2p, err = resolveP2P(fc, getenv); err != nil {
+		return nil, err
 	}
 	if s.configAdmins && s.resetAdmin {
 		return nil, usageError{"--reset-admin-password resets the built-in admin, but the configuration lists its own admin users (there is no built-in admin)"}

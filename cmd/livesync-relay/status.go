@@ -49,6 +49,9 @@ type dbStatus struct {
 	// them (absent without upstreams).
 	Upstreams []ebridge.UpstreamStatus `json:"upstreams"`
 	Hunt      *ebridge.HuntStatus      `json:"hunt,omitempty"`
+	// P2P are the peer-to-peer groups the relay serves the database to
+	// (empty without any).
+	P2P []p2pStatus `json:"p2p"`
 }
 
 // heldStatus is one held document: why it is not served yet.
@@ -136,6 +139,7 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 				ReleaseErrors: s.Purgatory.ReleaseErrors, Superseded: s.Purgatory.Superseded,
 			},
 		}
+		d.P2P = r.p2p.statuses(v.Name)
 		if v.Bridge != nil {
 			ups, hs := v.Bridge.Snapshot()
 			d.Upstreams, d.Hunt = ups, &hs
