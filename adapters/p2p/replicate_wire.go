@@ -228,10 +228,13 @@ func checkRequest(req *request) error {
 }
 
 // reservedLocal reports _local ids a peer may neither read nor write: the
-// handshake's records, this replica's own records and the hold-back's
-// state. Replication checkpoints (hashes) are what peers use.
+// handshake's records, this replica's own records ("livesync-go-cli",
+// "livesync-go-cli-held") and the hold-back's and served groups' state
+// (under "livesync-go/"). Replication checkpoints are what peers use:
+// "livesync-go-" and 32 hex digits (engine/replicate), which never start
+// with "cli".
 func reservedLocal(id string) bool {
-	for _, p := range []string{"livesync-go", "obsidian_livesync", "obsydian_livesync"} {
+	for _, p := range []string{"livesync-go/", "livesync-go-cli", "obsidian_livesync", "obsydian_livesync"} {
 		if strings.HasPrefix(id, p) {
 			return true
 		}
