@@ -31,6 +31,8 @@ func runHunt(env *cliEnv, args []string) error {
 	c := env.newCommand("hunt", "hunt [--retry [REMOTE...]] [flags]")
 	retry := c.fs.Bool("retry", false, "hunt the missing chunks now, on the named remotes (default: every remote of the configuration) that can fetch by id")
 	perMinute := c.fs.Int("per-minute", hunt.DefaultMaxPerWindow, "with --retry: requests per minute to each remote at most (one request asks for up to 100 chunks of one file)")
+	var pf p2pFlags
+	addP2PFlags(c.fs, &pf, false)
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -52,7 +54,7 @@ func runHunt(env *cliEnv, args []string) error {
 	if !*retry {
 		return printHeld(env, files)
 	}
-	return retryHunt(c, rep, files, c.pos, &hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
+	return retryHunt(c, rep, files, c.pos, pf, &hunt.Config{MaxPerWindow: *perMinute, Window: time.Minute})
 }
 
 // printHeld lists the held files.
@@ -138,7 +140,7 @@ func (h huntRemote) fetches() bool {
 // retryHunt attaches the remotes, hunts the held files' chunks in one
 // pass, and reports what was released and what is still missing and
 // why.
-func retryHunt(c *command, rep *replica, files []vault.HeldFile, names []string, hc *hunt.Config) error {
+func retryHunt(c *command, rep *replica, files []vault.HeldFile, names []string, pf p2pFlags, hc *hunt.Config) error {
 	env := c.cliEnv
 	if len(files) == 0 {
 		if env.json {
@@ -148,7 +150,7 @@ func retryHunt(c *command, rep *replica, files []vault.HeldFile, names []string,
 		}
 		return nil
 	}
-	named, err := attachForHunt(c, rep, names)
+	named, err := attachForHunt(c, rep, names, pf)
 	var remotes []*vault.Link
 	for _, h := range named {
 		if h.link != nil {
@@ -191,8 +193,9 @@ func retryHunt(c *command, rep *replica, files []vault.HeldFile, names []string,
 // attachForHunt attaches the remotes names (default: every remote of the
 // configuration) read-only, in order, and warns about those that cannot
 // be asked. When none can be asked and one failed, that failure is the
-// error.
-func attachForHunt(c *command, rep *replica, names []string) ([]huntRemote, error) {
+// error. A p2p:// remote is each approved peer of its group found within
+// --wait.
+func attachForHunt(c *command, rep *replica, names []string, pf p2pFlags) ([]huntRemote, error) {
 	cfg, err := c.config()
 	if err != nil {
 		return nil, err
@@ -215,6 +218,14 @@ func attachForHunt(c *command, rep *replica, names []string) ([]huntRemote, erro
 		spec, err := resolveRemote(cfg, name)
 		if err != nil {
 			return named, err
+		}
+		if spec.kind == "p2p" {
+			peers, err := c.p2pHuntRemotes(rep, spec, pf)
+			if err != nil {
+				return named, err
+			}
+			named = append(named, peers...)
+			continue
 		}
 		l, err := c.connect(spec, rep, connectOptions{readOnly: true})
 		if err != nil {

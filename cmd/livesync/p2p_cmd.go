@@ -193,8 +193,9 @@ func deviceSuffix(name string) string {
 	return " (" + safe(name) + ")"
 }
 
-// lookAround joins the group without serving, for set.wait, noting the
-// unapproved peers it sees as pending; it returns the peers seen.
+// lookAround joins the group without serving, for set.wait (the group
+// notes the unapproved peers it hears of as pending); it returns the
+// peers the group knows.
 func (c *command) lookAround(f p2pFlags, set p2pSettings) (own peer.ID, book *p2p.PeerBook, seen []p2p.PeerStatus, err error) {
 	pass, err := c.groupPassphrase(f, nil)
 	if err != nil {
@@ -205,11 +206,6 @@ func (c *command) lookAround(f p2pFlags, set p2pSettings) (own peer.ID, book *p2
 		return "", nil, nil, err
 	}
 	defer s.Close()
-	stop := s.group.Watch(func(e p2p.PeerEvent) {
-		if e.Kind == p2p.PeerPending {
-			_ = s.book.NotePending(e.Peer.ID, e.Peer.Device, e.Peer.Addrs, c.now())
-		}
-	})
 	if !c.cf.quiet {
 		fmt.Fprintf(c.stderr, "looking for the peers of group %s for %s\n", safe(set.group), set.wait)
 	}
@@ -217,7 +213,6 @@ func (c *command) lookAround(f p2pFlags, set p2pSettings) (own peer.ID, book *p2
 	case <-c.ctx.Done():
 	case <-time.After(set.wait):
 	}
-	stop()
 	if err := c.ctx.Err(); err != nil {
 		return "", nil, nil, err
 	}
@@ -283,7 +278,7 @@ func peerRows(seen []p2p.PeerStatus, approved, pending []p2p.PeerEntry) []peerRo
 			r = &peerRow{id: s.ID}
 			byID[s.ID] = r
 		}
-		r.online, r.approved = true, r.approved || s.Approved
+		r.online, r.approved = r.online || s.Present, r.approved || s.Approved
 		r.device = cmpOr(r.device, s.Device)
 		if len(s.Addrs) > 0 {
 			r.addrs = s.Addrs

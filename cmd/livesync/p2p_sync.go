@@ -145,6 +145,11 @@ func (r *p2pRun) run() error {
 		return err
 	}
 	defer rep.Close()
+	cfg, err := r.config()
+	if err != nil {
+		return err
+	}
+	dev := deviceInfoFor(cfg.DeviceName, rep, r.spec)
 	var served *p2p.Served
 	if r.serve {
 		settings, err := r.localVault(rep)
@@ -152,6 +157,9 @@ func (r *p2pRun) run() error {
 			return err
 		}
 		served = p2p.ServedVault(rep.v, r.set.group, settings)
+		if err := r.joinServed(rep, served, dev); err != nil {
+			return err
+		}
 	}
 	pass, err := r.groupPassphrase(r.f, &r.spec)
 	if err != nil {
@@ -165,11 +173,6 @@ func (r *p2pRun) run() error {
 	stopEvents := r.sess.group.Watch(r.peerEvent)
 	defer stopEvents()
 	stopProgress := r.showPeerSyncs(rep)
-	cfg, err := r.config()
-	if err != nil {
-		return err
-	}
-	dev := deviceInfoFor(cfg.DeviceName, rep, r.spec)
 	spec := r.spec
 	o := p2p.VaultSyncOptions{Direction: r.dir, Live: r.live, Wait: r.set.wait, Hunt: true, OnPeer: r.onPeer,
 		Attach: vault.AttachOptions{Create: true, Device: &dev, NewVault: newVaultOf(spec, r.newVault),
@@ -189,7 +192,19 @@ func (r *p2pRun) run() error {
 		}
 		return r.wrapErr(err)
 	}
-	if err != nil {
+	switch {
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	case errors.Is(err, p2p.ErrNoPeerFound):
+		return r.noPeerError()
+	case errors.Is(err, p2p.ErrNoApprovedPeers):
+		r.listUnapproved()
+		return exitError{exitRefused, fmt.Sprintf("this device approves no peer of group %s yet: approve the other devices first (livesync p2p approve PEERID; livesync p2p peers lists them)", safe(r.set.group))}
+	case err != nil && len(res.Peers) > 0:
+		// the peers synced; the hunt after them failed
+		_, msg := classify(r.wrapErr(err))
+		fmt.Fprintf(r.stderr, "warning: %s\n", safe(msg))
+	case err != nil && len(res.Failed) == 0:
 		return r.wrapErr(err)
 	}
 	return r.report(res, r.now().Sub(start))
@@ -285,7 +300,7 @@ func (r *p2pRun) onPeer(id peer.ID, res vault.SyncResult, err error) {
 		return
 	}
 	if !r.cf.quiet {
-		fmt.Fprintf(r.stderr, "%s\n", r.peerLine(o))
+		fmt.Fprintf(r.stderr, "syncing live with peer %s%s\n", id, deviceSuffix(o.device))
 	}
 }
 
@@ -306,8 +321,11 @@ func (r *p2pRun) peerLine(o peerOutcome) string {
 // that does not serve this device answers with a refusal.
 func (r *p2pRun) peerFailure(o peerOutcome) (int, string) {
 	var ee *engine.Error
-	if errors.As(o.err, &ee) && ee.Stage == engine.StageAuth {
+	if errors.Is(o.err, p2p.ErrRefused) || (errors.As(o.err, &ee) && ee.Stage == engine.StageAuth) {
 		return exitRefused, fmt.Sprintf("peer %s%s refused: this device is not approved there; on that device run `livesync p2p approve %s`", o.id, deviceSuffix(o.device), r.sess.id)
+	}
+	if strings.Contains(o.err.Error(), "protocols not supported") {
+		return exitUnreachable, fmt.Sprintf("peer %s%s serves no vault (it is not running livesync p2p host)", o.id, deviceSuffix(o.device))
 	}
 	return classify(&remoteError{remote: "p2p://" + r.set.group + "/" + o.id.String(), err: remoteErr(o.err)})
 }
@@ -315,13 +333,18 @@ func (r *p2pRun) peerFailure(o peerOutcome) (int, string) {
 // noPeerError is the failure of a one-shot run that met no approved
 // peer; it lists the unapproved peers it saw.
 func (r *p2pRun) noPeerError() error {
+	r.listUnapproved()
+	return exitError{exitUnreachable, fmt.Sprintf("no approved peer of group %s answered within %s (check that the other devices run `livesync p2p host`, share the group passphrase, and the Nostr relays)",
+		safe(r.set.group), r.set.wait)}
+}
+
+// listUnapproved names the unapproved peers the group heard of.
+func (r *p2pRun) listUnapproved() {
 	for _, p := range r.sess.group.Peers() {
-		if !p.Approved {
+		if !p.Approved && p.Present {
 			fmt.Fprintf(r.stderr, "found peer %s%s, which this device has not approved: livesync p2p approve %s\n", p.ID, deviceSuffix(p.Device), p.ID)
 		}
 	}
-	return exitError{exitUnreachable, fmt.Sprintf("no approved peer of group %s answered within %s (check that the other devices run `livesync p2p host`, share the group passphrase, and the Nostr relays)",
-		safe(r.set.group), r.set.wait)}
 }
 
 // report prints a one-shot run's outcome per peer and as a whole.
@@ -467,9 +490,9 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// watchBook re-reads the peer book every 2 s (approve and revoke edit
-// it from another process) and prints the group's status line when it
-// changes.
+// watchBook prints the group's status line every 2 s when it changed
+// (the group itself re-reads the peer book that approve and revoke edit
+// from another process).
 func (r *p2pRun) watchBook() (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -487,9 +510,6 @@ func (r *p2pRun) watchBook() (stop func()) {
 				return
 			case <-t.C:
 			}
-			if err := r.sess.book.Reload(); err != nil {
-				fmt.Fprintf(r.stderr, "warning: reading the peer book: %s\n", safe(err.Error()))
-			}
 			if line := r.statusLine(); line != last && !r.cf.quiet {
 				fmt.Fprintln(r.stderr, line)
 				last = line
@@ -505,7 +525,7 @@ func (r *p2pRun) statusLine() string {
 	var c p2p.PeerCounters
 	var names []string
 	for _, p := range r.sess.group.Peers() {
-		if p.Approved && p.Connected {
+		if p.Approved && p.Present {
 			online++
 			names = append(names, cmpOr(p.Device, shortID(p.ID)))
 		}
@@ -516,6 +536,6 @@ func (r *p2pRun) statusLine() string {
 	if len(names) > 0 {
 		who = " (" + safe(strings.Join(names, ", ")) + ")"
 	}
-	return fmt.Sprintf("group %s: %d of %d approved %s connected%s, %d pending; %d docs received, %d served",
+	return fmt.Sprintf("group %s: %d of %d approved %s present%s, %d pending; %d docs received, %d served",
 		safe(r.set.group), online, approved, plural(approved, "peer", "peers"), who, pending, c.DocsIn, c.DocsOut)
 }

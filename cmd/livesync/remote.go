@@ -137,6 +137,9 @@ type link struct {
 	*vault.Link
 	v      *vault.Vault
 	bucket string // the bucket's name, for a journal bucket
+	// closed, if set, is called once the remote is closed (a peer's
+	// link releases its group's session).
+	closed func()
 }
 
 // connect opens the remote of spec (resolving its password or secret
@@ -240,7 +243,11 @@ func (l *link) wrap(err error) error {
 // Close detaches the remote from the vault and closes it.
 func (l *link) Close() error {
 	l.v.Detach(l.Link)
-	return l.Remote().Close()
+	err := l.Remote().Close()
+	if l.closed != nil {
+		l.closed()
+	}
+	return err
 }
 
 // passphraseFor resolves the vault passphrase for spec.

@@ -1,0 +1,200 @@
+package tests
+
+import (
+	"bufio"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/livesync-go/livesync-go/adapters/p2p/nostrrelay"
+)
+
+// TestCLIP2P runs the livesync command as users of a sync group would,
+// on loopback, with an in-process Nostr relay: device A serves its
+// encrypted vault (p2p host), B (approved there) syncs with p2p://GROUP
+// both ways, X (not approved) is refused with the command to run and
+// shows up as pending on A, a device of another group finds nobody, and
+// once A revokes B, B is refused too.
+func TestCLIP2P(t *testing.T) {
+	relay := httptest.NewServer(nostrrelay.New(nostrrelay.Config{}))
+	t.Cleanup(relay.Close)
+	nostrURL := "ws" + strings.TrimPrefix(relay.URL, "http")
+	c := &cliRunner{bin: buildCLI(t), home: t.TempDir()}
+	env := map[string]string{"LIVESYNC_P2P_PASSPHRASE": "group secret 1", "LIVESYNC_PASSPHRASE": "vault secret 2"}
+	secrets := []string{"group secret 1", "vault secret 2"}
+	a, b, x := t.TempDir(), t.TempDir(), t.TempDir()
+	write := func(dir, name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c.ok(t, a, env, "put", "--encrypt", "--obfuscate-paths", "notes/from-a.md", write(a, "in", "written on A\n"))
+	c.ok(t, a, env, "put", "notes/deep/second.md", write(a, "in2", "second file of A\n"))
+	id := func(dir string) string { return strings.TrimSpace(c.ok(t, dir, env, "p2p", "id").stdout) }
+	idA, idB, idX := id(a), id(b), id(x)
+	if idA == idB || idA != id(a) {
+		t.Fatalf("peer ids: A %q (again %q), B %q", idA, id(a), idB)
+	}
+	c.ok(t, a, env, "p2p", "approve", idB, "--device", "laptop-b")
+	c.ok(t, b, env, "p2p", "approve", idA, "--device", "desktop-a")
+	c.ok(t, x, env, "p2p", "approve", idA)
+
+	host := startHost(t, c, a, env, "p2p", "host", "--verbose", "--group", "notes", "--nostr", nostrURL)
+	host.waitFor(t, "listening on")
+
+	// B pulls A's vault, then sends a file of its own.
+	group := []string{"p2p://notes", "--nostr", nostrURL, "--wait", "30s"}
+	r := c.run(t, b, env, append([]string{"sync", "--verbose"}, group...)...)
+	if r.code != 0 {
+		t.Fatalf("sync from B: exit %d\nstderr: %s\nhost: %s", r.code, r.stderr, host.output())
+	}
+	if !strings.Contains(r.stdout, "synced with peer "+idA+" (desktop-a)") {
+		t.Errorf("sync from B: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	c.noSecrets(t, r, secrets...)
+	for p, want := range map[string]string{"notes/from-a.md": "written on A\n", "notes/deep/second.md": "second file of A\n"} {
+		if got := c.ok(t, b, env, "cat", p).stdout; got != want {
+			t.Errorf("B's %s: %q, want %q", p, got, want)
+		}
+	}
+	c.ok(t, b, env, "put", "notes/from-b.md", write(b, "in", "written on B\n"))
+	c.ok(t, b, env, append([]string{"push"}, group...)...)
+
+	// X is not approved on A: refused, with the command to run there.
+	r = c.run(t, x, env, append([]string{"sync"}, group...)...)
+	want := "refused: this device is not approved there; on that device run `livesync p2p approve " + idX + "`"
+	if r.code != 7 || !strings.Contains(r.stderr, "peer "+idA) || !strings.Contains(r.stderr, want) {
+		t.Errorf("unapproved X: exit %d, stderr %q; want exit 7 and %q", r.code, r.stderr, want)
+	}
+	if got := c.run(t, x, env, "cat", "notes/from-a.md"); got.code == 0 {
+		t.Errorf("X read A's file: %q", got.stdout)
+	}
+	if r := c.ok(t, a, env, "p2p", "pending"); !strings.Contains(r.stdout, idX) {
+		t.Errorf("A's pending peers: %q, want %s", r.stdout, idX)
+	}
+	host.waitFor(t, "peer "+idX, "is not approved and asks to sync")
+
+	// Another group (another room) finds nobody.
+	r = c.run(t, x, env, "sync", "p2p://elsewhere", "--nostr", nostrURL, "--wait", "2s")
+	if want := "no approved peer of group elsewhere answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) {
+		t.Errorf("another group: exit %d, stderr %q; want exit 4 and %q", r.code, r.stderr, want)
+	}
+
+	// A revokes B: the running host closes B out.
+	c.ok(t, a, env, "p2p", "revoke", idB)
+	host.waitFor(t, "peer "+idB, "revoked; its connections were closed")
+	r = c.run(t, b, env, append([]string{"pull"}, group...)...)
+	if want := "peer " + idA + " (desktop-a) refused: this device is not approved there"; r.code != 7 || !strings.Contains(r.stderr, want) {
+		t.Errorf("revoked B: exit %d, stderr %q; want exit 7 and %q", r.code, r.stderr, want)
+	}
+
+	out := host.stop(t)
+	for _, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("the host printed a secret: %q", out)
+		}
+	}
+	if got := c.ok(t, a, env, "cat", "notes/from-b.md").stdout; got != "written on B\n" {
+		t.Errorf("A's notes/from-b.md: %q", got)
+	}
+}
+
+// hostProc is a livesync process running in the background, its stderr
+// collected line by line.
+type hostProc struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+func startHost(t *testing.T, c *cliRunner, dir string, env map[string]string, args ...string) *hostProc {
+	t.Helper()
+	h := &hostProc{cmd: exec.Command(c.bin, args...), done: make(chan struct{})}
+	h.cmd.Dir = dir
+	h.cmd.Env = c.environ(env)
+	stderr, err := h.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(h.done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			h.mu.Lock()
+			h.lines = append(h.lines, sc.Text())
+			h.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		if h.cmd.ProcessState == nil {
+			h.cmd.Process.Kill()
+			h.cmd.Wait()
+		}
+	})
+	return h
+}
+
+func (h *hostProc) output() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.lines, "\n")
+}
+
+// has reports whether a line of stderr holds every part of want.
+func (h *hostProc) has(want []string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.lines {
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(l, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor waits (30 s at most) for a line of stderr holding every part
+// of want.
+func (h *hostProc) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !h.has(want) {
+		select {
+		case <-h.done:
+			t.Fatalf("the host ended before printing %q; stderr:\n%s", want, h.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within 30 s; stderr:\n%s", want, h.output())
+		}
+	}
+}
+
+// stop interrupts the host (Ctrl-C), which must end with exit 0, and
+// returns its stderr.
+func (h *hostProc) stop(t *testing.T) string {
+	t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-h.done
+	if err := h.cmd.Wait(); err != nil {
+		t.Errorf("the host ended with %v after Ctrl-C, want exit 0; stderr:\n%s", err, h.output())
+	}
+	return h.output()
+}
