@@ -5,7 +5,6 @@ package p2p
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -159,20 +158,22 @@ func (l *eventLog) of(id peer.ID) []PeerEventKind {
 
 func kinds(k ...PeerEventKind) []PeerEventKind { return k }
 
-var testRoom = func() *discovery.Room {
+// testRoom is derived once (deliberately slow key derivation), when a
+// test first needs it.
+var testRoom = sync.OnceValue(func() *discovery.Room {
 	r, err := discovery.NewRoom("test group", "test passphrase")
 	if err != nil {
 		panic(err)
 	}
 	return r
-}()
+})
 
 const testInterval = 10 * time.Second
 
 // joinMem joins a group whose announcements travel through room.
 func joinMem(t *testing.T, h host.Host, book *PeerBook, room *memRoom, device string) (*Group, *eventLog) {
 	t.Helper()
-	g, err := JoinGroup(t.Context(), GroupConfig{Name: "test group", Room: testRoom, Host: h, NostrRelays: []string{"mem://"},
+	g, err := JoinGroup(t.Context(), GroupConfig{Name: "test group", Room: testRoom(), Host: h, NostrRelays: []string{"mem://"},
 		Device: device, Book: book, AnnounceInterval: testInterval, transport: room})
 	if err != nil {
 		t.Fatal(err)
@@ -352,16 +353,16 @@ func TestGroupResubscribes(t *testing.T) {
 func TestGroupConfigValidate(t *testing.T) {
 	h := newTestHost(t)
 	book := openBook(t, "")
-	ok := GroupConfig{Name: "g", Room: testRoom, Host: h, Book: book, NostrRelays: []string{"ws://x"}}
+	ok := GroupConfig{Name: "g", Room: testRoom(), Host: h, Book: book, NostrRelays: []string{"ws://x"}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]GroupConfig{
-		"no name":   {Room: testRoom, Host: h, Book: book, NostrRelays: []string{"ws://x"}},
+		"no name":   {Room: testRoom(), Host: h, Book: book, NostrRelays: []string{"ws://x"}},
 		"no room":   {Name: "g", Host: h, Book: book, NostrRelays: []string{"ws://x"}},
-		"no host":   {Name: "g", Room: testRoom, Book: book, NostrRelays: []string{"ws://x"}},
-		"no book":   {Name: "g", Room: testRoom, Host: h, NostrRelays: []string{"ws://x"}},
-		"no relays": {Name: "g", Room: testRoom, Host: h, Book: book},
+		"no host":   {Name: "g", Room: testRoom(), Book: book, NostrRelays: []string{"ws://x"}},
+		"no book":   {Name: "g", Room: testRoom(), Host: h, NostrRelays: []string{"ws://x"}},
+		"no relays": {Name: "g", Room: testRoom(), Host: h, Book: book},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: valid", name)
@@ -370,5 +371,4 @@ func TestGroupConfigValidate(t *testing.T) {
 			t.Errorf("%s: JoinGroup succeeded", name)
 		}
 	}
-	_ = fmt.Sprint
 }
