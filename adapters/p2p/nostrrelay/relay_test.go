@@ -315,7 +315,8 @@ func TestConnectionLimit(t *testing.T) {
 	a.ws.Close()
 	eventually(t, "a slot to free", func() bool { return r.Stats().Connections == 1 })
 	dial(t, url)
-	if st := r.Stats(); st.Refused != 1 || st.Connections != 2 {
+	eventually(t, "the new connection", func() bool { return r.Stats().Connections == 2 })
+	if st := r.Stats(); st.Refused != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
