@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -64,6 +65,20 @@ func TestCLIP2P(t *testing.T) {
 		if got := c.ok(t, b, env, "cat", p).stdout; got != want {
 			t.Errorf("B's %s: %q, want %q", p, got, want)
 		}
+	}
+	// B lists the group: itself first, A approved and present.
+	r = c.ok(t, b, env, "p2p", "peers", "--json", "--group", "notes", "--nostr", nostrURL, "--wait", "3s")
+	var peers struct {
+		PeerID string `json:"peer_id"`
+		Peers  []struct {
+			PeerID           string `json:"peer_id"`
+			Device           string `json:"device"`
+			Approved, Online bool
+		} `json:"peers"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &peers); err != nil || peers.PeerID != idB || len(peers.Peers) != 1 ||
+		peers.Peers[0].PeerID != idA || !peers.Peers[0].Approved || !peers.Peers[0].Online || peers.Peers[0].Device != "desktop-a" {
+		t.Errorf("p2p peers on B: %s (%v)", r.stdout, err)
 	}
 	c.ok(t, b, env, "put", "notes/from-b.md", write(b, "in", "written on B\n"))
 	c.ok(t, b, env, append([]string{"push"}, group...)...)

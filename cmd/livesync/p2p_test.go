@@ -2,10 +2,16 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/livesync-go/livesync-go/adapters/p2p"
 )
 
 // p2p://GROUP resolves to a p2p remote, on the command line and in the
@@ -137,5 +143,87 @@ func TestGroupPassphrase(t *testing.T) {
 	c.cfg = &config{}
 	if _, err := c.groupPassphrase(p2pFlags{}, nil); !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), "LIVESYNC_P2P_PASSPHRASE") {
 		t.Errorf("no passphrase: %v", err)
+	}
+}
+
+// id, approve, revoke and pending work on the files beside the replica,
+// without the network and without opening the replica.
+func TestP2PPeerBookCommands(t *testing.T) {
+	dirA, dirB := t.TempDir(), t.TempDir()
+	env := map[string]string{"HOME": t.TempDir()}
+	storeA, storeB := filepath.Join(dirA, "store.db"), filepath.Join(dirB, "store.db")
+	id := func(store string) string {
+		t.Helper()
+		code, out, stderr := cli(t, env, "p2p", "id", "--store", store)
+		if code != 0 {
+			t.Fatalf("p2p id: %d %s", code, stderr)
+		}
+		return strings.TrimSpace(out)
+	}
+	idA, idB := id(storeA), id(storeB)
+	if idA == idB || id(storeA) != idA || !strings.HasPrefix(idA, "12D3KooW") {
+		t.Fatalf("ids %q %q", idA, idB)
+	}
+	if fileExists(storeA) {
+		t.Error("p2p id created the replica")
+	}
+	if code, _, stderr := cli(t, env, "p2p", "approve", idA, "--store", storeA); code != exitUsage || !strings.Contains(stderr, "own peer id") {
+		t.Errorf("approving oneself: %d %s", code, stderr)
+	}
+	code, out, _ := cli(t, env, "p2p", "approve", idB, "--device", "phone", "--store", storeA)
+	if code != 0 || !strings.Contains(out, "approved "+idB+" (phone)") {
+		t.Errorf("approve: %d %q", code, out)
+	}
+	code, out, _ = cli(t, env, "p2p", "pending", "--json", "--store", storeA)
+	if code != 0 || !strings.Contains(out, `"pending":[]`) {
+		t.Errorf("pending: %d %q", code, out)
+	}
+	code, out, _ = cli(t, env, "p2p", "revoke", idB, "--store", storeA)
+	if code != 0 || !strings.Contains(out, "revoked "+idB+" (phone)") {
+		t.Errorf("revoke: %d %q", code, out)
+	}
+	if code, _, stderr := cli(t, env, "p2p", "revoke", idB, "--store", storeA); code != exitUsage || !strings.Contains(stderr, "is not approved here") {
+		t.Errorf("revoking again: %d %s", code, stderr)
+	}
+}
+
+func TestPeerRows(t *testing.T) {
+	a, b, c := peerIDs(t, 3)
+	seen := []p2p.PeerStatus{
+		{PeerEntry: p2p.PeerEntry{ID: a, Device: "announced-a", Addrs: []string{"/ip4/1.2.3.4/tcp/1"}}, Approved: true, Present: true},
+		{PeerEntry: p2p.PeerEntry{ID: c, Device: "stranger"}, Present: true},
+	}
+	approved := []p2p.PeerEntry{{ID: a, Device: "desk"}, {ID: b, Device: "away"}}
+	rows := peerRows(seen, approved, nil)
+	if len(rows) != 3 || rows[0].id != b || rows[0].online || rows[1].id != a || !rows[1].online || rows[1].device != "desk" ||
+		len(rows[1].addrs) != 1 || rows[2].id != c || rows[2].approved || !rows[2].online {
+		t.Errorf("rows: %+v", rows)
+	}
+}
+
+func peerIDs(t *testing.T, n int) (a, b, c peer.ID) {
+	t.Helper()
+	var ids []peer.ID
+	for range n {
+		key, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids[0], ids[1], ids[2]
+}
+
+func TestPrefixWriter(t *testing.T) {
+	var b strings.Builder
+	w := &prefixWriter{w: &b, prefix: "peer …x: "}
+	fmt.Fprintf(w, "pulled 1/2 docs\n")
+	fmt.Fprintf(w, "a\nb\n")
+	if got, want := b.String(), "peer …x: pulled 1/2 docs\npeer …x: a\npeer …x: b\n"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
