@@ -56,6 +56,25 @@
 // passphrase too (or e2ee = false for an unencrypted vault). The package
 // doc of engine/bridge says how, in detail.
 //
+// # Peer to peer
+//
+// A database may join sync groups ([[databases.p2p]]): the relay is then
+// an always-on peer of the group (adapters/p2p), serving the database in
+// the remote form it stores (no vault passphrase needed) to the peers
+// approved in the group's peer book, over libp2p (TCP and QUIC; [p2p]
+// listen, default port 4001). Peers push to it and pull from it; their
+// pushes go through the hold-back like a CouchDB client's; the relay
+// starts no sync itself. One host, one peer id (p2p-identity.key in the
+// data folder), serves every group: a stream goes to the group that
+// approved its peer, so a peer is approved in one group. The relay
+// announces itself in each group's room on the group's Nostr relays
+// ("self" is its own /_nostr, on the HTTP listener: an in-process relay
+// that accepts only the discovery announcements, within [nostr] limits)
+// and, with circuit_relay (default true), lets peers behind NAT keep a
+// slot on it. Configured approvals are merged into the group's book
+// (data folder p2p/<db>/<group>/p2p-peers.json) at start; peers that
+// knocked unapproved are listed pending in /status.
+//
 // # What is served
 //
 // Everything CouchDB-shaped is couchapi's (package
@@ -70,7 +89,12 @@
 //	GET /healthz   200 {"status":"ok"}; 503 while shutting down. Open.
 //	GET /metrics   Prometheus text format. Admin credentials unless metrics_public.
 //	GET /status    JSON: databases, hold-back mode, held documents and why, upstreams
-//	               (state, lag_push, lag_pull, lag, resets, last error) and the hunt's counters per source. Same access.
+//	               (state, lag_push, lag_pull, lag, resets, last error) and the hunt's counters per source,
+//	               P2P groups (peer id, addresses, peers with their counters, pending peers). Same access.
+//	/_nostr        the discovery relay (websocket; NIP-11 for Accept: application/nostr+json). Open.
+//	PUT|POST|DELETE /_p2p/{db}/{group}/peers/{id}
+//	               approve (optional body {"device":"name"}) or revoke a peer at run time;
+//	               GET /_p2p/{db}/{group} shows the group. Admins only, whatever metrics_public says.
 //
 // Metrics (all prefixed livesync_relay_): http_requests_total{route,code}
 // and http_request_duration_seconds{route} (route is the pattern, e.g.
@@ -88,8 +112,14 @@
 // hunt_in_flight, hunt_in_window, hunt_queued_documents,
 // hunt_max_in_flight and hunt_max_in_window{db,source},
 // hunt_limit{db,limit}, hunt_documents{db,state},
-// hunt_documents_total{db,outcome}, hunt_hedges_total{db}; plus the Go
-// runtime and process collectors.
+// hunt_documents_total{db,outcome}, hunt_hedges_total{db}; for P2P
+// groups p2p_peers_connected, p2p_peers_approved and
+// p2p_pending_peers{db,group}, p2p_bytes_total, p2p_documents_total and
+// p2p_chunks_total{db,group,peer,direction},
+// p2p_hunt_requests_total{db,group,peer}; with /_nostr
+// nostr_connections, nostr_events_stored, nostr_events_total{outcome}
+// and nostr_connections_closed_total{reason}; plus the Go runtime and
+// process collectors.
 //
 // # Shutdown
 //

@@ -328,3 +328,23 @@ func (g *groupHost) SetStreamHandlerMatch(pid protocol.ID, _ func(protocol.ID) b
 }
 
 func (g *groupHost) RemoveStreamHandler(pid protocol.ID) { g.mux.remove(pid, g.idx) }
+
+// p2pBanner adds the peer-to-peer lines to the start banner: the Nostr
+// endpoint, the relay's peer id (what devices approve) and its groups.
+func (r *relay) p2pBanner(p func(string, ...any)) {
+	rt := r.p2p
+	if rt == nil {
+		return
+	}
+	if rt.nostr != nil {
+		p("Nostr:    %s%s%s (peer discovery)", "ws", strings.TrimPrefix(r.url, "http"), nostrPath)
+	}
+	if rt.host == nil {
+		return
+	}
+	p("Peer to peer: peer id %s (devices approve it: livesync p2p approve <id>)", rt.host.ID())
+	for _, g := range rt.groups {
+		p("    database %s, group %s: %d approved peer(s); approve more: PUT %s/_p2p/%s/%s/peers/<peer id>",
+			g.db, g.name, len(g.book.Approved()), r.url, g.db, g.name)
+	}
+}
