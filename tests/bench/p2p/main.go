@@ -16,10 +16,11 @@
 //	couchdb    the relay binary's CouchDB endpoint, pushed over HTTP first
 //
 // docs/s is documents written by the pull over its duration (the attach
-// and handshake excluded). Bytes: for p2p the frame payloads both ways
-// (p2p.Meter, both protocols; Noise and yamux framing excluded), for
-// CouchDB the HTTP bodies both ways and, separately, every byte of the
-// TCP connections (headers included).
+// and handshake excluded). Payload bytes: for p2p the frame payloads
+// both ways (p2p.Meter, both protocols), for CouchDB the HTTP bodies both
+// ways. Wire bytes: every byte of the TCP connections both ways (for p2p
+// through a counting loopback proxy, so Noise, yamux and multistream are
+// included; for CouchDB the HTTP headers are).
 package main
 
 import (
@@ -229,11 +230,19 @@ func p2pPull(ctx context.Context, s livesync.Settings, name string, sh host.Host
 	}
 	defer st.Close()
 	defer v.Close()
-	l, err := v.Attach(ctx, p2p.NewRemote(ch, peer.AddrInfo{ID: sh.ID(), Addrs: sh.Addrs()}, p2p.RemoteOptions{Group: group}), attachOptions())
+	// The client reaches the server through a counting TCP proxy: Noise
+	// authenticates the peer id, not the address.
+	c := &counter{}
+	info, stopProxy, err := tcpProxy(sh, c)
 	if err != nil {
 		return row{}, err
 	}
-	before := meter.Snapshot()[ch.ID()]
+	defer stopProxy()
+	l, err := v.Attach(ctx, p2p.NewRemote(ch, info, p2p.RemoteOptions{Group: group}), attachOptions())
+	if err != nil {
+		return row{}, err
+	}
+	before, wire0 := meter.Snapshot()[ch.ID()], c.wire.Load()
 	start := time.Now()
 	res, err := v.Pull(ctx, l, vault.SyncOptions{})
 	el := time.Since(start)
@@ -242,7 +251,59 @@ func p2pPull(ctx context.Context, s livesync.Settings, name string, sh host.Host
 	}
 	after := meter.Snapshot()[ch.ID()]
 	bytes := after.BytesIn + after.BytesOut - before.BytesIn - before.BytesOut
-	return row{Name: name, Docs: res.Pull.DocsWritten, Ms: ms(el), DocsPerS: float64(res.Pull.DocsWritten) / el.Seconds(), Bytes: bytes}, nil
+	return row{Name: name, Docs: res.Pull.DocsWritten, Ms: ms(el), DocsPerS: float64(res.Pull.DocsWritten) / el.Seconds(),
+		Bytes: bytes, WireB: c.wire.Load() - wire0}, nil
+}
+
+// tcpProxy forwards a loopback port to sh's TCP address, counting every
+// byte both ways in c, and returns sh's peer id at the proxy's address.
+func tcpProxy(sh host.Host, c *counter) (peer.AddrInfo, func(), error) {
+	var target string
+	for _, a := range sh.Addrs() {
+		if ip, err := a.ValueForProtocol(4); err == nil { // /ip4
+			if port, err := a.ValueForProtocol(6); err == nil { // /tcp
+				target = net.JoinHostPort(ip, port)
+				break
+			}
+		}
+	}
+	if target == "" {
+		return peer.AddrInfo{}, nil, errors.New("the serving host has no TCP address")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return peer.AddrInfo{}, nil, err
+	}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				done := make(chan struct{})
+				go func() {
+					io.Copy(countConn{out, c}, in)
+					out.(*net.TCPConn).CloseWrite()
+					close(done)
+				}()
+				io.Copy(in, countConn{out, c})
+				<-done
+			}()
+		}
+	}()
+	info, err := peer.AddrInfoFromString(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", ln.Addr().(*net.TCPAddr).Port, sh.ID()))
+	if err != nil {
+		ln.Close()
+		return peer.AddrInfo{}, nil, err
+	}
+	return *info, func() { ln.Close() }, nil
 }
 
 // p2pStoreRows pushes the vault over p2p to a peer that serves a
