@@ -197,9 +197,7 @@ func JoinGroup(ctx context.Context, cfg GroupConfig) (*Group, error) {
 	if g.cfg.transport == nil {
 		g.cfg.transport = nostrTransport{}
 	}
-	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, g.cancel)
-	g.wg.Go(func() { <-g.ctx.Done(); stop() })
+	g.ctx, g.cancel = context.WithCancel(ctx)
 	g.unwatch = g.book.Allow().Watch(g.onAllow)
 	if cfg.Serve != nil {
 		g.stopServe = Serve(g.h, ServeConfig{DB: *cfg.Serve, Allow: g.book.Allow(), OnRefused: g.onRefused,
@@ -227,7 +225,8 @@ func (g *Group) Book() *PeerBook { return g.book }
 func (g *Group) Meter() *Meter { return g.meter }
 
 // Close stops serving, announcing and watching, ends every Watch and
-// waits for all of the group's goroutines. It does not close the host.
+// waits for all of the group's goroutines (so it must not be called from
+// a Watch function). It does not close the host.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		g.cancel()
@@ -281,12 +280,10 @@ func (g *Group) Peers() []PeerStatus {
 // Remote until the peer is revoked), reached at the addresses it
 // announced; nil when id is not approved or the group is closed.
 func (g *Group) Remote(id peer.ID) *Remote {
-	if _, ok := g.book.Allow().Device(id); !ok {
-		return nil
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	// Checked under g.mu: a revocation drops the cached Remote under it.
+	if _, ok := g.book.Allow().Device(id); !ok || g.closed {
 		return nil
 	}
 	if r := g.remotes[id]; r != nil {

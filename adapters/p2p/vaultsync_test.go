@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -386,4 +387,35 @@ func TestSyncVaultLive(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("live SyncVault did not return after its context ended")
 	}
+	if len(ourGoroutines()) == 0 {
+		t.Fatal("the leak check sees none of the running group's goroutines")
+	}
+	a.g.Close()
+	waitFor(t, 10*time.Second, "the group's and the sync's goroutines to end", func() bool {
+		return len(ourGoroutines()) == 0
+	})
+}
+
+// ourGoroutines lists the stacks of running goroutines that are in the
+// group's or SyncVault's code.
+func ourGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, fn := range []string{"p2p.(*Group)", "p2p.(*groupWatcher)", "p2p.(*liveSync)", "p2p.syncLive"} {
+			if strings.Contains(g, fn) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
 }
