@@ -158,3 +158,40 @@ func (s *spyEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]e
 	s.add(docs)
 	return s.Endpoint.BulkDocs(ctx, docs)
 }
+
+// Remote.Chunks decodes the remote form a replica serves: an end-to-end
+// encrypted chunk travels encrypted and arrives in plaintext; without a
+// codec it arrives as served.
+func TestRemoteChunksDecode(t *testing.T) {
+	ctx := t.Context()
+	st := memStore(t)
+	served := servedReplica(st, "g")
+	salt := make([]byte, negotiate.SaltSize)
+	salt[0] = 9
+	params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
+	if _, err := served.Records.Write(ctx, negotiate.RecordSyncParameters, params, ""); err != nil {
+		t.Fatal(err)
+	}
+	chunk := engine.Chunk{ID: "h:+0123456789abc", Data: "secret chunk text"}
+	if err := st.PutChunks(ctx, []engine.Chunk{chunk}); err != nil {
+		t.Fatal(err)
+	}
+	p := servePeer(t, served, true, nil)
+	s := e2eeSettings
+	s.Passphrase = vaultTestPassphrase
+	codec, err := livesync.New(livesync.Config{Settings: s, Salt: salt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.remote.Chunks(codec).FetchChunks(ctx, []engine.ChunkID{chunk.ID, "h:+absent"})
+	if err != nil || len(res.Found) != 1 || res.Found[0] != chunk || len(res.Missing) != 1 {
+		t.Fatalf("decoded fetch: %+v, %v", res, err)
+	}
+	raw, err := p.remote.Chunks(nil).FetchChunks(ctx, []engine.ChunkID{chunk.ID})
+	if err != nil || len(raw.Found) != 1 || raw.Found[0].Data == chunk.Data || !strings.HasPrefix(raw.Found[0].Data, "%") {
+		t.Fatalf("raw fetch: %+v, %v; want the ciphertext", raw, err)
+	}
+	if src := p.remote.Chunks(codec); src.ThrottleKey() != p.server.ID().String() || !src.CanFetchDirect() {
+		t.Fatalf("throttle key %q", src.ThrottleKey())
+	}
+}
