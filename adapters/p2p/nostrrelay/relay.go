@@ -236,7 +236,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer r.wg.Done()
-	ws, err := r.upgrader.Upgrade(w, req, nil) // on failure it has answered
+	ws, err := r.upgrader.Upgrade(hijacker(w), req, nil) // on failure it has answered
 	c := (*conn)(nil)
 	if err == nil {
 		c = newConn(r, ws, req.RemoteAddr)
@@ -253,6 +253,22 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	delete(r.conns, c)
 	r.mu.Unlock()
+}
+
+// hijacker returns w, or the writer it wraps (through Unwrap, the
+// http.ResponseController convention) that can take over the connection,
+// so that a middleware recording the status does not break websockets.
+func hijacker(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		if _, ok := w.(http.Hijacker); ok {
+			return w
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // reserve books a connection slot before the upgrade.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -478,5 +479,24 @@ func TestCloseLeavesNothing(t *testing.T) {
 	}
 	if _, resp, err := websocket.DefaultDialer.Dial(url, nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("dial after Close: %v", err)
+	}
+}
+
+// wrapped is a middleware's ResponseWriter: no Hijack, but Unwrap.
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestBehindMiddleware: a websocket through a wrapping ResponseWriter.
+func TestBehindMiddleware(t *testing.T) {
+	r := New(Config{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.ServeHTTP(wrapped{w}, req)
+	}))
+	defer srv.Close()
+	defer r.Close()
+	c := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"))
+	if _, closed := c.req("s", map[string]any{}); closed != "" {
+		t.Fatal(closed)
 	}
 }
