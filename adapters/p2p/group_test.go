@@ -372,3 +372,35 @@ func TestGroupConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A stranger that knocks (asks to be served without approval) is refused,
+// noted pending in the book and reported once, however often it knocks.
+func TestGroupNotesKnockers(t *testing.T) {
+	server, stranger := newTestHost(t), newTestHost(t)
+	st := memStore(t)
+	book := openBook(t, filepath.Join(t.TempDir(), PeerBookFileName))
+	g, err := JoinGroup(t.Context(), GroupConfig{Name: "test group", Room: testRoom(), Host: server, NostrRelays: []string{"mem://"},
+		Book: book, Serve: &Served{Endpoint: st, Chunks: st, Records: StoreRecords(st, "")}, transport: newMemRoom()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	log := &eventLog{}
+	defer g.Watch(log.add)()
+	r := NewRemote(stranger, addrInfo(server), RemoteOptions{Group: "test group", Timeout: 10 * time.Second})
+	for range 3 {
+		if _, err := r.Endpoint().Info(t.Context()); !errors.Is(err, ErrRefused) {
+			t.Fatalf("a stranger's request: %v, want ErrRefused", err)
+		}
+	}
+	// The refusal is answered before the stranger is noted.
+	waitFor(t, 5*time.Second, "the stranger noted pending", func() bool {
+		p := book.Pending()
+		return len(p) == 1 && p[0].ID == stranger.ID()
+	})
+	waitFor(t, 5*time.Second, "the pending event", func() bool { return len(log.of(stranger.ID())) > 0 })
+	g.Close() // delivers nothing more
+	if got := log.of(stranger.ID()); !slices.Equal(got, kinds(PeerPending)) {
+		t.Errorf("events about the stranger = %v, want one pending", got)
+	}
+}
