@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -21,6 +22,8 @@ type conn struct {
 	ws     *websocket.Conn
 	remote string
 	out    chan []byte
+	queued atomic.Int64  // bytes in out, bounded by Config.WriteQueueBytes
+	sent   chan struct{} // the writer wrote a message (capacity 1)
 	done   chan struct{} // closed by kill
 	wrote  chan struct{} // closed when the writer has ended
 
@@ -38,6 +41,7 @@ func newConn(r *Relay, ws *websocket.Conn, remote string) *conn {
 	return &conn{
 		r: r, ws: ws, remote: remote,
 		out:      make(chan []byte, r.cfg.WriteQueue),
+		sent:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		wrote:    make(chan struct{}),
 		subs:     map[string]nostr.Filters{},
@@ -58,9 +62,18 @@ func (c *conn) kill(code int, text string) {
 }
 
 // send queues a message of this connection's own reader, waiting while
-// the queue is full (its own client is slow: only it waits). False once
-// the connection is ending.
+// the queue is full, in messages or bytes (its own client is slow: only
+// it waits). False once the connection is ending.
 func (c *conn) send(msg []byte) bool {
+	n := int64(len(msg))
+	for q := c.queued.Load(); q > 0 && q+n > int64(c.r.cfg.WriteQueueBytes); q = c.queued.Load() {
+		select {
+		case <-c.sent:
+		case <-c.done:
+			return false
+		}
+	}
+	c.queued.Add(n)
 	select {
 	case c.out <- msg:
 		return true
@@ -72,14 +85,23 @@ func (c *conn) send(msg []byte) bool {
 // offer queues a message from elsewhere in the relay without waiting; a
 // full queue means the client does not keep up, and it is disconnected.
 func (c *conn) offer(msg []byte) {
+	n := int64(len(msg))
+	if c.queued.Add(n) <= int64(c.r.cfg.WriteQueueBytes) {
+		select {
+		case c.out <- msg:
+			return
+		default:
+		}
+	}
+	c.queued.Add(-n)
 	select {
 	case <-c.done:
-	case c.out <- msg:
+		return
 	default:
-		c.r.dropped.Add(1)
-		c.r.log.Info("nostr relay: dropping a connection that does not read", "remote", c.remote)
-		c.kill(websocket.ClosePolicyViolation, "too slow: the write queue is full")
 	}
+	c.r.dropped.Add(1)
+	c.r.log.Info("nostr relay: dropping a connection that does not read", "remote", c.remote)
+	c.kill(websocket.ClosePolicyViolation, "too slow: the write queue is full")
 }
 
 // serve runs the connection until it ends.
@@ -101,7 +123,13 @@ func (c *conn) write() {
 		select {
 		case msg := <-c.out:
 			_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+			err := c.ws.WriteMessage(websocket.TextMessage, msg)
+			c.queued.Add(-int64(len(msg)))
+			select {
+			case c.sent <- struct{}{}:
+			default:
+			}
+			if err != nil {
 				c.kill(0, "")
 				return
 			}

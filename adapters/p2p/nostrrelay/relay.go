@@ -56,7 +56,8 @@ type Config struct {
 	MaxFilters       int           // filters per REQ; 0: 8
 	MaxConnections   int           // websocket connections at once; 0: 512
 	MaxExpiry        time.Duration // how far ahead an expiration may lie; 0: DefaultMaxExpiry
-	WriteQueue       int           // messages queued per connection before it counts as too slow; 0: 1024
+	WriteQueue       int           // messages queued per connection before it counts as too slow; 0: 256
+	WriteQueueBytes  int           // bytes queued per connection, likewise; 0: 1 MiB (at least 4 of the largest messages)
 	Logger           *slog.Logger  // nil discards
 	Now              func() time.Time
 }
@@ -66,7 +67,7 @@ func (c Config) Validate() error {
 	for name, v := range map[string]int{
 		"MaxEvents": c.MaxEvents, "MaxEventSize": c.MaxEventSize, "EventsPerMinute": c.EventsPerMinute,
 		"MaxSubscriptions": c.MaxSubscriptions, "MaxFilters": c.MaxFilters,
-		"MaxConnections": c.MaxConnections, "WriteQueue": c.WriteQueue,
+		"MaxConnections": c.MaxConnections, "WriteQueue": c.WriteQueue, "WriteQueueBytes": c.WriteQueueBytes,
 	} {
 		if v < 0 {
 			return fmt.Errorf("nostrrelay: %s is negative", name)
@@ -95,7 +96,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxSubscriptions, 16)
 	def(&c.MaxFilters, 8)
 	def(&c.MaxConnections, 512)
-	def(&c.WriteQueue, 1024)
+	def(&c.WriteQueue, 256)
+	def(&c.WriteQueueBytes, 1<<20)
+	c.WriteQueueBytes = max(c.WriteQueueBytes, 4*(c.MaxEventSize+envelopeOverhead))
 	if c.Name == "" {
 		c.Name = "livesync-go discovery relay"
 	}

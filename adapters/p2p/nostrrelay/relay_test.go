@@ -426,8 +426,14 @@ func containsInt(xs []int, x int) bool {
 // TestSlowReader: a subscriber that does not read is disconnected when its
 // write queue fills; the publisher and a reading subscriber are not held up.
 func TestSlowReader(t *testing.T) {
+	t.Run("messages", func(t *testing.T) { testSlowReader(t, Config{WriteQueue: 8}) })
+	t.Run("bytes", func(t *testing.T) { testSlowReader(t, Config{WriteQueue: 100000, WriteQueueBytes: 1}) })
+}
+
+func testSlowReader(t *testing.T, cfg Config) {
 	clk := newClock()
-	r, url := startRelay(t, Config{Now: clk.Now, EventsPerMinute: 100000, WriteQueue: 8})
+	cfg.Now, cfg.EventsPerMinute = clk.Now, 100000
+	r, url := startRelay(t, cfg)
 	slow, fast, pub := dial(t, url), dial(t, url), dial(t, url)
 	f := map[string]any{"#d": []string{"r"}, "kinds": []int{KindAnnouncement}}
 	slow.req("s", f)
@@ -498,5 +504,26 @@ func TestBehindMiddleware(t *testing.T) {
 	c := dial(t, "ws"+strings.TrimPrefix(srv.URL, "http"))
 	if _, closed := c.req("s", map[string]any{}); closed != "" {
 		t.Fatal(closed)
+	}
+}
+
+// TestLargeAnswer: stored events of more bytes than the write queue holds
+// reach a client that reads them (the reader waits for the writer).
+func TestLargeAnswer(t *testing.T) {
+	clk := newClock()
+	r, url := startRelay(t, Config{Now: clk.Now, WriteQueueBytes: 1})
+	c := dial(t, url)
+	content := strings.Repeat("x", 15<<10)
+	const n = 40 // 600 KiB, the queue holds 80 KiB
+	for i := range n {
+		if ok, reason := c.publish(event(t, nostr.GeneratePrivateKey(), KindAnnouncement, "r", clk.Now(), clk.Now().Add(time.Minute), content)); !ok {
+			t.Fatalf("event %d: %q", i, reason)
+		}
+	}
+	if ids, closed := c.req("s", map[string]any{}); len(ids) != n || closed != "" {
+		t.Fatalf("got %d of %d events, %q", len(ids), n, closed)
+	}
+	if st := r.Stats(); st.Dropped != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
