@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,9 +17,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/adapters/p2p"
 	"github.com/livesync-go/livesync-go/adapters/p2p/discovery"
 	"github.com/livesync-go/livesync-go/adapters/p2p/nostrrelay"
+	"github.com/livesync-go/livesync-go/engine"
 )
 
 // p2pRuntime is the relay's peer-to-peer side: one libp2p host (one peer
@@ -116,14 +119,31 @@ func (r *relay) newP2PGroup(ctx context.Context, gs p2pGroupSpec, i int) (*p2pGr
 	if err != nil {
 		return nil, err
 	}
-	// Peers' pushes go through the same hold-back as HTTP clients'.
+	// Peers' pushes go through the same hold-back as HTTP clients', the
+	// group's peers counted as one user of the per-user limits.
 	st := held.Served
 	log := r.log.With("component", "p2p", "db", gs.db, "group", gs.group)
+	ep := ownedEndpoint{Endpoint: st, user: p2pUserPrefix + gs.group}
 	return &p2pGroup{db: gs.db, name: gs.group, book: book, cfg: p2p.GroupConfig{
 		Name: gs.group, Room: room, Host: r.p2p.mux.forGroup(i), Device: gs.device, Book: book,
-		Serve:  &p2p.Served{Endpoint: st, Chunks: st, Records: p2p.StoreRecords(st, "")},
+		Serve:  &p2p.Served{Endpoint: ep, Chunks: st, Records: p2p.StoreRecords(st, "")},
 		Logger: log,
 	}}, nil
+}
+
+// p2pUserPrefix names the user a group's pushes are held for
+// ("p2p:GROUP" in /status held_by_user): the hold-back's per-user limits
+// bound what the group's peers hold together.
+const p2pUserPrefix = "p2p:"
+
+// ownedEndpoint writes documents as user.
+type ownedEndpoint struct {
+	engine.Endpoint
+	user string
+}
+
+func (e ownedEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	return e.Endpoint.BulkDocs(couchapi.WithUser(ctx, e.user), docs)
 }
 
 // joinP2P joins every group, announcing on its Nostr relays ("self"

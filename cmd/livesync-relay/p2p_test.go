@@ -125,6 +125,17 @@ func TestP2PRelayGroups(t *testing.T) {
 			t.Fatalf("peer approved for %s reached %q: %v", want, info.Name, err)
 		}
 	}
+	// A peer's push goes through the hold-back: metadata without its
+	// chunks is held, for the group's peers as one user.
+	meta, _ := note(t, plainCodec(t), "held/over-p2p.md", "chunks never sent")
+	mb, _ := json.Marshal(meta)
+	if res, err := relayRemote(rn, phone, "family").Endpoint().BulkDocs(ctx, []json.RawMessage{mb}); err != nil || len(res) > 0 && res[0].Error != "" {
+		t.Fatalf("push over p2p: %v %+v", err, res)
+	}
+	if d := rn.status().db(t, "notes"); d.HeldDocuments != 1 || d.Holdback.HeldByUser["p2p:family"] != 1 {
+		t.Fatalf("held after a p2p push: %d, by user %v", d.HeldDocuments, d.Holdback.HeldByUser)
+	}
+
 	sr := relayRemote(rn, stranger, "family")
 	if _, err := sr.Endpoint().Info(ctx); !errors.Is(err, p2p.ErrRefused) {
 		t.Fatalf("a stranger: %v, want ErrRefused", err)

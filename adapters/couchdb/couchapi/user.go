@@ -18,3 +18,8 @@ func UserFrom(ctx context.Context) string {
 func withUser(ctx context.Context, user string) context.Context {
 	return context.WithValue(ctx, userKey{}, user)
 }
+
+// WithUser returns ctx naming user as the authenticated user, as the
+// Server names a request's: a store written another way than through the
+// Server (the relay's peer-to-peer serving) attributes its writes with it.
+func WithUser(ctx context.Context, user string) context.Context { return withUser(ctx, user) }
