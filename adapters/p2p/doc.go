@@ -11,6 +11,14 @@
 // peer that is not on the allow-list gets an explicit refusal and nothing
 // is served.
 //
+// The replicate protocol (ReplicateProtocol) lets peers replicate as a
+// client replicates with CouchDB: Serve answers approved peers from a
+// Served database (documents and chunks in the remote, encrypted form, and
+// the handshake's records, which StoreRecords keeps in a store), and
+// Remote is a peer as a vault.Remote. Each request is one stream with one
+// request frame and one answer; a peer beyond its stream cap is answered
+// "busy", an unapproved one "refused".
+//
 // Messages are JSON in length-prefixed frames (a 4-byte big-endian length,
 // then the payload) whose size is bounded by MaxFrameSize; every stream
 // has a deadline. Protocol ids carry a version so that incompatible
