@@ -327,30 +327,44 @@ func (g *Group) statusLocked(id peer.ID, counters map[peer.ID]PeerCounters) Peer
 	return s
 }
 
-// announceLoop publishes this peer's announcement every interval.
+// announceLoop publishes this peer's announcement every interval, and
+// at once when the host's addresses change (a relay reservation came
+// through, a listener was added), checked every BookPollInterval.
 func (g *Group) announceLoop() {
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
+	check := time.NewTicker(BookPollInterval)
+	defer check.Stop()
+	last := g.announce()
 	for {
-		g.announce()
 		select {
 		case <-g.ctx.Done():
 			return
 		case <-t.C:
+			last = g.announce()
+		case <-check.C:
+			if !slices.Equal(announceAddrs(g.h), last) {
+				last = g.announce()
+				t.Reset(g.interval)
+			}
 		}
 	}
 }
 
-func (g *Group) announce() {
+// announce publishes the announcement once and returns the addresses it
+// carried.
+func (g *Group) announce() []string {
 	now := g.now()
 	ttl := min(AnnounceExpiry*g.interval, discovery.MaxTTL)
-	a := discovery.Announcement{PeerID: g.h.ID().String(), Addrs: announceAddrs(g.h), DeviceName: truncDevice(g.cfg.Device),
+	addrs := announceAddrs(g.h)
+	a := discovery.Announcement{PeerID: g.h.ID().String(), Addrs: addrs, DeviceName: truncDevice(g.cfg.Device),
 		Expires: now.Add(ttl)}
 	ctx, cancel := context.WithTimeout(g.ctx, min(g.interval, 20*time.Second))
 	defer cancel()
 	if err := g.cfg.transport.publish(ctx, g.cfg.NostrRelays, g.cfg.Room, g.nostrKey, a, now); err != nil && g.ctx.Err() == nil {
 		g.log.Warn("p2p: announcing this peer failed", "err", err)
 	}
+	return addrs
 }
 
 // announceAddrs are h's addresses with its peer id (circuit addresses

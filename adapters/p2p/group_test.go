@@ -14,6 +14,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/livesync-go/livesync-go/adapters/p2p/discovery"
 )
@@ -403,4 +404,27 @@ func TestGroupNotesKnockers(t *testing.T) {
 	if got := log.of(stranger.ID()); !slices.Equal(got, kinds(PeerPending)) {
 		t.Errorf("events about the stranger = %v, want one pending", got)
 	}
+}
+
+// A host whose addresses change announces them at once, not an interval
+// later.
+func TestGroupAnnouncesNewAddresses(t *testing.T) {
+	h := newTestHost(t)
+	room := newMemRoom()
+	g, err := JoinGroup(t.Context(), GroupConfig{Name: "test group", Room: testRoom(), Host: h, NostrRelays: []string{"mem://"},
+		Book: openBook(t, ""), AnnounceInterval: time.Hour, transport: room})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	waitFor(t, 5*time.Second, "the first announcement", func() bool { return len(room.publishedBy(h.ID())) == 1 })
+	before := len(h.Addrs())
+	if err := h.Network().Listen(ma.StringCast("/ip4/127.0.0.1/tcp/0")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "an announcement of the new address", func() bool {
+		room.mu.Lock()
+		defer room.mu.Unlock()
+		return len(room.latest[h.ID().String()].Addrs) > before
+	})
 }
