@@ -19,6 +19,17 @@
 // request frame and one answer; a peer beyond its stream cap is answered
 // "busy", an unapproved one "refused".
 //
+// A sync group ties it together. The PeerBook is the persistent
+// allow-list (approved peers, and the bounded list of pending ones that
+// announced themselves or were refused), a JSON file that several
+// processes share. JoinGroup serves a Served database to the approved
+// peers, announces this peer in the group's discovery room (package
+// discovery) and reports peers as they are found, lost, approved or
+// revoked; a revocation closes the peer's connections. ServedVault is
+// what a replica serves (its plaintext replica encoded with the group's
+// salt), and SyncVault syncs a vault with the group's approved peers,
+// once or live.
+//
 // Messages are JSON in length-prefixed frames (a 4-byte big-endian length,
 // then the payload) whose size is bounded by MaxFrameSize; every stream
 // has a deadline. Protocol ids carry a version so that incompatible
