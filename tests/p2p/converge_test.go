@@ -196,6 +196,24 @@ func TestThreePeersAndRelayConverge(t *testing.T) {
 	}
 	alpha, beta, gamma := ms[1], ms[2], ms[3]
 	waitConverged(t, ctx, ms, s, want)
+	// They found each other through the room alone: every group lists
+	// the three others, approved and connected, with the addresses they
+	// announced.
+	eventually(t, 10*time.Second, "every peer sees the three others", func() (bool, string) {
+		var missing []string
+		for _, m := range ms {
+			seen := map[peer.ID]bool{}
+			for _, p := range m.g.Peers() {
+				seen[p.ID] = p.Approved && p.Connected && len(p.Addrs) > 0
+			}
+			for _, o := range ms {
+				if o != m && !seen[o.id] {
+					missing = append(missing, m.name+" misses "+o.name)
+				}
+			}
+		}
+		return len(missing) == 0, strings.Join(missing, ", ")
+	})
 
 	// Edits on every side, while live: one revision per edit everywhere.
 	write(beta, "alpha/1.md", "# alpha 1\nedited on beta\n")
