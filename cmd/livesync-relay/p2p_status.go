@@ -17,8 +17,8 @@ type p2pStatus struct {
 	PeerID string `json:"peer_id"`
 	// Addrs are the relay's addresses as the group announces them.
 	Addrs []string `json:"addrs"`
-	// Joined is false until the group joined (just after start) or when
-	// joining failed.
+	// Joined is false until the group joined, just after the relay
+	// starts serving HTTP (a failed join stops the relay).
 	Joined  bool            `json:"joined"`
 	Peers   []p2pPeerStatus `json:"peers"`
 	Pending []p2pPending    `json:"pending"`
