@@ -372,3 +372,61 @@ func p2pRelayApproval(t *testing.T, ctx context.Context, r *p2pRelay, relayInfo 
 		t.Errorf("malformed peer id: %d", code)
 	}
 }
+
+// TestP2PRelayCLI is the relay's reason to be a peer: device A pushes its
+// encrypted vault (obfuscated paths) to the relay with the livesync CLI
+// and goes offline; device B, which never saw A online, pulls the notes
+// from the relay, and A later pulls B's answer.
+func TestP2PRelayCLI(t *testing.T) {
+	c := &cliRunner{bin: buildCLI(t), home: t.TempDir()}
+	env := map[string]string{"LIVESYNC_P2P_PASSPHRASE": p2pRelayGroupPass, "LIVESYNC_PASSPHRASE": p2pRelayVaultPass}
+	a, b := t.TempDir(), t.TempDir()
+	in := filepath.Join(t.TempDir(), "in")
+	put := func(dir, path, text string) {
+		if err := os.WriteFile(in, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"put", path, in}
+		if dir == a && path == "notes/from-a.md" {
+			args = []string{"put", "--encrypt", "--obfuscate-paths", path, in}
+		}
+		c.ok(t, dir, env, args...)
+	}
+	put(a, "notes/from-a.md", "written on A\n")
+	id := func(dir string) peer.ID {
+		s := strings.TrimSpace(c.ok(t, dir, env, "p2p", "id").stdout)
+		pid, err := peer.Decode(s)
+		if err != nil {
+			t.Fatalf("p2p id: %q: %v", s, err)
+		}
+		return pid
+	}
+	idA, idB := id(a), id(b)
+	r := startP2PRelay(t, idA, idB)
+	relayID := r.status(t).Databases[0].P2P[0].PeerID
+	for _, dir := range []string{a, b} {
+		c.ok(t, dir, env, "p2p", "approve", relayID, "--device", "relay")
+	}
+	group := []string{"p2p://" + p2pRelayGroup, "--nostr", "ws" + strings.TrimPrefix(r.p.url, "http") + "/_nostr", "--wait", "30s"}
+
+	if res := c.run(t, a, env, append([]string{"push", "--verbose"}, group...)...); res.code != 0 {
+		t.Fatalf("push from A: exit %d\n%s", res.code, res.stderr)
+	}
+	res := c.run(t, b, env, append([]string{"sync", "--verbose"}, group...)...)
+	if res.code != 0 || !strings.Contains(res.stdout, "synced with peer "+relayID) {
+		t.Fatalf("sync from B: exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+	}
+	c.noSecrets(t, res, p2pRelayGroupPass, p2pRelayVaultPass)
+	if got := c.ok(t, b, env, "cat", "notes/from-a.md").stdout; got != "written on A\n" {
+		t.Fatalf("B's notes/from-a.md: %q", got)
+	}
+	put(b, "notes/from-b.md", "written on B\n")
+	c.ok(t, b, env, append([]string{"push"}, group...)...)
+	c.ok(t, a, env, append([]string{"pull"}, group...)...)
+	if got := c.ok(t, a, env, "cat", "notes/from-b.md").stdout; got != "written on B\n" {
+		t.Fatalf("A's notes/from-b.md: %q", got)
+	}
+	if out := r.p.output(); strings.Contains(out, p2pRelayGroupPass) || strings.Contains(out, p2pRelayVaultPass) {
+		t.Fatal("the relay printed a passphrase")
+	}
+}
