@@ -19,7 +19,9 @@ import (
 // TestCLIP2P runs the livesync command as users of a sync group would,
 // on loopback, with an in-process Nostr relay: device A serves its
 // encrypted vault (p2p host), B (approved there) syncs with p2p://GROUP
-// both ways, X (not approved) is refused with the command to run and
+// both ways, then follows the group (sync --watch) and gets live what a
+// device D approved meanwhile sends to A, X (not approved) is refused
+// with the command to run and
 // shows up as pending on A, a device of another group finds nobody, and
 // once A revokes B, B is refused too.
 func TestCLIP2P(t *testing.T) {
@@ -83,6 +85,25 @@ func TestCLIP2P(t *testing.T) {
 	c.ok(t, b, env, "put", "notes/from-b.md", write(b, "in", "written on B\n"))
 	c.ok(t, b, env, append([]string{"push"}, group...)...)
 
+	// B follows the group (sync --watch); what a third device C sends to
+	// A reaches B live.
+	watch := startHost(t, c, b, env, append([]string{"sync", "--watch"}, group...)...)
+	watch.waitFor(t, "syncing live with peer "+idA)
+	d := t.TempDir()
+	idD := id(d)
+	c.ok(t, a, env, "p2p", "approve", idD, "--device", "tablet-d")
+	c.ok(t, d, env, "p2p", "approve", idA)
+	host.waitFor(t, "peer "+idD+" (tablet-d) approved")
+	c.ok(t, d, env, append([]string{"pull"}, group...)...)
+	watch.mark()
+	c.ok(t, d, env, "put", "notes/from-d.md", write(d, "in", "written on D\n"))
+	c.ok(t, d, env, append([]string{"push"}, group...)...)
+	watch.waitFor(t, "peer …", "pulled")
+	watch.stop(t)
+	if got := c.ok(t, b, env, "cat", "notes/from-d.md").stdout; got != "written on D\n" {
+		t.Errorf("B's notes/from-d.md after the watch: %q", got)
+	}
+
 	// X is not approved on A: refused, with the command to run there.
 	r = c.run(t, x, env, append([]string{"sync"}, group...)...)
 	want := "refused: this device is not approved there; on that device run `livesync p2p approve " + idX + "`"
@@ -128,7 +149,15 @@ type hostProc struct {
 	cmd   *exec.Cmd
 	mu    sync.Mutex
 	lines []string
+	from  int // waitFor looks at lines[from:]
 	done  chan struct{}
+}
+
+// mark has waitFor look only at the lines printed from now on.
+func (h *hostProc) mark() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.from = len(h.lines)
 }
 
 func startHost(t *testing.T, c *cliRunner, dir string, env map[string]string, args ...string) *hostProc {
@@ -171,7 +200,7 @@ func (h *hostProc) output() string {
 func (h *hostProc) has(want []string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, l := range h.lines {
+	for _, l := range h.lines[h.from:] {
 		all := true
 		for _, w := range want {
 			all = all && strings.Contains(l, w)
