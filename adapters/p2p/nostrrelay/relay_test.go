@@ -48,12 +48,17 @@ func TestPublishAndSubscribe(t *testing.T) {
 	if ok, _ := got.CheckSignature(); !ok {
 		t.Fatal("delivered event does not verify")
 	}
-	// After CLOSE, nothing more is delivered for s1 (the next message is
-	// the EOSE of a new subscription).
+	// After CLOSE, nothing more is delivered for s1. The REQ s2 makes sure
+	// the CLOSE was handled before the publication; the relay queues
+	// deliveries before it answers OK, so an EVENT for s1 would come
+	// before the EOSE of s3.
 	sub.send("CLOSE", "s1")
-	pub.publish(announcement(t, nostr.GeneratePrivateKey(), "room-1", clk.Now()))
 	if _, closed := sub.req("s2", map[string]any{"ids": []string{stored.ID}}); closed != "" {
 		t.Fatal(closed)
+	}
+	pub.publish(announcement(t, nostr.GeneratePrivateKey(), "room-1", clk.Now()))
+	if ids, closed := sub.req("s3", map[string]any{"limit": 0}); closed != "" || len(ids) != 0 {
+		t.Fatal(ids, closed)
 	}
 	if st := r.Stats(); st.Connections != 2 || st.Events != 5 || st.Accepted != 6 || st.Rejected != 0 {
 		t.Fatalf("stats %+v", st)
