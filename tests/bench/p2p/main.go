@@ -3,7 +3,7 @@
 // relay's CouchDB endpoint (cmd/livesync-relay, adapters/couchdb), in
 // one run (tests/bench/p2p/run.sh).
 //
-//	p2pbench -relay BIN [-notes 10000] [-size 1024] [-runs 3]
+//	p2pbench -relay BIN [-notes 10000] [-size 1024] [-runs 3] [-cpuprofile FILE]
 //
 // It writes -notes notes of about -size bytes into a memory vault, then
 // for each row pulls them -runs times into a fresh vault (new store, new
@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -56,6 +57,9 @@ import (
 
 const group = "bench"
 
+// cpuProfile names the file of the p2p-vault pulls' CPU profile ("": none).
+var cpuProfile string
+
 // passphrase is the benchmark vault's (throw-away) E2EE passphrase.
 const passphrase = "benchmark passphrase, not a secret"
 
@@ -73,6 +77,7 @@ func main() {
 	notes := flag.Int("notes", 10000, "notes in the vault")
 	size := flag.Int("size", 1024, "bytes per note")
 	runs := flag.Int("runs", 3, "pulls per row (the median is reported)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the p2p-vault pulls (server and client: one process)")
 	flag.Parse()
 	if *relayBin == "" {
 		fail(errors.New("usage: p2pbench -relay BIN [-notes N] [-size B] [-runs R]"))
@@ -109,7 +114,17 @@ func run(relayBin string, notes, size, runs int) error {
 	}
 	defer src.Close()
 	var rows [][]row
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	vaultRows, err := p2pRows(ctx, s, "p2p-vault", p2p.ServedVault(src, group, s), runs)
+	pprof.StopCPUProfile()
 	if err != nil {
 		return fmt.Errorf("p2p from a vault peer: %w", err)
 	}
