@@ -33,10 +33,12 @@ const (
 	maxBookAddrs    = 32
 	maxBookAddrLen  = 512
 	peerBookVersion = 1
-	// pendingRewrite is how long a pending peer's LastSeen may lag in the
-	// file: a peer that knocks again sooner is only updated in memory,
-	// so that knocking cannot make the host rewrite the file at will.
-	pendingRewrite = time.Minute
+	// pendingRewrite is how long a pending peer's LastSeen may lag: a
+	// peer that announces or knocks again sooner (with the same name and
+	// addresses) changes nothing, so that a stranger cannot make the host
+	// rewrite the file at will, and other processes do not reload it on
+	// every announcement.
+	pendingRewrite = 10 * time.Minute
 )
 
 // PeerEntry is one peer in the book.
@@ -166,10 +168,6 @@ func (b *PeerBook) notePending(id peer.ID, device string, addrs []string, at tim
 	old, was := b.pending[id]
 	if was && (device == "" || device == old.Device) && (len(addrs) == 0 || slices.Equal(addrs, old.Addrs)) &&
 		at.Sub(old.LastSeen) < pendingRewrite {
-		if at.After(old.LastSeen) {
-			old.LastSeen = at
-			b.pending[id] = old
-		}
 		b.mu.Unlock()
 		return false, nil
 	}
