@@ -52,6 +52,9 @@ type p2pRun struct {
 	sess  *p2pSession
 	mu    sync.Mutex
 	peers []peerOutcome // one-shot: each peer's outcome, in order
+	// lastFailure is the last failure printed for each peer of a live
+	// run (SyncVault never overlaps its OnPeer calls).
+	lastFailure map[peer.ID]string
 }
 
 // peerOutcome is what the sync with one peer did.
@@ -136,6 +139,7 @@ func (r *replication) runP2P() error {
 // run joins the group and syncs with its approved peers: once, or until
 // Ctrl-C when live.
 func (r *p2pRun) run() error {
+	r.lastFailure = map[peer.ID]string{}
 	var err error
 	if r.set, err = r.p2pSettings(r.f, r.spec.group, true); err != nil {
 		return err
@@ -296,9 +300,13 @@ func (r *p2pRun) onPeer(id peer.ID, res vault.SyncResult, err error) {
 			return
 		}
 		_, msg := r.peerFailure(o)
-		fmt.Fprintln(r.stderr, msg)
+		if r.lastFailure[id] != msg { // a peer retried for the same reason is told once
+			r.lastFailure[id] = msg
+			fmt.Fprintln(r.stderr, safe(msg))
+		}
 		return
 	}
+	delete(r.lastFailure, id)
 	if !r.cf.quiet {
 		fmt.Fprintf(r.stderr, "syncing live with peer %s%s\n", id, deviceSuffix(o.device))
 	}
