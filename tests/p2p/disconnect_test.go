@@ -15,6 +15,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/p2p"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
@@ -97,30 +98,7 @@ func TestDisconnectMidBatchResumes(t *testing.T) {
 	}
 	total := int64(len(want))
 
-	type other struct {
-		name string
-		st   store.Store
-		gate *gate
-		info peer.AddrInfo
-	}
-	var others []*other
-	for _, name := range []string{"beta", "gamma"} {
-		st := memStore(t, name)
-		v := openVault(t, st, s, name)
-		served := *p2p.ServedVault(v, groupName, s)
-		// 2,000 notes are ~4,000 documents, ~40 batches of 100, each
-		// sent in one or two BulkDocs (chunks first): the 25th call is
-		// past the tenth batch, where the replicator checkpoints on the
-		// target, and well before the end.
-		g := newGate(served.Endpoint, 25)
-		served.Endpoint = g
-		allow := p2p.NewAllowList()
-		allow.Allow(id, "pusher")
-		h := newHost(t, nil)
-		t.Cleanup(p2p.Serve(h, p2p.ServeConfig{DB: served, Allow: allow}))
-		others = append(others, &other{name: name, st: st, gate: g, info: addrInfo(h)})
-	}
-
+	others := gatedPeers(t, s, id, []string{"beta", "gamma"})
 	// push attaches v to every other peer through a new host with the
 	// pusher's identity and pushes to all at once; onFlight runs once
 	// the pushes are in flight.
@@ -189,32 +167,73 @@ func TestDisconnectMidBatchResumes(t *testing.T) {
 		}
 	}
 	for _, o := range others {
-		got, err := docRevs(ctx, o.st)
-		if err != nil {
-			t.Fatal(err)
+		o.checkResumed(t, ctx, s, want, notes, have[o.name], diffed[o.name], written[o.name])
+	}
+}
+
+// gatedPeer is a vault peer serving its replica through a gate.
+type gatedPeer struct {
+	name string
+	st   store.Store
+	gate *gate
+	info peer.AddrInfo
+}
+
+// gatedPeers starts the named vault peers, serving the pusher id only.
+func gatedPeers(t *testing.T, s livesync.Settings, pusher peer.ID, names []string) []*gatedPeer {
+	t.Helper()
+	var out []*gatedPeer
+	for _, name := range names {
+		st := memStore(t, name)
+		v := openVault(t, st, s, name)
+		served := *p2p.ServedVault(v, groupName, s)
+		// 2,000 notes are ~4,000 documents, ~40 batches of 100, each
+		// sent in one or two BulkDocs (chunks first): the 25th call is
+		// past the tenth batch, where the replicator checkpoints on the
+		// target, and well before the end.
+		g := newGate(served.Endpoint, 25)
+		served.Endpoint = g
+		allow := p2p.NewAllowList()
+		allow.Allow(pusher, "pusher")
+		h := newHost(t, nil)
+		t.Cleanup(p2p.Serve(h, p2p.ServeConfig{DB: served, Allow: allow}))
+		out = append(out, &gatedPeer{name: name, st: st, gate: g, info: addrInfo(h)})
+	}
+	return out
+}
+
+// checkResumed checks that o holds exactly the pusher's documents (want,
+// notes notes of one revision each), and that since the counters were
+// diffed and written the second push diffed less than everything and
+// sent no more than the total less the have documents o held.
+func (o *gatedPeer) checkResumed(t *testing.T, ctx context.Context, s livesync.Settings, want map[string]string, notes int, have, diffed, written int64) {
+	t.Helper()
+	total := int64(len(want))
+	got, err := docRevs(ctx, o.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s holds %d documents, the pusher %d", o.name, len(got), len(want))
+	}
+	for id, rev := range want {
+		if got[id] != rev {
+			t.Errorf("%s: %s is at %q, the pusher's at %q", o.name, id, got[id], rev)
+			break
 		}
-		if len(got) != len(want) {
-			t.Errorf("%s holds %d documents, the pusher %d", o.name, len(got), len(want))
-		}
-		for id, rev := range want {
-			if got[id] != rev {
-				t.Errorf("%s: %s is at %q, the pusher's at %q", o.name, id, got[id], rev)
-				break
-			}
-		}
-		gens := map[string]int{}
-		for i := range notes {
-			gens[fmt.Sprintf("notes/%04d.md", i)] = 1
-		}
-		if err := checkRevisions(ctx, o.st, vault.IDMapper(s).FromPath, gens); err != nil {
-			t.Errorf("%s: %v", o.name, err)
-		}
-		d, w := o.gate.diffed.Load()-diffed[o.name], o.gate.written.Load()-written[o.name]
-		if d >= total {
-			t.Errorf("%s: the second push diffed %d documents of %d: it started over instead of resuming from a checkpoint", o.name, d, total)
-		}
-		if w > total-have[o.name] {
-			t.Errorf("%s: the second push sent %d documents, but only %d were missing", o.name, w, total-have[o.name])
-		}
+	}
+	gens := map[string]int{}
+	for i := range notes {
+		gens[fmt.Sprintf("notes/%04d.md", i)] = 1
+	}
+	if err := checkRevisions(ctx, o.st, vault.IDMapper(s).FromPath, gens); err != nil {
+		t.Errorf("%s: %v", o.name, err)
+	}
+	d, w := o.gate.diffed.Load()-diffed, o.gate.written.Load()-written
+	if d >= total {
+		t.Errorf("%s: the second push diffed %d documents of %d: it started over instead of resuming from a checkpoint", o.name, d, total)
+	}
+	if w > total-have {
+		t.Errorf("%s: the second push sent %d documents, but only %d were missing", o.name, w, total-have)
 	}
 }

@@ -97,29 +97,10 @@ func TestHuntAcrossPeers(t *testing.T) {
 	// hunt has requests to run side by side and its in-flight bound
 	// binds.
 	ost := memStore(t, "origin")
-	ov := openVault(t, ost, s, "origin")
-	texts := map[string]string{}
-	var ids []string
-	for n := range 3 {
-		var text strings.Builder
-		for i := range 300 {
-			fmt.Fprintf(&text, "line %03d of long note %d: %x\n", i, n, (i+1)*(n+3)*7919)
-		}
-		path := fmt.Sprintf("long-%d.md", n)
-		note, err := ov.Write(ctx, path, []byte(text.String()), vault.WriteOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts[path] = text.String()
-		ids = append(ids, hold.FromMeta(note.Meta).Chunks...)
-	}
-	ids = vault.Distinct(ids)
-	if len(ids) < 48 {
-		t.Fatalf("the notes have %d chunks; the test needs at least 48", len(ids))
-	}
+	texts, ids := writeLongNotes(t, ctx, openVault(t, ost, s, "origin"), 3)
 	half := map[string]int{} // chunk id -> 0 (beta's) or 1 (gamma's)
 	for i, id := range ids {
-		half[string(id)] = i % 2
+		half[id] = i % 2
 	}
 	notHalf := func(h int) func(string) bool {
 		return func(id string) bool { n, ok := half[id]; return ok && n != h }
@@ -140,13 +121,6 @@ func TestHuntAcrossPeers(t *testing.T) {
 		t.Fatalf("alpha holds %+v (%v); want the notes held with all %d chunks missing", held, err, len(ids))
 	}
 
-	type holder struct {
-		name   string
-		id     peer.ID
-		chunks *countingChunks
-		meter  *p2p.Meter
-		link   *vault.Link
-	}
 	h := newHost(t, key)
 	var holders []*holder
 	for i, name := range []string{"beta", "gamma"} {
@@ -188,69 +162,116 @@ func TestHuntAcrossPeers(t *testing.T) {
 	}
 
 	for i, hd := range holders {
-		var src *vault.HuntSource
-		for j := range res.Sources {
-			if res.Sources[j].Remote == hd.link.ID() {
-				src = &res.Sources[j]
-			}
-		}
-		if src == nil || !src.CanFetch || src.Key != hd.id.String() {
-			t.Fatalf("%s as a hunt source: %+v; want it fetching by id, keyed by its peer id %s", hd.name, src, hd.id)
-		}
-		st := res.Stats.Sources[src.Key]
 		mine := 0
 		for _, id := range ids {
-			if half[string(id)] == i {
+			if half[id] == i {
 				mine++
 			}
 		}
-		if st.Requests == 0 || st.Chunks != uint64(mine) {
-			t.Errorf("%s: %d requests found %d chunks; want its half, %d", hd.name, st.Requests, st.Chunks, mine)
+		hd.check(t, res, cfg, aid, ids, func(id string) bool { return half[id] == i }, mine)
+	}
+}
+
+// writeLongNotes writes n notes of many chunks into v and returns their
+// texts by path and their distinct chunk ids.
+func writeLongNotes(t *testing.T, ctx context.Context, v *vault.Vault, n int) (map[string]string, []string) {
+	t.Helper()
+	texts := map[string]string{}
+	var ids []string
+	for k := range n {
+		var text strings.Builder
+		for i := range 300 {
+			fmt.Fprintf(&text, "line %03d of long note %d: %x\n", i, k, (i+1)*(k+3)*7919)
 		}
-		if st.Failed != 0 {
-			t.Errorf("%s: %d requests failed", hd.name, st.Failed)
+		path := fmt.Sprintf("long-%d.md", k)
+		note, err := v.Write(ctx, path, []byte(text.String()), vault.WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		hd.chunks.mu.Lock()
-		requests, most, starts := hd.chunks.requests, hd.chunks.max, hd.chunks.starts
-		// No window (less a margin for the network's jitter) saw more
-		// requests arrive than the hunt may start in one.
-		for j, a := range starts {
-			n := 0
-			for _, b := range starts[j:] {
-				if b.Sub(a) < cfg.Window-100*time.Millisecond {
-					n++
-				}
+		texts[path] = text.String()
+		ids = append(ids, hold.FromMeta(note.Meta).Chunks...)
+	}
+	ids = vault.Distinct(ids)
+	if len(ids) < 16*n {
+		t.Fatalf("the notes have %d chunks; the test needs at least %d", len(ids), 16*n)
+	}
+	return texts, ids
+}
+
+// holder is a peer holding half of the chunks, as alpha's hunt source.
+type holder struct {
+	name   string
+	id     peer.ID
+	chunks *countingChunks
+	meter  *p2p.Meter
+	link   *vault.Link
+}
+
+// check checks what the hunt res asked of hd, which holds the chunks
+// (mine of them) of ids for which its says yes: hd was a source keyed by
+// its peer id, found exactly those, was asked each id at most once (its
+// own exactly once), and saw no more ids per request, requests per
+// window or requests at once than cfg allows; its meter agrees for
+// alpha (aid).
+func (hd *holder) check(t *testing.T, res vault.HuntResult, cfg hunt.Config, aid peer.ID, ids []string, its func(string) bool, mine int) {
+	t.Helper()
+	var src *vault.HuntSource
+	for j := range res.Sources {
+		if res.Sources[j].Remote == hd.link.ID() {
+			src = &res.Sources[j]
+		}
+	}
+	if src == nil || !src.CanFetch || src.Key != hd.id.String() {
+		t.Fatalf("%s as a hunt source: %+v; want it fetching by id, keyed by its peer id %s", hd.name, src, hd.id)
+	}
+	st := res.Stats.Sources[src.Key]
+	if st.Requests == 0 || st.Chunks != uint64(mine) {
+		t.Errorf("%s: %d requests found %d chunks; want its half, %d", hd.name, st.Requests, st.Chunks, mine)
+	}
+	if st.Failed != 0 {
+		t.Errorf("%s: %d requests failed", hd.name, st.Failed)
+	}
+	hd.chunks.mu.Lock()
+	defer hd.chunks.mu.Unlock()
+	requests, most, starts := hd.chunks.requests, hd.chunks.max, hd.chunks.starts
+	// No window (less a margin for the network's jitter) saw more
+	// requests arrive than the hunt may start in one.
+	span := cfg.Window - 100*time.Millisecond
+	for j, a := range starts {
+		n := 0
+		for _, b := range starts[j:] {
+			if b.Sub(a) < span {
+				n++
 			}
-			if n > cfg.MaxPerWindow {
-				t.Errorf("%s got %d requests within %v of %v; the hunt allows %d per %v", hd.name, n, cfg.Window-100*time.Millisecond, a.Format("15:04:05.000"), cfg.MaxPerWindow, cfg.Window)
-			}
 		}
-		for id, n := range hd.chunks.asked {
-			if n > 1 {
-				t.Errorf("%s was asked %d times for %s", hd.name, n, id)
-			}
+		if n > cfg.MaxPerWindow {
+			t.Errorf("%s got %d requests within %v of %v; the hunt allows %d per %v", hd.name, n, span, a.Format("15:04:05.000"), cfg.MaxPerWindow, cfg.Window)
 		}
-		for _, id := range ids {
-			if half[string(id)] == i && hd.chunks.asked[id] != 1 {
-				t.Errorf("%s was asked %d times for %s, one of its own", hd.name, hd.chunks.asked[id], id)
-			}
+	}
+	for id, n := range hd.chunks.asked {
+		if n > 1 {
+			t.Errorf("%s was asked %d times for %s", hd.name, n, id)
 		}
-		hd.chunks.mu.Unlock()
-		if uint64(len(requests)) != st.Requests {
-			t.Errorf("%s served %d requests, the hunt counted %d", hd.name, len(requests), st.Requests)
+	}
+	for _, id := range ids {
+		if its(id) && hd.chunks.asked[id] != 1 {
+			t.Errorf("%s was asked %d times for %s, one of its own", hd.name, hd.chunks.asked[id], id)
 		}
-		for _, r := range requests {
-			if len(r) > cfg.BatchSize {
-				t.Errorf("%s was asked for %d ids at once; the batch size is %d", hd.name, len(r), cfg.BatchSize)
-			}
+	}
+	if uint64(len(requests)) != st.Requests {
+		t.Errorf("%s served %d requests, the hunt counted %d", hd.name, len(requests), st.Requests)
+	}
+	for _, r := range requests {
+		if len(r) > cfg.BatchSize {
+			t.Errorf("%s was asked for %d ids at once; the batch size is %d", hd.name, len(r), cfg.BatchSize)
 		}
-		if most > cfg.MaxInFlight {
-			t.Errorf("%s served %d requests at once; the hunt allows %d in flight", hd.name, most, cfg.MaxInFlight)
-		}
-		t.Logf("%s: %d chunks of %d, %d requests, at most %d at once", hd.name, st.Chunks, len(ids), st.Requests, most)
-		c := hd.meter.Snapshot()[aid]
-		if c.ChunkRequests != st.Requests || c.ChunksOut != uint64(mine) {
-			t.Errorf("%s's meter for alpha: %d chunk requests, %d chunks out; want %d and %d", hd.name, c.ChunkRequests, c.ChunksOut, st.Requests, mine)
-		}
+	}
+	if most > cfg.MaxInFlight {
+		t.Errorf("%s served %d requests at once; the hunt allows %d in flight", hd.name, most, cfg.MaxInFlight)
+	}
+	t.Logf("%s: %d chunks of %d, %d requests, at most %d at once", hd.name, st.Chunks, len(ids), st.Requests, most)
+	c := hd.meter.Snapshot()[aid]
+	if c.ChunkRequests != st.Requests || c.ChunksOut != uint64(mine) {
+		t.Errorf("%s's meter for alpha: %d chunk requests, %d chunks out; want %d and %d", hd.name, c.ChunkRequests, c.ChunksOut, st.Requests, mine)
 	}
 }
