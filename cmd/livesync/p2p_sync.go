@@ -434,7 +434,9 @@ func cmpCode(have, c int) int {
 }
 
 // showPeerSyncs prints the progress of the syncs with the group's peers
-// on stderr, one line at a time, each with the peer's short id.
+// on stderr: plain lines, each with the peer's short id, or on a
+// terminal a bar per one-shot sync (a one-shot run syncs with one peer
+// at a time) under a line naming the peer.
 func (r *p2pRun) showPeerSyncs(rep *replica) (stop func()) {
 	if r.cf.quiet {
 		return func() {}
@@ -442,6 +444,7 @@ func (r *p2pRun) showPeerSyncs(rep *replica) (stop func()) {
 	prefix := "p2p://" + r.set.group + "/"
 	var mu sync.Mutex
 	prs := map[string]*progress{}
+	var current *progress // the one-shot bar
 	end := rep.v.Watch(r.ctx, func(e vault.Event) {
 		if !strings.HasPrefix(e.Remote, prefix) {
 			return
@@ -449,11 +452,14 @@ func (r *p2pRun) showPeerSyncs(rep *replica) (stop func()) {
 		mu.Lock()
 		p := prs[e.Remote]
 		if p == nil || e.Kind == vault.SyncStarted {
-			id := strings.TrimPrefix(e.Remote, prefix)
-			p = &progress{w: &prefixWriter{w: r.stderr, prefix: "peer …" + tail(id, 8) + ": "}, live: r.live,
-				bars: map[replicate.Direction]*progressbar.ProgressBar{}, last: map[replicate.Direction]replicate.Progress{},
-				printed: map[replicate.Direction]bool{}}
+			p = r.peerProgress(strings.TrimPrefix(e.Remote, prefix))
 			prs[e.Remote] = p
+			if p.bar {
+				if current != nil {
+					current.finish()
+				}
+				current = p
+			}
 		}
 		mu.Unlock()
 		switch {
@@ -465,7 +471,28 @@ func (r *p2pRun) showPeerSyncs(rep *replica) (stop func()) {
 			fmt.Fprintf(r.stderr, "found %d/%d missing chunks on the peers\n", e.Hunt.Found, e.Hunt.Total)
 		}
 	})
-	return end
+	return func() {
+		end()
+		mu.Lock()
+		defer mu.Unlock()
+		if current != nil {
+			current.finish()
+		}
+	}
+}
+
+// peerProgress is the progress of one sync with the peer id: a bar on a
+// terminal for a one-shot run, else lines prefixed with the peer's short
+// id.
+func (r *p2pRun) peerProgress(id string) *progress {
+	short := "peer …" + tail(id, 8)
+	if r.stderrTerminal && !r.live {
+		fmt.Fprintf(r.stderr, "%s\n", short)
+		return newProgress(r.cliEnv, false, false)
+	}
+	return &progress{w: &prefixWriter{w: r.stderr, prefix: short + ": "}, live: r.live,
+		bars: map[replicate.Direction]*progressbar.ProgressBar{}, last: map[replicate.Direction]replicate.Progress{},
+		printed: map[replicate.Direction]bool{}}
 }
 
 func tail(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/livesync-go/livesync-go/adapters/p2p"
+	"github.com/livesync-go/livesync-go/engine/replicate"
 )
 
 // p2p://GROUP resolves to a p2p remote, on the command line and in the
@@ -225,5 +226,25 @@ func TestPrefixWriter(t *testing.T) {
 	fmt.Fprintf(w, "a\nb\n")
 	if got, want := b.String(), "peer …x: pulled 1/2 docs\npeer …x: a\npeer …x: b\n"; got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// A one-shot sync shows a bar on a terminal, after a line naming the
+// peer; elsewhere (or live) lines prefixed with the peer's short id.
+func TestPeerProgress(t *testing.T) {
+	var b strings.Builder
+	env := testEnv(nil)
+	env.stderr = &b
+	env.stderrTerminal = true
+	r := &p2pRun{command: env.newCommand("p2p sync", "")}
+	if p := r.peerProgress("12D3KooWabcdefgh12345678"); !p.bar || b.String() != "peer …12345678\n" {
+		t.Errorf("terminal: bar %v, %q", p.bar, b.String())
+	}
+	b.Reset()
+	r.live = true
+	p := r.peerProgress("12D3KooWabcdefgh12345678")
+	p.written(replicate.Pull, 3)
+	if p.bar || b.String() != "peer …12345678: pulled 3 docs\n" {
+		t.Errorf("live: bar %v, %q", p.bar, b.String())
 	}
 }
