@@ -71,25 +71,6 @@ func Publish(ctx context.Context, relayURLs []string, room *Room, nostrKey strin
 	return accepted, nil
 }
 
-func publishOne(ctx context.Context, url string, ev nostr.Event) error {
-	relay, err := nostr.RelayConnect(ctx, url)
-	if err != nil {
-		return err
-	}
-	defer closeRelay(relay)
-	return relay.Publish(ctx, ev)
-}
-
-// closeRelay closes a relay connection, surviving a known race in go-nostr
-// v0.38.2 (nbd-wtf/go-nostr issue 130, fixed upstream in releases the module
-// proxy does not serve): Relay.Close can dereference the connection that
-// the library's own cleanup goroutine has just set to nil. Closing from our
-// side first also makes the library's reader loop skip its own Close.
-func closeRelay(relay *nostr.Relay) {
-	defer func() { _ = recover() }()
-	_ = relay.Close()
-}
-
 // Discovered is a valid, unexpired announcement found on a relay.
 type Discovered struct {
 	Announcement
@@ -109,26 +90,19 @@ func Subscribe(ctx context.Context, relayURLs []string, room *Room, now func() t
 	var wg sync.WaitGroup
 	var errs []error
 	for _, url := range relayURLs {
-		relay, err := nostr.RelayConnect(ctx, url)
+		sub, err := subscribe(ctx, url, filter)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("relay %s: %w", url, err))
-			continue
-		}
-		sub, err := relay.Subscribe(ctx, nostr.Filters{filter})
-		if err != nil {
-			closeRelay(relay)
 			errs = append(errs, fmt.Errorf("relay %s: %w", url, err))
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer closeRelay(relay)
-			forward(ctx, url, relay.Context(), sub, room, now, seen, out)
+			sub.events(ctx, func(ev *nostr.Event) bool { return deliver(ctx, url, ev, room, now, seen, out) })
 		}()
 	}
 	if len(errs) == len(relayURLs) {
-		return nil, errors.Join(append([]error{errors.New("discovery: no relay could be subscribed to")}, errs...)...)
+		return nil, errors.Join(append([]error{errNoRelay}, errs...)...)
 	}
 	go func() {
 		wg.Wait()
@@ -137,32 +111,21 @@ func Subscribe(ctx context.Context, relayURLs []string, room *Room, now func() t
 	return out, nil
 }
 
-func forward(ctx context.Context, url string, conn context.Context, sub *nostr.Subscription, room *Room, now func() time.Time, seen *seenSet, out chan<- Discovered) {
-	for {
-		var ev *nostr.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return
-		case <-conn.Done(): // connection lost
-			return
-		case ev, ok = <-sub.Events:
-			if !ok {
-				return
-			}
-		}
-		if ev == nil || ev.Kind != KindAnnouncement || !seen.add(ev.ID) {
-			continue
-		}
-		a, err := room.Open(ev.Content, now())
-		if err != nil {
-			continue
-		}
-		select {
-		case out <- Discovered{Announcement: a, Relay: url}:
-		case <-ctx.Done():
-			return
-		}
+// deliver opens one event and sends the announcement on out; false when
+// ctx ended.
+func deliver(ctx context.Context, url string, ev *nostr.Event, room *Room, now func() time.Time, seen *seenSet, out chan<- Discovered) bool {
+	if ev.Kind != KindAnnouncement || !seen.add(ev.ID) {
+		return true
+	}
+	a, err := room.Open(ev.Content, now())
+	if err != nil {
+		return true // another group, a wrong passphrase, stale or forged
+	}
+	select {
+	case out <- Discovered{Announcement: a, Relay: url}:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

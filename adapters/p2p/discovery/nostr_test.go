@@ -27,14 +27,29 @@ func startRelay(t *testing.T, now func() time.Time) string {
 // stored returns every event the relay at url serves.
 func stored(t *testing.T, ctx context.Context, url string) []*nostr.Event {
 	t.Helper()
-	relay, err := nostr.RelayConnect(ctx, url)
+	c, err := dial(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeRelay(relay)
-	evs, err := relay.QuerySync(ctx, nostr.Filter{})
-	if err != nil {
+	defer c.close()
+	if err := c.send("REQ", "all", nostr.Filter{}); err != nil {
 		t.Fatal(err)
+	}
+	var evs []*nostr.Event
+	for {
+		env, err := c.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := env.(type) {
+		case *nostr.EventEnvelope:
+			evs = append(evs, &e.Event)
+			continue
+		case *nostr.EOSEEnvelope:
+		default:
+			continue
+		}
+		break
 	}
 	return evs
 }
