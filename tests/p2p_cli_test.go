@@ -85,10 +85,11 @@ func TestCLIP2P(t *testing.T) {
 	c.ok(t, b, env, "put", "notes/from-b.md", write(b, "in", "written on B\n"))
 	c.ok(t, b, env, append([]string{"push"}, group...)...)
 
-	// B follows the group (sync --watch); what a third device C sends to
-	// A reaches B live.
+	// B follows the group (sync --watch), serving its replica as a host
+	// does; what another device D sends to A reaches B live.
 	watch := startHost(t, c, b, env, append([]string{"sync", "--watch"}, group...)...)
 	watch.waitFor(t, "syncing live with peer "+idA)
+	host.waitFor(t, "syncing live with peer "+idB) // a watching replica serves too
 	d := t.TempDir()
 	idD := id(d)
 	c.ok(t, a, env, "p2p", "approve", idD, "--device", "tablet-d")

@@ -46,6 +46,9 @@ type p2pRun struct {
 	name     string // the command's name in its JSON answer
 	live     bool
 	serve    bool // serve the replica to the approved peers (host)
+	// serving: the replica is served (host, or sync --watch of a
+	// replica that holds a vault: both ways, live, is what a host does).
+	serving bool
 	newVault vaultConfig
 
 	set   p2pSettings
@@ -155,7 +158,8 @@ func (r *p2pRun) run() error {
 	}
 	dev := deviceInfoFor(cfg.DeviceName, rep, r.spec)
 	var served *p2p.Served
-	if r.serve {
+	r.serving = r.serve || (r.live && r.dir == replicate.Sync && rep.v.HasVault())
+	if r.serving {
 		settings, err := r.localVault(rep)
 		if err != nil {
 			return err
@@ -236,6 +240,8 @@ func (r *p2pRun) header(rep *replica) {
 	switch {
 	case r.serve:
 		fmt.Fprintf(r.stderr, "serving %s to the approved peers of group %s %s; Ctrl-C to stop\n", safe(rep.path), safe(r.set.group), who)
+	case r.live && r.serving:
+		fmt.Fprintf(r.stderr, "watching the approved peers of group %s (%s) and serving %s to them %s; Ctrl-C to stop\n", safe(r.set.group), r.dir, safe(rep.path), who)
 	case r.live:
 		fmt.Fprintf(r.stderr, "watching the approved peers of group %s (%s) %s; Ctrl-C to stop\n", safe(r.set.group), r.dir, who)
 	default:
