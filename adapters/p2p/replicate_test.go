@@ -199,7 +199,7 @@ func (b *blockingEndpoint) Info(ctx context.Context) (engine.EndpointInfo, error
 // streams still open.
 func TestReplicateBusyAndStop(t *testing.T) {
 	be := &blockingEndpoint{Endpoint: memStore(t), entered: make(chan struct{}, 4), release: make(chan struct{})}
-	p := servePeer(t, Served{Endpoint: be}, true, func(c *ServeConfig) { c.MaxStreamsPerPeer = 2 })
+	p := servePeer(t, Served{Endpoint: be, Chunks: enginetest.NewMemChunks()}, true, func(c *ServeConfig) { c.MaxStreamsPerPeer = 2 })
 	ep := p.remote.Endpoint()
 	errs := make(chan error, 2)
 	for range 2 {
@@ -211,6 +211,11 @@ func TestReplicateBusyAndStop(t *testing.T) {
 	var ee *engine.Error
 	if !errors.As(err, &ee) || ee.Stage != engine.StageTransport || !strings.Contains(err.Error(), "busy") {
 		t.Fatalf("a third stream: %v; want busy as a transport error", err)
+	}
+	// The cap counts both protocols.
+	_, err = p.remote.Chunks(nil).FetchChunks(t.Context(), []engine.ChunkID{"h:a"})
+	if !errors.As(err, &ee) || ee.Stage != engine.StageTransport || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("a chunks stream over the cap: %v; want busy as a transport error", err)
 	}
 	p.stop()
 	for range 2 {
@@ -313,5 +318,66 @@ func TestReplicateMeter(t *testing.T) {
 	}
 	if err := r.Reset(ctx); !errors.Is(err, ErrNoReset) {
 		t.Fatalf("Reset: %v", err)
+	}
+}
+
+// A stream that never sends its request is ended by the server's
+// deadline, which frees the peer's slot.
+func TestReplicateStreamDeadline(t *testing.T) {
+	st := memStore(t)
+	p := servePeer(t, Served{Endpoint: st}, true, func(c *ServeConfig) {
+		c.MaxStreamsPerPeer = 1
+		c.Timeout = 2 * time.Second
+	})
+	s, err := p.client.NewStream(t.Context(), p.server.ID(), ReplicateProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	if _, err := s.Write([]byte{0, 0}); err != nil { // half a header, then silence
+		t.Fatal(err)
+	}
+	busy := func() bool {
+		_, err := p.remote.Endpoint().Info(t.Context())
+		return err != nil && strings.Contains(err.Error(), "busy")
+	}
+	waitUntil(t, 10*time.Second, busy)
+	start := time.Now()
+	waitUntil(t, 10*time.Second, func() bool { return !busy() })
+	if _, err := p.remote.Endpoint().Info(t.Context()); err != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("after the silent stream's deadline: %v (%v)", err, time.Since(start))
+	}
+}
+
+// Over QUIC alone the protocol works the same.
+func TestReplicateQUIC(t *testing.T) {
+	quic := "/ip4/127.0.0.1/udp/0/quic-v1"
+	server, client := newTestHost(t, quic), newTestHost(t, quic)
+	allow := NewAllowList()
+	allow.Allow(client.ID(), "phone")
+	st := memStore(t)
+	t.Cleanup(Serve(server, ServeConfig{DB: Served{Endpoint: st, Records: StoreRecords(st, "")}, Allow: allow}))
+	r := NewRemote(client, addrInfo(server), RemoteOptions{Group: "g"})
+	docs := []json.RawMessage{json.RawMessage(`{"_id":"n","_rev":"1-n","type":"plain"}`)}
+	if _, err := r.Endpoint().BulkDocs(t.Context(), docs); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := r.Endpoint().Info(t.Context()); err != nil || info.DocCount != 1 {
+		t.Fatalf("info over QUIC: %+v, %v", info, err)
+	}
+	if _, err := negotiate.Handshake(t.Context(), r.Negotiate(), negotiate.HandshakeOptions{NodeID: "q", Range: r.ChunkRange(), Settings: negotiate.NewVaultTweaks()}); err != nil {
+		t.Fatalf("handshake over QUIC: %v", err)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after limit.
+func waitUntil(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", limit)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

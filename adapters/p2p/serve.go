@@ -27,6 +27,11 @@ type statusFrame struct {
 	Error  string `json:"error,omitempty"`
 }
 
+// answerFunc answers one approved stream; it calls release once its work
+// is done, before it writes the answer, so that a client whose next
+// request follows the answer finds the slot free.
+type answerFunc func(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger, release func())
+
 // server is what Serve and ServeChunks register: the approval check, the
 // per-peer stream cap, the deadlines and the streams to reset at stop.
 type server struct {
@@ -66,7 +71,7 @@ func newServer(h host.Host, cfg ServeConfig) *server {
 }
 
 // register sets the handler of proto.
-func (sv *server) register(proto protocol.ID, answer func(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger)) {
+func (sv *server) register(proto protocol.ID, answer answerFunc) {
 	sv.protocols = append(sv.protocols, proto)
 	sv.h.SetStreamHandler(proto, func(s network.Stream) { sv.handle(s, answer) })
 }
@@ -137,7 +142,7 @@ func refusal(self, remote peer.ID) string {
 // handle runs one stream: refused if the peer is not approved, "busy"
 // beyond the peer's stream cap, else answered, all within the stream's
 // deadline.
-func (sv *server) handle(s network.Stream, answer func(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger)) {
+func (sv *server) handle(s network.Stream, answer answerFunc) {
 	if !sv.track(s) {
 		_ = s.Reset()
 		return
@@ -164,8 +169,9 @@ func (sv *server) handle(s network.Stream, answer func(ctx context.Context, s ne
 		_ = s.Close()
 		return
 	}
-	defer sv.release(remote)
-	answer(ctx, s, remote, log)
+	release := sync.OnceFunc(func() { sv.release(remote) })
+	defer release()
+	answer(ctx, s, remote, log, release)
 	if sv.base.Err() != nil {
 		_ = s.Reset()
 		return
@@ -174,7 +180,7 @@ func (sv *server) handle(s network.Stream, answer func(ctx context.Context, s ne
 }
 
 // serveReplicate answers one replicate stream.
-func (sv *server) serveReplicate(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger) {
+func (sv *server) serveReplicate(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger, release func()) {
 	req, n, drain, err := readRequest(s)
 	sv.meter.bytes(remote, n, 0)
 	var resp response
@@ -196,6 +202,7 @@ func (sv *server) serveReplicate(ctx context.Context, s network.Stream, remote p
 	if sv.base.Err() != nil {
 		return
 	}
+	release()
 	out, err := writeJSON(s, resp)
 	if errors.Is(err, ErrFrameTooLarge) {
 		out, err = writeJSON(s, response{Status: statusError, Code: codeTooLarge, Error: "the answer is larger than the frame limit; ask for less at once"})
@@ -213,7 +220,7 @@ func (sv *server) serveReplicate(ctx context.Context, s network.Stream, remote p
 }
 
 // serveChunks answers one chunks stream.
-func (sv *server) serveChunks(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger) {
+func (sv *server) serveChunks(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger, release func()) {
 	var req chunksRequest
 	n, err := readJSON(s, maxRequestSize, &req)
 	if err != nil {
@@ -232,6 +239,7 @@ func (sv *server) serveChunks(ctx context.Context, s network.Stream, remote peer
 	if sv.base.Err() != nil {
 		return
 	}
+	release()
 	out, err := writeJSON(s, resp)
 	if errors.Is(err, ErrFrameTooLarge) {
 		log.Warn("p2p: chunks answer too large", "ids", len(req.IDs))
