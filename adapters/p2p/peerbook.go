@@ -260,6 +260,14 @@ type allowChange struct {
 // allow-list.
 func (b *PeerBook) change(fn func(now time.Time)) error {
 	b.mu.Lock()
+	if b.path != "" {
+		unlock, err := lockBook(b.path)
+		if err != nil {
+			b.mu.Unlock()
+			return err
+		}
+		defer unlock() // after b.mu's unlock and apply: harmless
+	}
 	changes, err := b.reloadLocked(true)
 	if err != nil {
 		b.mu.Unlock()

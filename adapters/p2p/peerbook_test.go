@@ -286,3 +286,33 @@ func TestSanitizeDevice(t *testing.T) {
 		t.Errorf("approved under %q, want the sanitised name", name)
 	}
 }
+
+// Two processes changing the book at the same time lose nothing.
+func TestPeerBookConcurrentProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), PeerBookFileName)
+	books := []*PeerBook{openBook(t, path), openBook(t, path)}
+	const each = 25
+	ids := make([][]peer.ID, len(books))
+	var wg sync.WaitGroup
+	for i, b := range books {
+		for range each {
+			ids[i] = append(ids[i], newPeerID(t))
+		}
+		wg.Go(func() {
+			for _, id := range ids[i] {
+				if err := b.Approve(id, "d"); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	final := openBook(t, path)
+	for _, list := range ids {
+		for _, id := range list {
+			if _, ok := final.Allow().Device(id); !ok {
+				t.Fatalf("an approval was lost (%d of %d kept)", len(final.Approved()), 2*each)
+			}
+		}
+	}
+}
