@@ -136,7 +136,7 @@ func (sv *server) release(remote peer.ID) {
 
 // refusal is the message an unapproved peer reads: what to run, and where.
 func refusal(self, remote peer.ID) string {
-	return fmt.Sprintf("device %s is not approved on peer %s; run `livesync p2p approve %s` on that device", remote, self, remote)
+	return fmt.Sprintf("to approve this device, run `livesync p2p approve %s` on peer %s", remote, self)
 }
 
 // handle runs one stream: refused if the peer is not approved, "busy"
