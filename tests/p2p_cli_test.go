@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -242,4 +243,38 @@ func (h *hostProc) stop(t *testing.T) string {
 		t.Errorf("the host ended with %v after Ctrl-C, want exit 0; stderr:\n%s", err, h.output())
 	}
 	return h.output()
+}
+
+// TestCLIP2PHunt: a replica whose files are held (a metadata-only pull
+// from CouchDB) fetches the missing chunks from a peer that has them,
+// with hunt --retry p2p://GROUP.
+func TestCLIP2PHunt(t *testing.T) {
+	couch := couchServer(t)
+	relay := httptest.NewServer(nostrrelay.New(nostrrelay.Config{}))
+	t.Cleanup(relay.Close)
+	nostrURL := "ws" + strings.TrimPrefix(relay.URL, "http")
+	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: couch}
+	v := readVectorVault(t, "plain")
+	db := loadVaultDump(t, couchServer, v.vaultDump)
+	inputs := dumpInputs(t, v.vaultDump)
+	env := map[string]string{"LIVESYNC_P2P_PASSPHRASE": "group secret"}
+	full, held := t.TempDir(), t.TempDir()
+	c.ok(t, full, env, "pull", c.url(db.Name()), "--quiet")
+	c.ok(t, held, env, "pull", c.url(db.Name()), "--metadata-only", "--quiet")
+	idFull := strings.TrimSpace(c.ok(t, full, env, "p2p", "id").stdout)
+	idHeld := strings.TrimSpace(c.ok(t, held, env, "p2p", "id").stdout)
+	c.ok(t, full, env, "p2p", "approve", idHeld)
+	c.ok(t, held, env, "p2p", "approve", idFull)
+	host := startHost(t, c, full, env, "p2p", "host", "--group", "hunters", "--nostr", nostrURL)
+	host.waitFor(t, "listening on")
+
+	r := c.ok(t, held, env, "hunt", "--retry", "p2p://hunters", "--nostr", nostrURL, "--wait", "30s")
+	want := len(inputs) - 1 // empty.md has no chunks
+	if !strings.Contains(r.stdout, fmt.Sprintf("%d released, 0 still held", want)) {
+		t.Errorf("hunt --retry p2p://hunters: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	host.stop(t)
+	if got := c.ok(t, held, env, "cat", "notes/large.md").stdout; got != string(inputs["notes/large.md"]) {
+		t.Errorf("notes/large.md after the hunt: %d bytes, want %d", len(got), len(inputs["notes/large.md"]))
+	}
 }
