@@ -2,8 +2,10 @@
 // Obsidian. It keeps a local replica of a vault (a bbolt file, --store,
 // default ./.livesync/store.db) and runs every command on the engine's
 // vault client (engine/vault) over the adapters' remotes: CouchDB
-// databases (https://user@host:5984/database) and S3 journal buckets
-// (s3://ACCESS_KEY@host:port/bucket/prefix/?region=R&tls=1), or remotes
+// databases (https://user@host:5984/database), S3 journal buckets
+// (s3://ACCESS_KEY@host:port/bucket/prefix/?region=R&tls=1), the approved
+// peers of a peer-to-peer sync group (p2p://GROUP; "livesync p2p" manages
+// the group, see p2p.go), or remotes
 // named in the configuration file ($LIVESYNC_CONFIG, default
 // ~/.config/livesync/config.toml; see config.example.toml). It also converts
 // between vaults, folders of files and database dumps (engine/dump).
