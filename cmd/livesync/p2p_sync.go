@@ -40,15 +40,15 @@ func refuseP2P(spec remoteSpec, cmd string) error {
 // "p2p host", and pull, push or sync of a p2p://GROUP remote.
 type p2pRun struct {
 	*command
-	f        p2pFlags
-	spec     remoteSpec // kind "p2p"
-	dir      replicate.Direction
-	name     string // the command's name in its JSON answer
-	live     bool
-	serve    bool // serve the replica to the approved peers (host)
+	f     p2pFlags
+	spec  remoteSpec // kind "p2p"
+	dir   replicate.Direction
+	name  string // the command's name in its JSON answer
+	live  bool
+	serve bool // serve the replica to the approved peers (host)
 	// serving: the replica is served (host, or sync --watch of a
 	// replica that holds a vault: both ways, live, is what a host does).
-	serving bool
+	serving  bool
 	newVault vaultConfig
 
 	set   p2pSettings
