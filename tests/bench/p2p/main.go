@@ -1,3 +1,5 @@
+//go:build !js
+
 // Command p2pbench compares a cold pull of one end-to-end encrypted vault
 // peer to peer (adapters/p2p on loopback) with the same pull through the
 // relay's CouchDB endpoint (cmd/livesync-relay, adapters/couchdb), in
