@@ -120,6 +120,13 @@ func TestCLIP2P(t *testing.T) {
 	}
 	host.waitFor(t, "peer "+idX, "is not approved and asks to sync")
 
+	// Another group passphrase is another room: nobody there.
+	other := map[string]string{"LIVESYNC_P2P_PASSPHRASE": "not the group's"}
+	r = c.run(t, x, other, "sync", "p2p://notes", "--nostr", nostrURL, "--wait", "2s")
+	if want := "no approved peer of group notes answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "share the group passphrase") {
+		t.Errorf("another passphrase: exit %d, stderr %q; want exit 4 and %q", r.code, r.stderr, want)
+	}
+
 	// Another group (another room) finds nobody.
 	r = c.run(t, x, env, "sync", "p2p://elsewhere", "--nostr", nostrURL, "--wait", "2s")
 	if want := "no approved peer of group elsewhere answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) {

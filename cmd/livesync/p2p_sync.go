@@ -157,6 +157,9 @@ func (r *p2pRun) run() error {
 		return err
 	}
 	dev := deviceInfoFor(cfg.DeviceName, rep, r.spec)
+	if r.serve && !rep.v.HasVault() {
+		return fmt.Errorf("the local replica %s holds no vault yet, so there is nothing to serve: put a file, pull from a remote, or sync from a peer of the group (livesync sync p2p://%s)", rep.path, r.set.group)
+	}
 	var served *p2p.Served
 	r.serving = r.serve || (r.live && r.dir == replicate.Sync && rep.v.HasVault())
 	if r.serving {

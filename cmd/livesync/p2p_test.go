@@ -248,3 +248,19 @@ func TestPeerProgress(t *testing.T) {
 		t.Errorf("live: bar %v, %q", p.bar, b.String())
 	}
 }
+
+// A replica without a vault has nothing to serve; a device that approves
+// no peer is told to approve the others first.
+func TestP2PNothingToDo(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store.db")
+	env := map[string]string{"HOME": t.TempDir(), "LIVESYNC_P2P_PASSPHRASE": "group secret"}
+	relay := []string{"--nostr", "ws://127.0.0.1:1", "--store", store}
+	code, _, stderr := cli(t, env, append([]string{"sync", "p2p://g", "--wait", "1s"}, relay...)...)
+	if code != exitRefused || !strings.Contains(stderr, "approves no peer of group g yet") {
+		t.Errorf("sync approving no one: %d %s", code, stderr)
+	}
+	code, _, stderr = cli(t, env, append([]string{"p2p", "host", "--group", "g"}, relay...)...)
+	if code != exitFailed || !strings.Contains(stderr, "holds no vault yet, so there is nothing to serve") {
+		t.Errorf("host without a vault: %d %s", code, stderr)
+	}
+}
