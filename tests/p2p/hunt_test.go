@@ -14,10 +14,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/livesync-go/livesync-go/adapters/p2p"
+	"github.com/livesync-go/livesync-go/adapters/p2p/discovery"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/hunt"
+	"github.com/livesync-go/livesync-go/engine/replicate"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
@@ -275,5 +277,96 @@ func (hd *holder) check(t *testing.T, res vault.HuntResult, cfg hunt.Config, aid
 	c := hd.meter.Snapshot()[aid]
 	if c.ChunkRequests != st.Requests || c.ChunksOut != uint64(mine) {
 		t.Errorf("%s's meter for alpha: %d chunk requests, %d chunks out; want %d and %d", hd.name, c.ChunkRequests, c.ChunksOut, st.Requests, mine)
+	}
+}
+
+// The same through the group, as the command line runs it: alpha holds
+// the notes, beta and gamma half of their chunks each; a one-shot
+// SyncVault that pushes (so no chunk arrives by replication) and hunts
+// finds both peers through the room and completes the notes from them,
+// within the vault's hunt limits, and the holders' group meters count
+// exactly their halves served to alpha.
+func TestGroupSyncHuntsAcrossPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	url := startNostrRelay(t)
+	room, err := discovery.NewRoom(groupName, groupPassphrase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := settings()
+	ost := memStore(t, "origin")
+	texts, ids := writeLongNotes(t, ctx, openVault(t, ost, s, "origin"), 2)
+	half := map[string]int{}
+	for i, id := range ids {
+		half[id] = i % 2
+	}
+
+	alpha := newMember(t, "alpha", memStore(t, "alpha"))
+	if err := copyDocs(ctx, ost, alpha.st, docid.IsChunkID); err != nil {
+		t.Fatal(err)
+	}
+	cfg := hunt.Config{MaxInFlight: 2, MaxPerWindow: 8, Window: 500 * time.Millisecond, BatchSize: 4}
+	av, err := vault.Open(ctx, alpha.st, vault.Options{Settings: &s, Hunt: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { av.Close() })
+	alpha.v = av
+	ms := []*member{alpha}
+	counts := map[string]*countingChunks{}
+	for i, name := range []string{"beta", "gamma"} {
+		m := newMember(t, name, memStore(t, name))
+		m.v = openVault(t, m.st, s, name)
+		if err := copyDocs(ctx, ost, m.st, func(id string) bool { n, ok := half[id]; return ok && n != i }); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	approveAll(t, ms)
+	for _, m := range ms {
+		served := p2p.ServedVault(m.v, groupName, s)
+		if m != alpha {
+			counts[m.name] = &countingChunks{ChunkReader: served.Chunks, asked: map[engine.ChunkID]int{}}
+			served.Chunks = counts[m.name]
+		}
+		m.join(t, room, url, served)
+	}
+
+	res, err := p2p.SyncVault(ctx, av, alpha.g, p2p.VaultSyncOptions{Direction: replicate.Push, Hunt: true, Wait: 10 * time.Second, Attach: attachOptions(vaultPassphrase)})
+	if err != nil || len(res.Failed) != 0 || len(res.Peers) != 2 {
+		t.Fatalf("alpha's sync: %+v, %v; want both peers synced", res, err)
+	}
+	if len(res.Hunt.Released) != len(texts) || len(res.Hunt.Held) != 0 {
+		t.Fatalf("the hunt released %d and left %d held (%+v)", len(res.Hunt.Released), len(res.Hunt.Held), res.Hunt.Held)
+	}
+	for path, text := range texts {
+		if data, err := av.Read(ctx, path); err != nil || string(data) != text {
+			t.Fatalf("alpha reads %s: %d bytes, %v", path, len(data), err)
+		}
+	}
+	for i, m := range ms[1:] {
+		mine := 0
+		for _, id := range ids {
+			if half[id] == i {
+				mine++
+			}
+		}
+		st := res.Hunt.Stats.Sources[m.id.String()]
+		c := m.g.Meter().Snapshot()[alpha.id]
+		if st.Chunks != uint64(mine) || c.ChunksOut != uint64(mine) || c.ChunkRequests != st.Requests || st.Requests == 0 {
+			t.Errorf("%s: the hunt counted %d requests finding %d chunks, its meter %d requests and %d chunks out; want its half, %d", m.name, st.Requests, st.Chunks, c.ChunkRequests, c.ChunksOut, mine)
+		}
+		cc := counts[m.name]
+		cc.mu.Lock()
+		for id, n := range cc.asked {
+			if n > 1 {
+				t.Errorf("%s was asked %d times for %s", m.name, n, id)
+			}
+		}
+		if cc.max > cfg.MaxInFlight {
+			t.Errorf("%s served %d requests at once; the hunt allows %d", m.name, cc.max, cfg.MaxInFlight)
+		}
+		cc.mu.Unlock()
 	}
 }
