@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
@@ -271,11 +270,5 @@ func (e *cliEnv) passphraseFor(spec *remoteSpec, f commonFlags) (string, error) 
 // remote spec, for the replica r: the device name (device_name, else
 // livesync-cli@HOST) and the vault name (vaultNameFor).
 func deviceInfoFor(name string, r *replica, spec remoteSpec) negotiate.DeviceInfo {
-	if name == "" {
-		name = "livesync-cli"
-		if h, err := os.Hostname(); err == nil && h != "" {
-			name += "@" + h
-		}
-	}
-	return negotiate.DeviceInfo{DeviceName: name, VaultName: vaultNameFor(r, spec), AppVersion: "livesync-go", PluginVersion: "livesync-go"}
+	return negotiate.DeviceInfo{DeviceName: deviceName(name), VaultName: vaultNameFor(r, spec), AppVersion: "livesync-go", PluginVersion: "livesync-go"}
 }
