@@ -196,6 +196,12 @@ func (r *p2pRun) run() error {
 	start := r.now()
 	res, err := p2p.SyncVault(r.ctx, rep.v, r.sess.group, o)
 	stopProgress()
+	return r.outcome(res, err, r.now().Sub(start))
+}
+
+// outcome turns what SyncVault returned into the command's answer: a
+// live run ends with Ctrl-C, a one-shot one reports each peer.
+func (r *p2pRun) outcome(res p2p.VaultSyncResult, err error, elapsed time.Duration) error {
 	if r.live {
 		if r.ctx.Err() != nil {
 			fmt.Fprintln(r.stderr, "stopped")
@@ -218,7 +224,7 @@ func (r *p2pRun) run() error {
 	case err != nil && len(res.Failed) == 0:
 		return r.wrapErr(err)
 	}
-	return r.report(res, r.now().Sub(start))
+	return r.report(res, elapsed)
 }
 
 // wrapErr names the group in an error of the group as a whole.
