@@ -272,12 +272,20 @@ func TestCLIP2PHunt(t *testing.T) {
 	c.ok(t, held, env, "pull", c.url(db.Name()), "--metadata-only", "--quiet")
 	idFull := strings.TrimSpace(c.ok(t, full, env, "p2p", "id").stdout)
 	idHeld := strings.TrimSpace(c.ok(t, held, env, "p2p", "id").stdout)
-	c.ok(t, full, env, "p2p", "approve", idHeld)
 	c.ok(t, held, env, "p2p", "approve", idFull)
 	host := startHost(t, c, full, env, "p2p", "host", "--group", "hunters", "--nostr", nostrURL)
 	host.waitFor(t, "listening on")
 
-	r := c.ok(t, held, env, "hunt", "--retry", "p2p://hunters", "--nostr", nostrURL, "--wait", "30s")
+	// Not approved there yet: refused, with the command to run there.
+	hunt := []string{"hunt", "--retry", "p2p://hunters", "--nostr", nostrURL, "--wait", "30s"}
+	r := c.run(t, held, env, hunt...)
+	if want := "refused: this device is not approved there; on that device run `livesync p2p approve " + idHeld + "`"; r.code != 7 || !strings.Contains(r.stderr, want) {
+		t.Errorf("hunt before approval: exit %d, stderr %q; want exit 7 and %q", r.code, r.stderr, want)
+	}
+	c.ok(t, full, env, "p2p", "approve", idHeld)
+	host.waitFor(t, "peer "+idHeld, "approved")
+
+	r = c.ok(t, held, env, hunt...)
 	want := len(inputs) - 1 // empty.md has no chunks
 	if !strings.Contains(r.stdout, fmt.Sprintf("%d released, 0 still held", want)) {
 		t.Errorf("hunt --retry p2p://hunters: stdout %q, stderr %q", r.stdout, r.stderr)

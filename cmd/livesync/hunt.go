@@ -224,6 +224,9 @@ func attachForHunt(c *command, rep *replica, names []string, pf p2pFlags) ([]hun
 			if err != nil {
 				return named, err
 			}
+			for _, h := range peers {
+				firstErr = cmp.Or(firstErr, h.err)
+			}
 			named = append(named, peers...)
 			continue
 		}

@@ -61,7 +61,12 @@ func (c *command) p2pHuntRemotes(rep *replica, spec remoteSpec, f p2pFlags) ([]h
 		if err != nil {
 			r.Close()
 			release()
-			out = append(out, huntRemote{remote: r.ID(), err: &remoteError{remote: r.ID(), err: remoteErr(err)}})
+			if refusedByPeer(err) {
+				err = exitError{exitRefused, fmt.Sprintf("peer %s refused: this device is not approved there; on that device run `livesync p2p approve %s`", id, sess.id)}
+			} else {
+				err = &remoteError{remote: r.ID(), err: remoteErr(err)}
+			}
+			out = append(out, huntRemote{remote: r.ID(), err: err})
 			continue
 		}
 		out = append(out, huntRemote{remote: l.ID(), link: &link{Link: l, v: rep.v, closed: release}})

@@ -343,14 +343,20 @@ func (r *p2pRun) peerLine(o peerOutcome) string {
 // peerFailure is the exit code and line of a peer's failure. A peer
 // that does not serve this device answers with a refusal.
 func (r *p2pRun) peerFailure(o peerOutcome) (int, string) {
-	var ee *engine.Error
-	if errors.Is(o.err, p2p.ErrRefused) || (errors.As(o.err, &ee) && ee.Stage == engine.StageAuth) {
+	if refusedByPeer(o.err) {
 		return exitRefused, fmt.Sprintf("peer %s%s refused: this device is not approved there; on that device run `livesync p2p approve %s`", o.id, deviceSuffix(o.device), r.sess.id)
 	}
 	if strings.Contains(o.err.Error(), "protocols not supported") {
 		return exitUnreachable, fmt.Sprintf("peer %s%s serves no vault (it is not running livesync p2p host)", o.id, deviceSuffix(o.device))
 	}
 	return classify(&remoteError{remote: "p2p://" + r.set.group + "/" + o.id.String(), err: remoteErr(o.err)})
+}
+
+// refusedByPeer reports a peer's refusal to serve this device (it has
+// not approved it): the adapter's ErrRefused, an authentication error.
+func refusedByPeer(err error) bool {
+	var ee *engine.Error
+	return errors.Is(err, p2p.ErrRefused) || (errors.As(err, &ee) && ee.Stage == engine.StageAuth)
 }
 
 // noPeerError is the failure of a one-shot run that met no approved
