@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/decorate"
@@ -80,4 +81,25 @@ func (c *servedCodec) get(ctx context.Context) (*livesync.Codec, error) {
 	}
 	c.salt, c.codec = salt, codec
 	return codec, nil
+}
+
+// RegisterServed runs v's own handshake on the records s serves, as a
+// device of the group's vault: the first time it creates the salt, the
+// version document and a milestone whose preferred settings are v's, and
+// registers this device (dev); later it only refreshes this device's
+// entry. A peer's first sync then adopts this vault's settings and salt
+// instead of starting a vault of its own with the defaults. now is the
+// clock (nil: time.Now).
+func RegisterServed(ctx context.Context, v *vault.Vault, s *Served, dev negotiate.DeviceInfo, now func() time.Time) error {
+	tv, err := v.TweakValues()
+	if err != nil {
+		return err
+	}
+	node, err := v.NodeID(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = negotiate.Handshake(ctx, s.Records, negotiate.HandshakeOptions{NodeID: node, Range: negotiate.CouchDBChunkRange,
+		Device: dev, Settings: tv, CreateIfMissing: true, Now: now})
+	return err
 }

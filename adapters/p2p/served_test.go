@@ -11,6 +11,8 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
+	"github.com/livesync-go/livesync-go/engine/store"
+	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
 // allDocs reads every document of ep's changes feed through BulkGet.
@@ -69,5 +71,57 @@ func TestServedVaultNeedsTheGroupSalt(t *testing.T) {
 	all, _ := json.Marshal(docs)
 	if !bytes.Contains(all, []byte("plaintext marker")) {
 		t.Error("a plain vault's note is not served as is")
+	}
+}
+
+// A device whose replica serves a group registers itself on the served
+// records (RegisterServed): a new device that pulls from it with no
+// settings of its own adopts the served vault's (end-to-end encryption,
+// path obfuscation) and salt, and reads its notes; a second registration
+// changes neither.
+func TestRegisterServedNewDeviceAdoptsSettings(t *testing.T) {
+	obfuscated := e2ee
+	obfuscated.PathObfuscation = true
+	host := newVaultPeer(t, "laptop", obfuscated)
+	host.write(t, "note.md", "from the laptop\n")
+	served := ServedVault(host.v, "g", obfuscated)
+	if err := RegisterServed(t.Context(), host.v, served, negotiate.DeviceInfo{DeviceName: "laptop"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	params, rev, err := served.Records.Read(t.Context(), negotiate.RecordSyncParameters)
+	if err != nil {
+		t.Fatalf("no sync parameters after RegisterServed: %v", err)
+	}
+	if err := RegisterServed(t.Context(), host.v, served, negotiate.DeviceInfo{DeviceName: "laptop"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again, rev2, _ := served.Records.Read(t.Context(), negotiate.RecordSyncParameters); !bytes.Equal(again, params) || rev2 != rev {
+		t.Fatal("a second registration rewrote the sync parameters")
+	}
+	p := servePeer(t, *served, true, nil)
+	st, err := store.NewMemory(store.Options{Name: "phone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	phone, err := vault.Open(t.Context(), st, vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { phone.Close() })
+	link, err := phone.Attach(t.Context(), p.remote, vault.AttachOptions{Passphrase: func() (string, error) { return e2ee.Passphrase, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := phone.Pull(t.Context(), link, vault.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := phone.Settings()
+	if err != nil || !got.Encrypt || !got.PathObfuscation {
+		t.Fatalf("the new device's settings: %+v, %v; want the served vault's", got, err)
+	}
+	data, err := phone.Read(t.Context(), "note.md")
+	if err != nil || string(data) != "from the laptop\n" {
+		t.Fatalf("read: %q, %v", data, err)
 	}
 }

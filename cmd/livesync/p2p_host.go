@@ -11,28 +11,17 @@ import (
 
 // hostConfig is the libp2p host of a session: the identity beside the
 // replica, the listen addresses (default loopback only), and the circuit
-// relays to reserve a slot on, with hole punching through them.
+// relays to reserve a slot on. Hole punching is always on: it needs both
+// sides, the dialling one included.
 func hostConfig(set p2pSettings, key crypto.PrivKey) p2p.Config {
-	return p2p.Config{ListenAddrs: set.listen, Identity: key, StaticRelays: set.relayPeers, HolePunching: len(set.relayPeers) > 0}
+	return p2p.Config{ListenAddrs: set.listen, Identity: key, StaticRelays: set.relayPeers, HolePunching: true}
 }
 
-// joinServed runs the handshake of this replica on the group's records
-// it serves, as the group vault's first device: it creates the salt, the
-// version document and a milestone whose preferred settings are the
-// vault's, and registers this device. A peer's first sync then adopts
-// this vault's settings and salt instead of starting a vault of its own
-// with the defaults; a later run finds them and changes nothing.
+// joinServed registers this replica on the group's records it serves
+// (p2p.RegisterServed), so a peer's first sync adopts this vault's
+// settings and salt.
 func (r *p2pRun) joinServed(rep *replica, served *p2p.Served, dev negotiate.DeviceInfo) error {
-	tv, err := rep.v.TweakValues()
-	if err != nil {
-		return err
-	}
-	node, err := rep.v.NodeID(r.ctx)
-	if err != nil {
-		return err
-	}
-	_, err = negotiate.Handshake(r.ctx, served.Records, negotiate.HandshakeOptions{NodeID: node, Range: negotiate.CouchDBChunkRange,
-		Device: dev, Settings: tv, CreateIfMissing: true, Now: r.now})
+	err := p2p.RegisterServed(r.ctx, rep.v, served, dev, r.now)
 	if err != nil {
 		return &remoteError{remote: fmt.Sprintf("the records of group %s in the local replica", r.set.group), err: err}
 	}
