@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/livesync-go/livesync-go/adapters/p2p"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
@@ -28,6 +35,11 @@ func runStatus(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	dir, err := c.replicaDir()
+	if err != nil {
+		return err
+	}
+	st.p2p = gatherP2PStatus(dir)
 	if c.cf.json {
 		rs := map[string]any{}
 		for _, id := range st.remoteIDs {
@@ -41,7 +53,8 @@ func runStatus(env *cliEnv, args []string) error {
 		}
 		writeJSON(env.stdout, map[string]any{"ok": true, "command": "status", "store": rep.path, "node_id": st.node,
 			"vault": st.vault, "docs": st.Docs, "chunks": st.Chunks, "files": st.Files, "deleted_files": st.Deleted,
-			"held_files": len(st.HeldPaths), "missing_chunks": st.MissingChunks, "held": st.HeldPaths, "remotes": rs})
+			"held_files": len(st.HeldPaths), "missing_chunks": st.MissingChunks, "held": st.HeldPaths, "remotes": rs,
+			"p2p": st.p2p.json()})
 		return nil
 	}
 	return st.print(env.stdout, rep.path)
@@ -53,6 +66,7 @@ type replicaStatus struct {
 	vault.Status
 	node, vault string
 	remoteIDs   []string
+	p2p         *p2pStatus // nil: the replica has no peer book
 }
 
 // gatherStatus reads the replica's counts, held files, vault settings and
@@ -92,6 +106,7 @@ func (st *replicaStatus) print(w io.Writer, path string) error {
 	} else {
 		fmt.Fprintf(tw, "held\tnone: every file's chunks are local\n")
 	}
+	st.p2p.print(tw)
 	for _, id := range st.remoteIDs {
 		r := st.Remotes[id]
 		fmt.Fprintf(tw, "remote\t%s\n", safe(id))
@@ -132,4 +147,107 @@ func timeJSON(t time.Time) any {
 		return nil
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// p2pStatus is what status says of peer-to-peer sync, for a replica with
+// a peer book beside it: this device's peer id (from its identity file,
+// which status never creates) and the peers of the book.
+type p2pStatus struct {
+	peerID   string // "": no identity file yet
+	idErr    error  // the identity file cannot be read
+	bookErr  error  // the peer book cannot be read
+	approved int
+	pending  []p2p.PeerEntry
+}
+
+// gatherP2PStatus reads the identity and the peer book in dir without
+// writing either; nil when dir holds no peer book.
+func gatherP2PStatus(dir string) *p2pStatus {
+	bookPath := filepath.Join(dir, p2p.PeerBookFileName)
+	if _, err := os.Stat(bookPath); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	ps := &p2pStatus{}
+	ps.peerID, ps.idErr = readPeerID(filepath.Join(dir, p2p.IdentityFileName))
+	book, err := p2p.OpenPeerBook(bookPath)
+	if err != nil {
+		ps.bookErr = err
+		return ps
+	}
+	ps.approved, ps.pending = len(book.Approved()), book.Pending()
+	return ps
+}
+
+// readPeerID is the peer id of the identity file at path; "" when there
+// is none. Unlike the p2p commands, it never creates one.
+func readPeerID(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	key, err := crypto.UnmarshalPrivateKey(b)
+	if err != nil {
+		return "", fmt.Errorf("not an identity key: %w", err)
+	}
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return "", fmt.Errorf("not an identity key: %w", err)
+	}
+	return id.String(), nil
+}
+
+// print writes the peer-to-peer lines of the status table.
+func (ps *p2pStatus) print(w io.Writer) {
+	if ps == nil {
+		return
+	}
+	switch {
+	case ps.idErr != nil:
+		fmt.Fprintf(w, "p2p peer id\tunreadable identity file (%s): %s\n", p2p.IdentityFileName, safe(ps.idErr.Error()))
+	case ps.peerID == "":
+		fmt.Fprintf(w, "p2p peer id\tnone yet (livesync p2p id creates it)\n")
+	default:
+		fmt.Fprintf(w, "p2p peer id\t%s\n", safe(ps.peerID))
+	}
+	if ps.bookErr != nil {
+		fmt.Fprintf(w, "p2p peers\tunreadable peer book (%s): %s\n", p2p.PeerBookFileName, safe(ps.bookErr.Error()))
+		return
+	}
+	n := len(ps.pending)
+	fmt.Fprintf(w, "p2p peers\t%d approved, %d pending\n", ps.approved, n)
+	for _, e := range ps.pending {
+		fmt.Fprintf(w, "  pending\t%s%s (livesync p2p approve %s)\n", e.ID, deviceSuffix(e.Device), e.ID)
+	}
+}
+
+// json is the "p2p" member of status --json (nil without a peer book).
+func (ps *p2pStatus) json() any {
+	if ps == nil {
+		return nil
+	}
+	m := map[string]any{"peer_id": nilIfEmpty(ps.peerID), "approved": ps.approved}
+	if ps.idErr != nil {
+		m["identity_error"] = ps.idErr.Error()
+	}
+	if ps.bookErr != nil {
+		m["peer_book_error"] = ps.bookErr.Error()
+		m["approved"] = nil
+		return m
+	}
+	pending := []map[string]any{}
+	for _, e := range ps.pending {
+		pending = append(pending, map[string]any{"peer_id": e.ID.String(), "device": e.Device})
+	}
+	m["pending"] = pending
+	return m
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
