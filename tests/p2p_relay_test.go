@@ -41,10 +41,10 @@ type p2pRelayStatus struct {
 	Databases []struct {
 		Name string `json:"name"`
 		P2P  []struct {
-			Group  string   `json:"group"`
-			PeerID string   `json:"peer_id"`
-			Addrs  []string `json:"addrs"`
-			Joined bool     `json:"joined"`
+			Group   string         `json:"group"`
+			PeerID  string         `json:"peer_id"`
+			Addrs   []string       `json:"addrs"`
+			Joined  bool           `json:"joined"`
 			Peers   []p2pRelayPeer `json:"peers"`
 			Pending []struct {
 				ID     string `json:"id"`
