@@ -48,10 +48,14 @@ type chunksRequest struct {
 	IDs []engine.ChunkID `json:"ids"`
 }
 
-// wireChunk is one chunk on the wire.
+// wireChunk is one chunk on the wire: its data in the remote form and,
+// when the serving side knows it (ChunkRevReader), the chunk document's
+// revision. Rev is optional within ChunksProtocol: a peer that predates
+// it omits it, and a client that predates it ignores it.
 type wireChunk struct {
 	ID   engine.ChunkID `json:"id"`
 	Data string         `json:"data"`
+	Rev  string         `json:"rev,omitempty"`
 }
 
 // chunksResponse is the one frame a server answers with. Status "refused"
@@ -122,6 +126,7 @@ func answerChunks(ctx context.Context, store ChunkReader, ids []engine.ChunkID) 
 			resp.Missing = append(resp.Missing, id)
 		}
 	}
+	addRevs(ctx, store, resp.Found)
 	return resp, nil
 }
 

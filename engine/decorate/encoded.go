@@ -3,6 +3,7 @@ package decorate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -116,6 +117,29 @@ func (e *EncodedStore) GetChunks(ctx context.Context, ids []engine.ChunkID) (map
 			return nil, &engine.Error{Op: "encode chunk", DocID: id, Stage: engine.StageEncode, Err: engine.ErrMalformed}
 		}
 		out[id] = engine.Chunk{ID: id, Data: body.Data}
+	}
+	return out, nil
+}
+
+// ChunkRevs returns the revision of each stored chunk of ids (absent ones
+// are left out). Encoding keeps revisions, so it is the revision the
+// chunk document has in the remote form too.
+func (e *EncodedStore) ChunkRevs(ctx context.Context, ids []engine.ChunkID) (map[engine.ChunkID]string, error) {
+	out := make(map[engine.ChunkID]string, len(ids))
+	for _, id := range ids {
+		raw, err := e.st.Get(ctx, id, store.GetOptions{})
+		if errors.Is(err, engine.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var head struct {
+			Rev string `json:"_rev"`
+		}
+		if json.Unmarshal(raw, &head) == nil && head.Rev != "" {
+			out[id] = head.Rev
+		}
 	}
 	return out, nil
 }
