@@ -49,7 +49,8 @@ type server struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	open    map[peer.ID]int
+	open    map[peer.ID]int // streams at work, per peer
+	writing map[peer.ID]int // streams whose slot is released, still writing the answer
 	streams map[network.Stream]struct{}
 	stopped bool
 }
@@ -67,7 +68,7 @@ func newServer(h host.Host, cfg ServeConfig) *server {
 	base, cancel := context.WithCancel(context.Background())
 	return &server{h: h, db: cfg.DB, allow: cfg.Allow, timeout: cfg.Timeout, maxStreams: cfg.MaxStreamsPerPeer,
 		onRefused: cfg.OnRefused, meter: cfg.Meter, log: cfg.Logger, base: base, cancel: cancel,
-		open: map[peer.ID]int{}, streams: map[network.Stream]struct{}{}}
+		open: map[peer.ID]int{}, writing: map[peer.ID]int{}, streams: map[network.Stream]struct{}{}}
 }
 
 // register sets the handler of proto.
@@ -116,21 +117,44 @@ func (sv *server) untrack(s network.Stream) {
 }
 
 // acquire takes one of remote's stream slots; false when all are taken.
+// A stream whose work is done releases its slot before it writes the
+// answer (toWriting) but still counts, against a second bound of as many
+// streams again, until the answer is written: a peer that never reads its
+// answers cannot have the server hold more of them than that.
 func (sv *server) acquire(remote peer.ID) bool {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.open[remote] >= sv.maxStreams {
+	if sv.open[remote] >= sv.maxStreams || sv.open[remote]+sv.writing[remote] >= 2*sv.maxStreams {
 		return false
 	}
 	sv.open[remote]++
 	return true
 }
 
-func (sv *server) release(remote peer.ID) {
+// toWriting moves one of remote's streams from its slot to the answers
+// being written.
+func (sv *server) toWriting(remote peer.ID) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.open[remote]--; sv.open[remote] <= 0 {
-		delete(sv.open, remote)
+	decr(sv.open, remote)
+	sv.writing[remote]++
+}
+
+// done forgets one of remote's streams: at work, or writing when
+// written is true.
+func (sv *server) done(remote peer.ID, written bool) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if written {
+		decr(sv.writing, remote)
+	} else {
+		decr(sv.open, remote)
+	}
+}
+
+func decr(m map[peer.ID]int, id peer.ID) {
+	if m[id]--; m[id] <= 0 {
+		delete(m, id)
 	}
 }
 
@@ -169,8 +193,14 @@ func (sv *server) handle(s network.Stream, answer answerFunc) {
 		_ = s.Close()
 		return
 	}
-	release := sync.OnceFunc(func() { sv.release(remote) })
-	defer release()
+	var released bool
+	release := func() {
+		if !released {
+			released = true
+			sv.toWriting(remote)
+		}
+	}
+	defer func() { sv.done(remote, released) }()
 	answer(ctx, s, remote, log, release)
 	if sv.base.Err() != nil {
 		_ = s.Reset()
