@@ -3,10 +3,12 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -122,37 +124,40 @@ func (e streamEndpoint) protocolErr(op, msg string) error {
 	return &engine.Error{Op: "p2p " + op, Stage: engine.StageProtocol, Err: fmt.Errorf("peer %s: %s", e.c.peer, msg)}
 }
 
+// maxSeqLen bounds a sequence a peer answers with (a page's last_seq, a
+// row's seq): the client keeps it, in its checkpoints too.
+const maxSeqLen = 4096
+
+// minLongpollGap is the least time between two longpoll requests.
+const minLongpollGap = time.Second
+
 // Changes reads one page; with Wait it asks again until a change
-// arrives, the feed's sequence moves or ctx ends.
+// arrives, the feed's sequence moves or ctx ends. An empty longpoll
+// answer that comes back sooner than half the wait asked for (and
+// minLongpollGap) is followed by a pause until then, so that a peer
+// answering at once cannot make the client ask again and again.
 func (e streamEndpoint) Changes(ctx context.Context, req engine.ChangesRequest) (engine.ChangesPage, error) {
-	if req.Limit > MaxChangesLimit {
+	if req.Limit <= 0 || req.Limit > MaxChangesLimit {
 		req.Limit = MaxChangesLimit
 	}
 	for {
 		wr := request{Op: opChanges, Since: req.Since, Limit: req.Limit, Selector: req.Selector, Wait: req.Wait}
+		var wait time.Duration
 		if req.Wait {
-			wait := e.c.timeout * 3 / 4
+			wait = e.c.timeout * 3 / 4
 			if dl, ok := ctx.Deadline(); ok {
 				wait = min(wait, time.Until(dl))
 			}
 			wr.WaitMS = max(wait.Milliseconds(), 1)
 		}
+		start := time.Now()
 		var resp response
 		if err := e.c.call(ctx, wr, &resp); err != nil {
 			return engine.ChangesPage{}, err
 		}
-		page := engine.ChangesPage{LastSeq: resp.LastSeq, Pending: -1, Results: make([]engine.Change, 0, len(resp.Results))}
-		if resp.Pending != nil {
-			page.Pending = *resp.Pending
-		}
-		for _, c := range resp.Results {
-			if c.ID == "" || len(c.Revs) == 0 {
-				return engine.ChangesPage{}, e.protocolErr(opChanges, "a change without its id or revisions")
-			}
-			page.Results = append(page.Results, engine.Change{Seq: c.Seq, ID: c.ID, Revs: c.Revs, Deleted: c.Deleted})
-		}
-		if len(page.Results) > max(req.Limit, MaxChangesLimit) {
-			return engine.ChangesPage{}, e.protocolErr(opChanges, "more rows than the limit")
+		page, err := e.changesPage(req, resp)
+		if err != nil {
+			return engine.ChangesPage{}, err
 		}
 		if !req.Wait || len(page.Results) > 0 || (page.LastSeq != "" && page.LastSeq != req.Since) {
 			if page.LastSeq == "" {
@@ -160,12 +165,55 @@ func (e streamEndpoint) Changes(ctx context.Context, req engine.ChangesRequest) 
 			}
 			return page, nil
 		}
-		if err := ctx.Err(); err != nil {
+		if err := pause(ctx, start.Add(max(wait/2, minLongpollGap))); err != nil {
 			return engine.ChangesPage{}, err
 		}
 	}
 }
 
+// changesPage checks a changes answer: at most the rows asked for, each
+// with its id and revisions, and sequences of sane length.
+func (e streamEndpoint) changesPage(req engine.ChangesRequest, resp response) (engine.ChangesPage, error) {
+	if len(resp.Results) > req.Limit {
+		return engine.ChangesPage{}, e.protocolErr(opChanges, "more rows than the limit")
+	}
+	if len(resp.LastSeq) > maxSeqLen {
+		return engine.ChangesPage{}, e.protocolErr(opChanges, "a last sequence longer than any peer's")
+	}
+	page := engine.ChangesPage{LastSeq: resp.LastSeq, Pending: -1, Results: make([]engine.Change, 0, len(resp.Results))}
+	if resp.Pending != nil {
+		page.Pending = max(*resp.Pending, -1)
+	}
+	for _, c := range resp.Results {
+		if c.ID == "" || len(c.Revs) == 0 {
+			return engine.ChangesPage{}, e.protocolErr(opChanges, "a change without its id or revisions")
+		}
+		if len(c.Seq) > maxSeqLen {
+			return engine.ChangesPage{}, e.protocolErr(opChanges, "a sequence longer than any peer's")
+		}
+		page.Results = append(page.Results, engine.Change{Seq: c.Seq, ID: c.ID, Revs: c.Revs, Deleted: c.Deleted})
+	}
+	return page, nil
+}
+
+// pause waits until t or ctx's end (its error).
+func pause(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// RevsDiff asks which of revs the peer lacks; an answer that names a
+// document or a revision not asked about is a protocol error.
 func (e streamEndpoint) RevsDiff(ctx context.Context, revs map[string][]string) (map[string][]string, error) {
 	out := map[string][]string{}
 	if len(revs) == 0 {
@@ -175,14 +223,35 @@ func (e streamEndpoint) RevsDiff(ctx context.Context, revs map[string][]string) 
 	if err := e.c.call(ctx, request{Op: opRevsDiff, Revs: revs}, &resp); err != nil {
 		return nil, err
 	}
-	for id, missing := range resp.Missing {
-		if len(missing) > 0 {
-			out[id] = missing
+	return e.checkMissing(revs, resp.Missing)
+}
+
+// checkMissing keeps the non-empty entries of a revs_diff answer, each of
+// which must name revisions asked about, each once.
+func (e streamEndpoint) checkMissing(revs, missing map[string][]string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for id, m := range missing {
+		asked, ok := revs[id]
+		if !ok {
+			return nil, e.protocolErr(opRevsDiff, "a document not asked about")
+		}
+		seen := make(map[string]bool, len(m))
+		for _, r := range m {
+			if seen[r] || !slices.Contains(asked, r) {
+				return nil, e.protocolErr(opRevsDiff, "a revision not asked about, or twice")
+			}
+			seen[r] = true
+		}
+		if len(m) > 0 {
+			out[id] = m
 		}
 	}
 	return out, nil
 }
 
+// BulkGet reads the named revisions. Every document the peer answers
+// must be a JSON object that is one of the revisions asked for, each
+// once; they are returned in request order.
 func (e streamEndpoint) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
 	if len(revs) == 0 {
 		return nil, ctx.Err()
@@ -195,21 +264,76 @@ func (e streamEndpoint) BulkGet(ctx context.Context, revs []engine.DocRev) ([]js
 	if err := e.c.call(ctx, request{Op: opBulkGet, Get: get}, &resp); err != nil {
 		return nil, err
 	}
-	if len(resp.Docs) > len(revs) {
-		return nil, e.protocolErr(opBulkGet, "more documents than asked for")
+	docs, err := e.checkDocs(revs, resp.Docs)
+	if err != nil {
+		return nil, err
 	}
-	e.c.meter.add(e.c.peer, func(c *PeerCounters) { c.DocsIn += uint64(len(resp.Docs)) })
-	return resp.Docs, nil
+	e.c.meter.add(e.c.peer, func(c *PeerCounters) { c.DocsIn += uint64(len(docs)) })
+	return docs, nil
 }
 
+// checkDocs checks a bulk_get answer against the revisions asked for and
+// puts it in request order.
+func (e streamEndpoint) checkDocs(revs []engine.DocRev, docs []json.RawMessage) ([]json.RawMessage, error) {
+	if len(docs) > len(revs) {
+		return nil, e.protocolErr(opBulkGet, "more documents than asked for")
+	}
+	want := make(map[engine.DocRev]int, len(revs))
+	for _, r := range revs {
+		want[r]++
+	}
+	byRev := make(map[engine.DocRev]json.RawMessage, len(docs))
+	for _, d := range docs {
+		var head struct {
+			ID  string `json:"_id"`
+			Rev string `json:"_rev"`
+		}
+		if err := json.Unmarshal(d, &head); err != nil || len(bytes.TrimSpace(d)) == 0 || bytes.TrimSpace(d)[0] != '{' {
+			return nil, e.protocolErr(opBulkGet, "a document that is not a JSON object")
+		}
+		k := engine.DocRev{ID: head.ID, Rev: head.Rev}
+		if want[k]--; want[k] < 0 {
+			return nil, e.protocolErr(opBulkGet, "a document not asked for, or more often than asked")
+		}
+		if _, dup := byRev[k]; !dup {
+			byRev[k] = d
+		}
+	}
+	out := make([]json.RawMessage, 0, len(byRev))
+	for _, r := range revs {
+		if d, ok := byRev[r]; ok {
+			out = append(out, d)
+			delete(byRev, r)
+		}
+	}
+	return out, nil
+}
+
+// BulkDocs writes docs on the peer; its answer may only report on
+// documents sent, at most one result per document.
 func (e streamEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
 	var resp response
 	if err := e.c.call(ctx, request{Op: opBulkDocs, Docs: docs}, &resp); err != nil {
 		return nil, err
 	}
+	if len(resp.Written) > len(docs) {
+		return nil, e.protocolErr(opBulkDocs, "more results than documents sent")
+	}
+	sent := make(map[string]bool, len(docs))
+	for _, d := range docs {
+		var head struct {
+			ID string `json:"_id"`
+		}
+		if json.Unmarshal(d, &head) == nil {
+			sent[head.ID] = true
+		}
+	}
 	e.c.meter.add(e.c.peer, func(c *PeerCounters) { c.DocsOut += uint64(len(docs)) })
 	out := make([]engine.BulkDocResult, len(resp.Written))
 	for i, r := range resp.Written {
+		if !sent[r.ID] {
+			return nil, e.protocolErr(opBulkDocs, "a result for a document not sent")
+		}
 		out[i] = engine.BulkDocResult{ID: r.ID, Rev: r.Rev, Error: r.Error, Reason: r.Reason}
 	}
 	return out, nil

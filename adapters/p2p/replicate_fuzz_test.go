@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"testing"
+
+	"github.com/livesync-go/livesync-go/engine"
 )
 
 func frameOf(payload []byte) []byte {
@@ -81,4 +84,57 @@ func TestReadRequestLimits(t *testing.T) {
 	if req, _, _, err := readRequest(bytes.NewReader(frameOf(docs))); err != nil || len(req.Docs) != 1 {
 		t.Fatalf("a large bulk_docs: %v", err)
 	}
+}
+
+// FuzzClientAnswer feeds the client's answer checks arbitrary answer
+// frames: they never panic, and what they accept keeps the protocol's
+// promises (rows within the limit, bulk_get documents among those asked,
+// each once, revs_diff entries about what was asked).
+func FuzzClientAnswer(f *testing.F) {
+	for _, r := range []response{
+		{Status: statusOK, Results: []wireChange{{Seq: "1", ID: "a", Revs: []string{"1-a"}}}, LastSeq: "1"},
+		{Status: statusOK, Docs: []json.RawMessage{json.RawMessage(`{"_id":"a","_rev":"1-a"}`), json.RawMessage(`{"_id":"x","_rev":"1-a"}`)}},
+		{Status: statusOK, Missing: map[string][]string{"a": {"1-a"}, "z": {"1-z"}}},
+		{Status: statusError, Code: codeNotFound, Error: "missing"}, {Status: statusRefused}, {Status: "weird"},
+	} {
+		b, _ := json.Marshal(r)
+		f.Add(frameOf(b))
+	}
+	f.Add([]byte{0, 0, 0, 2, '{', '}'})
+	e := streamEndpoint{c: &peerClient{}}
+	asked := []engine.DocRev{{ID: "a", Rev: "1-a"}, {ID: "b", Rev: "2-b"}}
+	revs := map[string][]string{"a": {"1-a", "2-a"}}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		var resp response
+		if _, err := readJSON(bytes.NewReader(stream), MaxFrameSize, &resp); err != nil {
+			return
+		}
+		_ = e.c.status("changes", resp.Status, resp.Code, resp.Error)
+		if page, err := e.changesPage(engine.ChangesRequest{Limit: 2}, resp); err == nil && len(page.Results) > 2 {
+			t.Fatalf("%d rows accepted for a limit of 2", len(page.Results))
+		}
+		if docs, err := e.checkDocs(asked, resp.Docs); err == nil {
+			if len(docs) > len(asked) {
+				t.Fatalf("%d documents accepted for %d asked", len(docs), len(asked))
+			}
+			for _, d := range docs {
+				var h2 struct {
+					ID  string `json:"_id"`
+					Rev string `json:"_rev"`
+				}
+				if json.Unmarshal(d, &h2) != nil || !slices.Contains(asked, engine.DocRev{ID: h2.ID, Rev: h2.Rev}) {
+					t.Fatalf("accepted a document not asked for: %s", d)
+				}
+			}
+		}
+		if m, err := e.checkMissing(revs, resp.Missing); err == nil {
+			for id, rs := range m {
+				for _, r := range rs {
+					if !slices.Contains(revs[id], r) {
+						t.Fatalf("accepted a revision not asked about: %s %s", id, r)
+					}
+				}
+			}
+		}
+	})
 }
