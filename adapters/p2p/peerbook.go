@@ -312,11 +312,8 @@ func (b *PeerBook) reloadLocked(force bool) ([]allowChange, error) {
 		if err != nil {
 			return nil, fmt.Errorf("p2p: peer book: %w", err)
 		}
-		if err := json.Unmarshal(raw, &f); err != nil {
-			return nil, fmt.Errorf("p2p: peer book %s: not a peer book: %w", b.path, err)
-		}
-		if f.Version > peerBookVersion {
-			return nil, fmt.Errorf("p2p: peer book %s: version %d is newer than this program knows (%d)", b.path, f.Version, peerBookVersion)
+		if f, err = parseBook(raw); err != nil {
+			return nil, fmt.Errorf("p2p: peer book %s: %w", b.path, err)
 		}
 	}
 	before := b.approved
@@ -384,8 +381,31 @@ func maps2(m map[peer.ID]PeerEntry) map[peer.ID]PeerEntry {
 	return out
 }
 
-// entriesOf keeps the valid entries of the file (an entry with an invalid
-// peer id is dropped), sanitised.
+// parseBook parses the file. Anything but a peer book of a version this
+// program knows is an error, and so is an approved entry whose peer id
+// does not parse: a damaged or hand-edited file must never read as fewer
+// approvals, which the next change would write back over the user's.
+func parseBook(raw []byte) (bookFile, error) {
+	var f bookFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return bookFile{}, fmt.Errorf("not a peer book: %w", err)
+	}
+	if f.Version < 1 {
+		return bookFile{}, errors.New("not a peer book: no version")
+	}
+	if f.Version > peerBookVersion {
+		return bookFile{}, fmt.Errorf("version %d is newer than this program knows (%d)", f.Version, peerBookVersion)
+	}
+	for _, e := range f.Approved {
+		if _, err := peer.Decode(e.ID); err != nil {
+			return bookFile{}, fmt.Errorf("approved peer %.80q: not a peer id: %w", e.ID, err)
+		}
+	}
+	return f, nil
+}
+
+// entriesOf keeps the valid entries of the file (a pending entry with an
+// invalid peer id is dropped; parseBook refused approved ones), sanitised.
 func entriesOf(in []bookEntry) map[peer.ID]PeerEntry {
 	out := make(map[peer.ID]PeerEntry, len(in))
 	for _, w := range in {

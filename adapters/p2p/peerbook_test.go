@@ -191,18 +191,70 @@ func TestPeerBookCorruptFile(t *testing.T) {
 	if err := b.Approve(id, "laptop"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+	good, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Reload(); err == nil {
-		t.Fatal("Reload of a corrupt file succeeded")
+	// Each reads as JSON, but as fewer approvals than the user gave: an
+	// error, never an empty allow-list that the next change writes back.
+	for _, bad := range []string{"{not json", "", "null", "{}", `{"version":0}`, `[]`,
+		`{"version":1,"approved":[{"id":"laptop"}]}`, `{"version":9,"approved":[]}`} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Reload(); err == nil {
+			t.Fatalf("Reload of %q succeeded", bad)
+		}
+		if _, ok := b.Allow().Device(id); !ok {
+			t.Fatalf("%q revoked the approvals", bad)
+		}
+		if _, err := OpenPeerBook(path); err == nil {
+			t.Fatalf("OpenPeerBook of %q succeeded", bad)
+		}
+		if err := b.NotePending(newPeerID(t), "knocker", nil, time.Now()); err == nil {
+			t.Fatalf("a knock rewrote the file %q", bad)
+		}
+		if raw, _ := os.ReadFile(path); string(raw) != bad {
+			t.Fatalf("the file %q was rewritten", bad)
+		}
 	}
-	if _, ok := b.Allow().Device(id); !ok {
-		t.Error("a corrupt file revoked the approvals")
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := OpenPeerBook(path); err == nil {
-		t.Error("OpenPeerBook of a corrupt file succeeded")
+	if err := b.Reload(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// FuzzParseBook feeds the peer book parser arbitrary files: it never
+// panics, and a file it accepts has a known version and approved entries
+// that are all valid peer ids, each kept by entriesOf.
+func FuzzParseBook(f *testing.F) {
+	id, _ := peer.Decode("12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf")
+	f.Add([]byte(`{"version":1,"approved":[{"id":"` + id.String() + `","device":"a\u202eb","since":"2026-12-02T08:00:00Z"}],"pending":[{"id":"x"}]}`))
+	f.Add([]byte(`{"version":1}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		bf, err := parseBook(raw)
+		if err != nil {
+			return
+		}
+		if bf.Version != peerBookVersion {
+			t.Fatalf("version %d accepted", bf.Version)
+		}
+		if got := entriesOf(bf.Approved); len(got) != len(uniqueIDs(bf.Approved)) {
+			t.Fatalf("%d approved entries kept of %d", len(got), len(uniqueIDs(bf.Approved)))
+		}
+	})
+}
+
+func uniqueIDs(es []bookEntry) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range es {
+		id, _ := peer.Decode(e.ID)
+		out[string(id)] = true
+	}
+	return out
 }
 
 // Any stranger can knock: the pending list keeps the MaxPending seen most
