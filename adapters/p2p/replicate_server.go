@@ -66,12 +66,26 @@ func (sv *server) dispatch(ctx context.Context, remote peer.ID, req request) (re
 		}
 		return response{Written: out}, nil
 	case opGetLocal:
-		doc, err := ep.GetLocal(ctx, req.ID)
+		doc, err := ep.GetLocal(ctx, peerLocalID(remote, req.ID))
 		return response{Doc: doc}, err
 	case opPutLocal:
-		return response{}, ep.PutLocal(ctx, req.ID, req.Doc)
+		return response{}, ep.PutLocal(ctx, peerLocalID(remote, req.ID), req.Doc)
 	}
 	return response{}, badRequest("unknown op %.32q", req.Op)
+}
+
+// peerLocalPrefix is where a peer's _local documents (its replication
+// checkpoints) are kept: under its own peer id, so that a peer reads and
+// writes only its own, never another peer's, a CouchDB client's or this
+// replica's own checkpoints of its syncs.
+const peerLocalPrefix = "livesync-go/p2p-peer/"
+
+// maxPeerLocalPrefix bounds peerLocalPrefix, a peer id and a slash.
+const maxPeerLocalPrefix = 128
+
+// peerLocalID is where the _local document id of remote is kept.
+func peerLocalID(remote peer.ID, id string) string {
+	return peerLocalPrefix + remote.String() + "/" + id
 }
 
 // changes reads one page; a longpoll waits at most what the client waits

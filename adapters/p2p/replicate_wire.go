@@ -208,7 +208,7 @@ func checkRequest(req *request) error {
 			return tooLarge("%d revisions in one bulk_get, at most %d", len(req.Get), MaxBulkGet)
 		}
 	case opGetLocal, opPutLocal:
-		if req.ID == "" || len(req.ID) > store.MaxLocalIDLength || reservedLocal(req.ID) {
+		if req.ID == "" || len(req.ID) > store.MaxLocalIDLength-maxPeerLocalPrefix || reservedLocal(req.ID) {
 			return badRequest("the _local id %.64q is not one a peer may use", req.ID)
 		}
 		if req.Op == opPutLocal && (len(req.Doc) == 0 || len(req.Doc) > maxLocalDoc) {
@@ -232,7 +232,8 @@ func checkRequest(req *request) error {
 // "livesync-go-cli-held") and the hold-back's and served groups' state
 // (under "livesync-go/"). Replication checkpoints are what peers use:
 // "livesync-go-" and 32 hex digits (engine/replicate), which never start
-// with "cli".
+// with "cli". (What a peer may use is kept under its own peer id anyway:
+// peerLocalID.)
 func reservedLocal(id string) bool {
 	for _, p := range []string{"livesync-go/", "livesync-go-cli", "obsidian_livesync", "obsydian_livesync"} {
 		if strings.HasPrefix(id, p) {

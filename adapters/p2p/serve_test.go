@@ -4,11 +4,14 @@ package p2p
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/livesync-go/livesync-go/engine"
 )
 
 // writingCount is how many of the server's streams are writing answers.
@@ -63,5 +66,41 @@ func TestReplicateUnreadAnswersBounded(t *testing.T) {
 	var resp response
 	if _, err := readJSON(s, MaxFrameSize, &resp); err != nil || resp.Status != statusBusy {
 		t.Fatalf("a fifth stream while four answers wait unread: %+v, %v; want busy", resp.Status, err)
+	}
+}
+
+// A peer's _local documents (its checkpoints) are its own: another
+// approved peer neither reads nor overwrites them, and neither reaches
+// the checkpoints the serving replica keeps of its own syncs.
+func TestReplicateLocalPerPeer(t *testing.T) {
+	st := memStore(t)
+	const cp = "livesync-go-0123456789abcdef0123456789abcdef"
+	if err := st.PutLocal(t.Context(), cp, json.RawMessage(`{"last_seq":"own"}`)); err != nil {
+		t.Fatal(err)
+	}
+	p := servePeer(t, Served{Endpoint: st}, true, nil)
+	other := newTestHost(t)
+	p.allow.Allow(other.ID(), "other laptop")
+	b := NewRemote(other, addrInfo(p.server), RemoteOptions{Group: "tests"}).Endpoint()
+	a := p.remote.Endpoint()
+	if _, err := a.GetLocal(t.Context(), cp); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("a peer read the replica's own checkpoint: %v", err)
+	}
+	if err := a.PutLocal(t.Context(), cp, json.RawMessage(`{"last_seq":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetLocal(t.Context(), cp); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("a peer read another's checkpoint: %v", err)
+	}
+	if err := b.PutLocal(t.Context(), cp, json.RawMessage(`{"last_seq":"b"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for ep, want := range map[engine.Endpoint]string{a: `"a"`, b: `"b"`} {
+		if got, err := ep.GetLocal(t.Context(), cp); err != nil || !strings.Contains(string(got), want) {
+			t.Fatalf("a peer's own checkpoint: %s, %v; want %s", got, err, want)
+		}
+	}
+	if got, err := st.GetLocal(t.Context(), cp); err != nil || !strings.Contains(string(got), `"own"`) {
+		t.Fatalf("the replica's own checkpoint: %s, %v", got, err)
 	}
 }
