@@ -156,6 +156,8 @@ type Group struct {
 	unwatch   func()
 	closeOnce sync.Once
 
+	strangers newcomers // new unapproved announcers in the table
+
 	mu       sync.Mutex
 	closed   bool
 	peers    map[peer.ID]*seenPeer
@@ -456,7 +458,7 @@ func (g *Group) seen(a discovery.Announcement) {
 	}
 	g.mu.Lock()
 	p := g.peers[id]
-	if g.closed || (p == nil && !approved && len(g.peers) >= maxPeerTable) {
+	if g.closed || (p == nil && !approved && (len(g.peers) >= maxPeerTable || !g.strangers.take(now))) {
 		g.mu.Unlock()
 		return
 	}

@@ -61,6 +61,8 @@ type PeerBook struct {
 	path  string
 	allow *AllowList
 
+	knocks newcomers // new pending peers
+
 	mu       sync.Mutex
 	approved map[peer.ID]PeerEntry
 	pending  map[peer.ID]PeerEntry
@@ -148,7 +150,8 @@ func (b *PeerBook) Revoke(id peer.ID) error {
 }
 
 // NotePending records that id, not approved, announced itself or asked
-// to be served. An approved id is left alone.
+// to be served. An approved id is left alone; a new id beyond a burst of
+// newcomers (see newcomerBurst) is ignored.
 func (b *PeerBook) NotePending(id peer.ID, device string, addrs []string, at time.Time) error {
 	_, err := b.notePending(id, device, addrs, at)
 	return err
@@ -172,6 +175,9 @@ func (b *PeerBook) notePending(id peer.ID, device string, addrs []string, at tim
 		return false, nil
 	}
 	b.mu.Unlock()
+	if !was && !b.knocks.take(at) {
+		return false, nil // one of too many strangers at once
+	}
 	err = b.change(func(time.Time) {
 		if _, ok := b.approved[id]; ok {
 			return
