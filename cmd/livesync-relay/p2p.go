@@ -44,8 +44,9 @@ type p2pGroup struct {
 	book     *p2p.PeerBook
 	cfg      p2p.GroupConfig // Host, Room, Serve, Book set; NostrRelays resolved at join
 
-	mu sync.Mutex
-	g  *p2p.Group // nil until joined, and after close
+	mu   sync.Mutex
+	g    *p2p.Group // nil until joined, and after close
+	hunt *p2pHunt   // its peers in the database's hunt (p2p_hunt.go); nil until joined
 }
 
 func (g *p2pGroup) group() *p2p.Group {
@@ -126,7 +127,7 @@ func (r *relay) newP2PGroup(ctx context.Context, gs p2pGroupSpec, i int) (*p2pGr
 	ep := ownedEndpoint{Endpoint: st, user: p2pUserPrefix + gs.group}
 	return &p2pGroup{db: gs.db, name: gs.group, book: book, cfg: p2p.GroupConfig{
 		Name: gs.group, Room: room, Host: r.p2p.mux.forGroup(i), Device: gs.device, Book: book,
-		Serve:  &p2p.Served{Endpoint: ep, Chunks: st, Records: p2p.StoreRecords(st, "")},
+		Serve:  &p2p.Served{Endpoint: ep, Chunks: p2p.DocChunks(st), Records: p2p.StoreRecords(st, "")},
 		Logger: log,
 	}}, nil
 }
@@ -164,8 +165,9 @@ func (r *relay) joinP2P(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("database %q: joining p2p group %q: %w", g.db, g.name, err)
 		}
+		ph := r.startP2PHunt(ctx, g, joined)
 		g.mu.Lock()
-		g.g = joined
+		g.g, g.hunt = joined, ph
 		g.mu.Unlock()
 		r.log.Info("joined p2p group", "db", g.db, "group", g.name, "nostr_relays", strings.Join(cfg.NostrRelays, " "),
 			"approved", len(g.book.Approved()))
@@ -201,9 +203,10 @@ func (rt *p2pRuntime) close() error {
 	var errs []error
 	for _, g := range rt.groups {
 		g.mu.Lock()
-		joined := g.g
-		g.g = nil
+		joined, ph := g.g, g.hunt
+		g.g, g.hunt = nil, nil
 		g.mu.Unlock()
+		ph.stop()
 		if joined != nil {
 			if err := joined.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("leaving p2p group %q of %q: %w", g.name, g.db, err))

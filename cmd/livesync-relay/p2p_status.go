@@ -40,6 +40,9 @@ type p2pPeerStatus struct {
 	ChunksIn     uint64     `json:"chunks_in"`
 	ChunksOut    uint64     `json:"chunks_out"`
 	HuntRequests uint64     `json:"hunt_requests"`
+	// Hunt is what the relay's own hunt asked this peer for (p2p_hunt.go);
+	// absent for a peer that never was one of its sources.
+	Hunt *peerHuntStatus `json:"hunt,omitempty"`
 }
 
 // p2pPending is a peer that announced itself or knocked without being
@@ -76,6 +79,7 @@ func (rt *p2pRuntime) status(g *p2pGroup) p2pStatus {
 				ID: p.ID.String(), Device: p.Device, Approved: p.Approved, Connected: p.Connected, Present: p.Present,
 				BytesIn: p.Counters.BytesIn, BytesOut: p.Counters.BytesOut, DocsIn: p.Counters.DocsIn, DocsOut: p.Counters.DocsOut,
 				ChunksIn: p.Counters.ChunksIn, ChunksOut: p.Counters.ChunksOut, HuntRequests: p.Counters.ChunkRequests,
+				Hunt: g.huntOf().status(p.ID),
 			}
 			if !p.LastSeen.IsZero() {
 				t := p.LastSeen.UTC()
@@ -126,6 +130,9 @@ func (c *p2pCollector) Describe(ch chan<- *prometheus.Desc) {
 		descNostrConns, descNostrStored, descNostrEvents, descNostrDrops} {
 		ch <- d
 	}
+	for _, d := range p2pHuntDescs {
+		ch <- d
+	}
 }
 
 // Collect reads every group and the Nostr relay.
@@ -161,6 +168,7 @@ func (c *p2pCollector) Collect(ch chan<- prometheus.Metric) {
 		for id, pc := range joined.Meter().Snapshot() {
 			collectPeer(ch, g, id.String(), pc)
 		}
+		collectP2PHunt(ch, g)
 	}
 }
 

@@ -135,7 +135,7 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 	if err != nil {
 		return err
 	}
-	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log, r.uuid, s.upstreams, s.huntConfig)
+	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log, r.uuid, withP2PHunts(s.upstreams, s.p2p.groups), s.huntConfig)
 	*cleanup = append(*cleanup, func() { dbs.Close() })
 	r.dbs = dbs
 	ctx := context.Background()

@@ -46,7 +46,7 @@ type dbStatus struct {
 	Purgatory     purgatoryStatus `json:"purgatory"`
 	// Upstreams are the remotes the database is bridged to (empty
 	// without any), and Hunt the hunt for held documents' chunks across
-	// them (absent without upstreams).
+	// them and the groups' peers (absent without upstreams or groups).
 	Upstreams []ebridge.UpstreamStatus `json:"upstreams"`
 	Hunt      *ebridge.HuntStatus      `json:"hunt,omitempty"`
 	// P2P are the peer-to-peer groups the relay serves the database to

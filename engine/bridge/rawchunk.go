@@ -19,9 +19,15 @@ type RawChunk struct {
 }
 
 // envelope carries c through the hunt, whose ports speak engine.Chunk:
-// Data holds the document. Only the bridge's sources make envelopes and
-// only huntLocal opens them.
+// Data holds the document. Only chunk sources of the bridge's hunt make
+// envelopes and only huntLocal opens them.
 func (c RawChunk) envelope() engine.Chunk { return engine.Chunk{ID: c.ID, Data: string(c.Doc)} }
+
+// Envelope is c as the bridge's hunt carries it, for a chunk source that
+// is not an upstream (a relay's peers) added to Bridge.Hunt with
+// AddSource: the hunt's local side stores it as the bridge's own
+// sources' chunks are stored.
+func (c RawChunk) Envelope() engine.Chunk { return c.envelope() }
 
 // openEnvelope returns the RawChunk an envelope carries, checked: a JSON
 // object whose _id is the chunk's id, with a revision.

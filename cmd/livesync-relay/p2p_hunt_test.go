@@ -1,0 +1,220 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/livesync-go/livesync-go/adapters/p2p"
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/store"
+)
+
+// startP2PHunt starts a relay whose database "notes" (no upstreams) is in
+// group "family" with phone approved, and whose hunt has limits that
+// bind: one request at a time per source, two a window, two ids each;
+// a pushed note is hunted after 200 ms instead of the default minutes.
+func startP2PHuntRelay(t *testing.T, phone peer.ID) *running {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "relay.toml")
+	text := fmt.Sprintf(`
+[[databases]]
+name = "notes"
+[[databases.p2p]]
+group = "family"
+passphrase_env = "NOTES_GROUP"
+approved = [{peer = %q, device = "phone"}]
+
+[hunt]
+max_in_flight = 1
+max_per_window = 2
+window = "600ms"
+batch_size = 2
+backoff_base = "100ms"
+backoff_cap = "200ms"
+
+[purgatory]
+pushed_delay = "200ms"
+
+[p2p]
+listen = ["/ip4/127.0.0.1/tcp/0"]
+circuit_relay = false
+`, phone)
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{envAdminPassword: "test-admin-password", "NOTES_GROUP": p2pTestNotesPass}
+	rn := start(t, []string{"--data-dir", filepath.Join(dir, "data"), "--config", cfg}, env)
+	rn.user, rn.pass = defaultAdminName, env[envAdminPassword]
+	return rn
+}
+
+// peerHunt waits until /status shows peer id's part in the hunt with ok
+// true of it, and returns it.
+func (rn *running) peerHunt(id peer.ID, what string, ok func(p p2pPeerStatus) bool) p2pPeerStatus {
+	rn.t.Helper()
+	var last p2pPeerStatus
+	waitUntil(rn.t, "peer "+id.String()+" "+what, func() bool {
+		for _, g := range rn.status().db(rn.t, "notes").P2P {
+			for _, p := range g.Peers {
+				if p.ID == id.String() {
+					last = p
+					return ok(p)
+				}
+			}
+		}
+		return false
+	})
+	return last
+}
+
+// A note pushed over HTTP without its chunks is held on a relay database
+// that has no upstream; an approved peer of its group that is connected
+// holds the chunks, and the relay's hunt fetches them from it, within the
+// per-source limits, stores them with the peer's revisions and releases
+// the note. A revoked peer stops being a source.
+func TestP2PHuntFetchesHeldChunksFromPeers(t *testing.T) {
+	ctx := t.Context()
+	phone := p2pTestHost(t)
+	rn := startP2PHuntRelay(t, phone.ID())
+	var text strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&text, "line %d of a note whose chunks only the phone has\n", i)
+	}
+	meta, chunks := note(t, plainCodec(t), "Notes/From the phone.md", text.String())
+	if len(chunks) < 5 {
+		t.Fatalf("%d chunks, want at least 5 (several requests of two)", len(chunks))
+	}
+	// The phone holds the chunks in the remote form, with revisions.
+	st, err := store.NewMemory(store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	docs := make([]json.RawMessage, len(chunks))
+	revs := map[string]string{}
+	for i, c := range chunks {
+		docs[i], _ = c.MarshalJSON()
+		var rev string
+		json.Unmarshal(c["_rev"], &rev)
+		revs[c.ID()] = rev
+	}
+	if _, err := st.BulkDocs(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	rh := rn.r.p2p.host
+	allow := p2p.NewAllowList()
+	allow.Allow(rh.ID(), "relay")
+	t.Cleanup(p2p.ServeChunks(phone, p2p.ServerConfig{Store: p2p.DocChunks(st), Allow: allow}))
+
+	// The metadata arrives first, from an HTTP client: held.
+	rn.pushDocs("notes", meta)
+	if slices.Contains(rn.changedIDs("notes"), meta.ID()) {
+		t.Fatal("the note is in the changes feed before its chunks")
+	}
+	if d := rn.status().db(t, "notes"); d.HeldDocuments != 1 || d.Hunt == nil {
+		t.Fatalf("held %d, hunt %v: want the note held and a hunt without upstreams", d.HeldDocuments, d.Hunt)
+	}
+	if err := phone.Connect(ctx, peer.AddrInfo{ID: rh.ID(), Addrs: rh.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	rn.peerHunt(phone.ID(), "a source", func(p p2pPeerStatus) bool { return p.Hunt != nil && p.Hunt.Source })
+	rn.waitInFeed("notes", meta.ID())
+	rn.waitReleased("notes")
+	for _, c := range chunks {
+		var got map[string]any
+		if err := json.Unmarshal(rn.admin("GET", "/notes/"+url.PathEscape(c.ID()), nil, 200), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["_rev"] != revs[c.ID()] || got["type"] != "leaf" {
+			t.Errorf("chunk %s stored as %v, want the phone's revision %s", c.ID(), got, revs[c.ID()])
+		}
+	}
+	p := rn.peerHunt(phone.ID(), "the source of every chunk", func(p p2pPeerStatus) bool {
+		return p.Hunt != nil && p.Hunt.Chunks == uint64(len(chunks))
+	})
+	h := p.Hunt
+	minRequests := uint64((len(chunks) + 1) / 2)
+	if !h.Source || h.Requests < minRequests || h.Found < minRequests || h.Failed != 0 || h.Unusable != 0 {
+		t.Errorf("the phone's hunt: %+v, want at least %d requests, all found", h, minRequests)
+	}
+	if h.MaxInFlight != 1 || h.MaxInWindow < 1 || h.MaxInWindow > 2 {
+		t.Errorf("max in flight %d, in window %d: the limits are 1 and 2", h.MaxInFlight, h.MaxInWindow)
+	}
+	if p.ChunksIn != uint64(len(chunks)) {
+		t.Errorf("chunks_in %d, want %d", p.ChunksIn, len(chunks))
+	}
+	metrics := string(rn.admin("GET", "/metrics", nil, 200))
+	for _, want := range []string{
+		fmt.Sprintf(`livesync_relay_p2p_hunt_fetches_total{db="notes",group="family",outcome="found",peer="%s"} %d`, phone.ID(), h.Found),
+		fmt.Sprintf(`livesync_relay_p2p_hunt_max_in_flight{db="notes",group="family",peer="%s"} 1`, phone.ID()),
+		fmt.Sprintf(`livesync_relay_p2p_chunks_total{db="notes",direction="in",group="family",peer="%s"} %d`, phone.ID(), len(chunks)),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	rn.admin("DELETE", "/_p2p/notes/family/peers/"+phone.ID().String(), nil, 200)
+	// A revoked peer is no longer listed; the hunt drops it as a source.
+	ph := rn.r.p2p.groups[0].huntOf()
+	waitUntil(t, "the revoked peer is no source of the hunt", func() bool { return !ph.status(phone.ID()).Source })
+}
+
+// waitUntil polls cond (another goroutine or process changes what it
+// reads) until it holds, for at most 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// A chunk that a peer serves without a revision gets the one LiveSync
+// gives a new chunk when the relay can compute it (a plain chunk), and is
+// unusable when it cannot (an encrypted chunk, no passphrase); a
+// malformed revision is refused.
+func TestP2PHuntChunkDoc(t *testing.T) {
+	noCodec := func() (*livesync.Codec, []byte) { return nil, nil }
+	raw, err := chunkDoc(p2p.RawChunk{ID: "h:abc", Data: "plain text"}, noCodec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	json.Unmarshal(raw, &d)
+	if d["_rev"] != store.ChunkRev("h:abc", "plain text") || d["data"] != "plain text" || d["type"] != "leaf" || d["e_"] != nil {
+		t.Errorf("plain chunk without a revision: %s", raw)
+	}
+	raw, err = chunkDoc(p2p.RawChunk{ID: "h:+abc", Data: "%=cipher", Rev: "1-0a"}, noCodec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if json.Unmarshal(raw, &d); d["_rev"] != "1-0a" || d["e_"] != true {
+		t.Errorf("encrypted chunk: %s", raw)
+	}
+	if _, err := chunkDoc(p2p.RawChunk{ID: "h:+abc", Data: "%=cipher"}, noCodec); !errors.Is(err, errNoChunkRev) {
+		t.Errorf("encrypted chunk without a revision and no codec: %v", err)
+	}
+	for _, rev := range []string{"x", "0-ab", "1-", "1-xyz", "-1-ab"} {
+		if _, err := chunkDoc(p2p.RawChunk{ID: "h:abc", Data: "d", Rev: rev}, noCodec); !errors.Is(err, engine.ErrMalformed) {
+			t.Errorf("revision %q: %v, want malformed", rev, err)
+		}
+	}
+}
