@@ -19,7 +19,7 @@ import (
 
 // newTestHost starts a host on loopback (TCP and QUIC) closed when the
 // test ends.
-func newTestHost(t *testing.T, listen ...string) host.Host {
+func newTestHost(t testing.TB, listen ...string) host.Host {
 	t.Helper()
 	h, err := NewHost(t.Context(), Config{ListenAddrs: listen})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-func newPeerID(t *testing.T) peer.ID {
+func newPeerID(t testing.TB) peer.ID {
 	t.Helper()
 	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
