@@ -113,6 +113,7 @@ const (
 	PeerRevoked                           // the book revoked it; its streams were closed
 )
 
+// String names the kind.
 func (k PeerEventKind) String() string {
 	switch k {
 	case PeerFound:

@@ -109,6 +109,7 @@ type streamEndpoint struct{ c *peerClient }
 
 var _ engine.Endpoint = streamEndpoint{}
 
+// Info reads the peer's database information.
 func (e streamEndpoint) Info(ctx context.Context) (engine.EndpointInfo, error) {
 	var resp response
 	if err := e.c.call(ctx, request{Op: opInfo}, &resp); err != nil {
@@ -339,6 +340,8 @@ func (e streamEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([
 	return out, nil
 }
 
+// GetLocal reads one of this client's _local documents on the peer
+// (kept there under this client's peer id).
 func (e streamEndpoint) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
 	var resp response
 	if err := e.c.call(ctx, request{Op: opGetLocal, ID: id}, &resp); err != nil {
@@ -350,6 +353,7 @@ func (e streamEndpoint) GetLocal(ctx context.Context, id string) (json.RawMessag
 	return resp.Doc, nil
 }
 
+// PutLocal writes one of this client's _local documents on the peer.
 func (e streamEndpoint) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
 	return e.c.call(ctx, request{Op: opPutLocal, ID: id, Doc: doc}, &response{})
 }
@@ -360,16 +364,19 @@ type remotePort struct{ c *peerClient }
 
 var _ negotiate.Port = remotePort{}
 
+// Exists reports whether the peer's records exist.
 func (p remotePort) Exists(ctx context.Context) (bool, error) {
 	var resp response
 	err := p.c.call(ctx, request{Op: opRecExists}, &resp)
 	return resp.Exists, err
 }
 
+// Create creates the peer's records.
 func (p remotePort) Create(ctx context.Context) error {
 	return p.c.call(ctx, request{Op: opRecCreate}, &response{})
 }
 
+// Read reads one of the peer's records and its version.
 func (p remotePort) Read(ctx context.Context, r negotiate.Record) (json.RawMessage, string, error) {
 	var resp response
 	if err := p.c.call(ctx, request{Op: opRecRead, Record: string(r)}, &resp); err != nil {
@@ -381,12 +388,14 @@ func (p remotePort) Read(ctx context.Context, r negotiate.Record) (json.RawMessa
 	return resp.Doc, resp.Version, nil
 }
 
+// Write writes one of the peer's records over version.
 func (p remotePort) Write(ctx context.Context, r negotiate.Record, raw json.RawMessage, version string) (string, error) {
 	var resp response
 	err := p.c.call(ctx, request{Op: opRecWrite, Record: string(r), Doc: raw, Version: version}, &resp)
 	return resp.Version, err
 }
 
+// Progress reads the peer's progress marker.
 func (p remotePort) Progress(ctx context.Context) (string, error) {
 	var resp response
 	err := p.c.call(ctx, request{Op: opProgress}, &resp)

@@ -134,6 +134,7 @@ type requestError struct {
 	msg  string
 }
 
+// Error is the refusal's message.
 func (e *requestError) Error() string { return e.msg }
 
 func badRequest(format string, a ...any) error {

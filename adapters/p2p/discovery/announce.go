@@ -77,6 +77,7 @@ const (
 	KindExpired                            // decrypted and valid, but past its expiry
 )
 
+// String names the kind.
 func (k ErrorKind) String() string {
 	switch k {
 	case KindMalformed:
@@ -98,6 +99,7 @@ type Error struct {
 	Detail string
 }
 
+// Error says what was rejected and why.
 func (e *Error) Error() string {
 	if e.Detail == "" {
 		return "discovery: " + e.Kind.String() + " announcement"

@@ -51,6 +51,7 @@ type decodeError struct {
 	Reason string
 }
 
+// Error is the reason sent back to the client.
 func (e *decodeError) Error() string { return e.Reason }
 
 func invalid(label, id, format string, args ...any) *decodeError {

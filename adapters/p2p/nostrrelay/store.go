@@ -200,6 +200,8 @@ func allAddressable(kinds []int) bool {
 // expiryHeap orders entries by expiry, the first to expire on top.
 type expiryHeap []*entry
 
+// Len, Less, Swap, Push and Pop implement heap.Interface, earliest
+// expiry first.
 func (h expiryHeap) Len() int { return len(h) }
 func (h expiryHeap) Less(i, j int) bool {
 	if h[i].expires != h[j].expires {
