@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -56,6 +53,7 @@ func withP2PHunts(ups map[string][]upstreamSpec, groups []p2pGroupSpec) map[stri
 type p2pHunt struct {
 	joined *p2p.Group
 	hunt   *hunt.Hunt
+	db     store.LocalReader // the database: its sync parameters
 	codec  func() (*livesync.Codec, []byte)
 	window time.Duration
 	log    *slog.Logger
@@ -91,7 +89,7 @@ func (r *relay) startP2PHunt(ctx context.Context, g *p2pGroup, joined *p2p.Group
 		window = hunt.DefaultWindow
 	}
 	hctx, cancel := context.WithCancel(context.Background())
-	ph := &p2pHunt{joined: joined, hunt: held.Bridge.Hunt(), codec: held.Codec, window: window,
+	ph := &p2pHunt{joined: joined, hunt: held.Bridge.Hunt(), db: held.Served, codec: held.Codec, window: window,
 		log: r.log.With("component", "p2p", "db", g.db, "group", g.name), wake: make(chan struct{}, 1),
 		cancel: cancel, done: make(chan struct{}), sources: map[peer.ID]*peerSource{}, meters: map[peer.ID]*peerMeter{}}
 	ph.stopWatch = joined.Watch(func(p2p.PeerEvent) { ph.poke() })
@@ -164,7 +162,7 @@ func (ph *p2pHunt) sync() {
 			m = &peerMeter{meter: decorate.Meter{Window: ph.window}}
 			ph.meters[id] = m
 		}
-		s := &peerSource{id: id, client: rem.ChunkClient(), codec: ph.codec, m: m, log: ph.log.With("peer", id.String())}
+		s := &peerSource{id: id, client: rem.ChunkClient(), rem: rem, db: ph.db, codec: ph.codec, m: m, log: ph.log.With("peer", id.String())}
 		ph.sources[id] = s
 		ph.hunt.AddSource(decorate.Metered(s, &m.meter), nil)
 		ph.log.Info("a peer of the group is a source of the hunt for held notes' chunks", "peer", id.String())
@@ -219,9 +217,15 @@ func (ph *p2pHunt) status(id peer.ID) *peerHuntStatus {
 type peerSource struct {
 	id     peer.ID
 	client *p2p.ChunkClient
+	rem    *p2p.Remote // the peer's records: its group salt
+	db     store.LocalReader
 	codec  func() (*livesync.Codec, []byte)
 	m      *peerMeter
 	log    *slog.Logger
+
+	saltMu   sync.Mutex
+	salt     []byte
+	saltRead time.Time
 }
 
 var _ engine.ChunkSource = (*peerSource)(nil)
@@ -240,8 +244,12 @@ func (s *peerSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 		return engine.FetchResult{}, err
 	}
 	res := engine.FetchResult{Missing: missing, Found: make([]engine.Chunk, 0, len(found))}
+	var form *chunkForm
 	for _, c := range found {
-		doc, err := chunkDoc(c, s.codec)
+		if form == nil && decorate.IsE2EEChunkID(c.ID) {
+			form = s.form(ctx)
+		}
+		doc, err := chunkDoc(c, form)
 		if err != nil {
 			s.m.mu.Lock()
 			s.m.unusable++
@@ -253,51 +261,6 @@ func (s *peerSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 		res.Found = append(res.Found, ebridge.RawChunk{ID: c.ID, Doc: doc}.Envelope())
 	}
 	return res, nil
-}
-
-// errNoChunkRev: the peer sent no revision (it predates them) and the
-// relay cannot compute it (an encrypted chunk without the passphrase).
-var errNoChunkRev = errors.New("the peer sent no revision and the chunk is encrypted: the relay needs the vault passphrase to compute it")
-
-// chunkDoc is the chunk document of c in the remote form, as the other
-// replicas hold it: {_id, _rev, data, type: "leaf"}, with "e_": true for
-// an end-to-end encrypted chunk (an "h:+" id: the remote form encrypts
-// exactly those). The revision is the peer's; a peer that sent none gets
-// the revision LiveSync gives a new chunk, store.ChunkRev over the
-// plaintext (as the bridge does for a bucket's chunks), which needs the
-// vault's codec for an encrypted or compressed chunk.
-func chunkDoc(c p2p.RawChunk, codec func() (*livesync.Codec, []byte)) (json.RawMessage, error) {
-	d := livesync.ChunkDoc(livesync.Chunk{ID: c.ID, Data: c.Data})
-	if decorate.IsE2EEChunkID(c.ID) {
-		d["e_"] = json.RawMessage("true")
-	}
-	rev := c.Rev
-	if rev != "" && !validRev(rev) {
-		return nil, fmt.Errorf("the peer sent a malformed revision: %w", engine.ErrMalformed)
-	}
-	if rev == "" {
-		cd, _ := codec()
-		if cd == nil {
-			if decorate.IsE2EEChunkID(c.ID) {
-				return nil, errNoChunkRev
-			}
-			var err error
-			if cd, err = livesync.New(livesync.Config{}); err != nil {
-				return nil, err
-			}
-		}
-		dec, err := cd.DecodeRemote(d)
-		if err != nil {
-			return nil, err
-		}
-		plain, err := livesync.ParseChunk(dec)
-		if err != nil {
-			return nil, err
-		}
-		rev = store.ChunkRev(c.ID, plain.Data)
-	}
-	d["_rev"], _ = json.Marshal(rev)
-	return d.MarshalJSON()
 }
 
 // huntOf is the group's hunt of peers (nil before the join).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/p2p"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -187,13 +189,13 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A chunk that a peer serves without a revision gets the one LiveSync
-// gives a new chunk when the relay can compute it (a plain chunk), and is
-// unusable when it cannot (an encrypted chunk, no passphrase); a
-// malformed revision is refused.
+// chunkDoc: a plain chunk without a revision gets the one LiveSync gives
+// a new chunk; an encrypted chunk is stored as served when the salts
+// agree, re-encrypted with the database's salt when they do not and the
+// relay has the passphrase, and refused otherwise, as is a malformed
+// revision.
 func TestP2PHuntChunkDoc(t *testing.T) {
-	noCodec := func() (*livesync.Codec, []byte) { return nil, nil }
-	raw, err := chunkDoc(p2p.RawChunk{ID: "h:abc", Data: "plain text"}, noCodec)
+	raw, err := chunkDoc(p2p.RawChunk{ID: "h:abc", Data: "plain text"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,19 +204,47 @@ func TestP2PHuntChunkDoc(t *testing.T) {
 	if d["_rev"] != store.ChunkRev("h:abc", "plain text") || d["data"] != "plain text" || d["type"] != "leaf" || d["e_"] != nil {
 		t.Errorf("plain chunk without a revision: %s", raw)
 	}
-	raw, err = chunkDoc(p2p.RawChunk{ID: "h:+abc", Data: "%=cipher", Rev: "1-0a"}, noCodec)
+	settings := livesync.Settings{Encrypt: true, Passphrase: "vault passphrase"}
+	codecOf := func(salt byte) *livesync.Codec {
+		c, err := livesync.New(livesync.Config{Settings: settings, Salt: bytes.Repeat([]byte{salt}, negotiate.SaltSize)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	peerCodec, dbCodec := codecOf(1), codecOf(2)
+	enc, err := peerCodec.EncodeRemote(livesync.ChunkDoc(livesync.Chunk{ID: "h:+abc", Data: "secret words"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if json.Unmarshal(raw, &d); d["_rev"] != "1-0a" || d["e_"] != true {
-		t.Errorf("encrypted chunk: %s", raw)
+	var cipher string
+	json.Unmarshal(enc["data"], &cipher)
+	served := p2p.RawChunk{ID: "h:+abc", Data: cipher, Rev: "1-0a"}
+	raw, err = chunkDoc(served, &chunkForm{forward: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := chunkDoc(p2p.RawChunk{ID: "h:+abc", Data: "%=cipher"}, noCodec); !errors.Is(err, errNoChunkRev) {
+	if json.Unmarshal(raw, &d); d["_rev"] != "1-0a" || d["e_"] != true || d["data"] != cipher {
+		t.Errorf("same salt: %s", raw)
+	}
+	raw, err = chunkDoc(p2p.RawChunk{ID: served.ID, Data: cipher}, &chunkForm{from: peerCodec, to: dbCodec, relay: dbCodec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := livesync.ParseDoc(raw)
+	if plain, err := plaintext(dbCodec, doc); err != nil || plain != "secret words" || doc.Rev() != store.ChunkRev("h:+abc", "secret words") {
+		t.Errorf("re-encrypted: %s: %q %v", raw, plain, err)
+	}
+	if _, err := chunkDoc(served, &chunkForm{why: errOtherSalt}); !errors.Is(err, errOtherSalt) {
+		t.Errorf("another salt, no passphrase: %v", err)
+	}
+	if _, err := chunkDoc(p2p.RawChunk{ID: served.ID, Data: cipher}, &chunkForm{forward: true}); !errors.Is(err, errNoChunkRev) {
 		t.Errorf("encrypted chunk without a revision and no codec: %v", err)
 	}
 	for _, rev := range []string{"x", "0-ab", "1-", "1-xyz", "-1-ab"} {
-		if _, err := chunkDoc(p2p.RawChunk{ID: "h:abc", Data: "d", Rev: rev}, noCodec); !errors.Is(err, engine.ErrMalformed) {
+		if _, err := chunkDoc(p2p.RawChunk{ID: "h:abc", Data: "d", Rev: rev}, nil); !errors.Is(err, engine.ErrMalformed) {
 			t.Errorf("revision %q: %v, want malformed", rev, err)
 		}
 	}
 }
+
