@@ -247,4 +247,3 @@ func TestP2PHuntChunkDoc(t *testing.T) {
 		}
 	}
 }
-
