@@ -107,10 +107,19 @@ func (p *storeRecords) Write(ctx context.Context, r negotiate.Record, raw json.R
 		return "", &engine.Error{Op: "write " + r.Name(), DocID: string(r), Stage: engine.StageEncode,
 			Err: fmt.Errorf("a record must be a JSON object: %w", engine.ErrMalformed)}
 	}
-	id, isLocal := p.localID(r)
-	defer p.lock(id)()
+	delete(m, "_id")
 	delete(m, "_rev")
 	delete(m, "_revisions")
+	for k := range m {
+		if strings.HasPrefix(k, "_") {
+			// "_deleted" would delete the record (a peer could drop the
+			// group's salt); no record has fields of CouchDB's own.
+			return "", &engine.Error{Op: "write " + r.Name(), DocID: string(r), Stage: engine.StageEncode,
+				Err: fmt.Errorf("a record may not set the field %.32q: %w", k, engine.ErrMalformed)}
+		}
+	}
+	id, isLocal := p.localID(r)
+	defer p.lock(id)()
 	if !isLocal {
 		m["_id"], _ = json.Marshal(id)
 		if version != "" {

@@ -4,11 +4,14 @@ package p2p
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 )
 
@@ -71,4 +74,27 @@ func probe(t *testing.T, raw json.RawMessage) string {
 		t.Fatalf("record %s: %v", raw, err)
 	}
 	return v.Probe
+}
+
+// A peer's record write cannot delete the record ("_deleted") nor set
+// another field of CouchDB's own; the record is left as it was.
+func TestStoreRecordsRefuseDeletion(t *testing.T) {
+	st := memStore(t)
+	for _, prefix := range []string{"", "livesync-go/p2p/g/"} {
+		recs := StoreRecords(st, prefix)
+		for _, r := range []negotiate.Record{negotiate.RecordSyncParameters, negotiate.RecordVersion} {
+			v, err := recs.Write(t.Context(), r, json.RawMessage(`{"type":"x","n":1}`), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range []string{`{"_deleted":true}`, `{"type":"x","_attachments":{}}`} {
+				if _, err := recs.Write(t.Context(), r, json.RawMessage(bad), v); !errors.Is(err, engine.ErrMalformed) {
+					t.Fatalf("%q%s: writing %s: %v; want ErrMalformed", prefix, r, bad, err)
+				}
+			}
+			if raw, v2, err := recs.Read(t.Context(), r); err != nil || v2 != v || !strings.Contains(string(raw), `"n":1`) {
+				t.Fatalf("%q%s after refused writes: %s at %q, %v", prefix, r, raw, v2, err)
+			}
+		}
+	}
 }
