@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"time"
 
@@ -85,6 +86,13 @@ func (r *relay) p2pApprove(w http.ResponseWriter, req *http.Request) {
 	if g == nil {
 		return
 	}
+	if req.Method == http.MethodPost && !isJSON(req) {
+		// A browser sends a cross-site POST without asking first only
+		// as a form or plain text: an admin's browser session must not
+		// approve a peer for another site.
+		writeJSONStatus(w, http.StatusUnsupportedMediaType, map[string]string{"error": "bad_content_type", "reason": "POST needs Content-Type: application/json"})
+		return
+	}
 	var body struct {
 		Device string `json:"device"`
 	}
@@ -112,6 +120,12 @@ func (r *relay) p2pApprove(w http.ResponseWriter, req *http.Request) {
 	device, _ := g.book.Allow().Device(id)
 	r.log.Info("p2p peer approved", "db", g.db, "group", g.name, "peer", id.String(), "device", device)
 	writeJSONStatus(w, http.StatusOK, map[string]any{"ok": true, "peer": id.String(), "device": device, "approved": true})
+}
+
+// isJSON reports whether req's body is declared application/json.
+func isJSON(req *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
 }
 
 // p2pRevoke withdraws a peer's approval (or forgets a pending peer); the
