@@ -27,6 +27,12 @@ const maxMessageSize = 256 << 10
 // dialTimeout bounds a connection attempt when ctx has no deadline.
 const dialTimeout = 10 * time.Second
 
+// subscriptionPing is how often a subscription pings its relay. A relay
+// that sends nothing, not even the pong, for two and a half times as long
+// is gone (a connection cut without a word, as a sleeping laptop's or a
+// NAT's): the subscription ends, and the caller subscribes again.
+var subscriptionPing = 30 * time.Second
+
 // conn is one websocket to a relay. Writes are serialised; reads happen
 // in one goroutine at a time (the caller's).
 type conn struct {
@@ -153,7 +159,13 @@ func (s *subscription) events(ctx context.Context, fn func(*nostr.Event) bool) {
 	stop := s.c.closeOnDone(ctx)
 	defer stop()
 	defer s.c.close()
+	alive := func() { _ = s.c.ws.SetReadDeadline(time.Now().Add(subscriptionPing * 5 / 2)) }
+	s.c.ws.SetPongHandler(func(string) error { alive(); return nil })
+	done := make(chan struct{})
+	defer close(done)
+	go s.c.ping(done)
 	for {
+		alive()
 		env, err := s.c.read()
 		if err != nil {
 			return
@@ -177,6 +189,25 @@ func (s *subscription) events(ctx context.Context, fn func(*nostr.Event) bool) {
 			if e.SubscriptionID == s.id {
 				return
 			}
+		}
+	}
+}
+
+// ping pings the relay every subscriptionPing until done is closed.
+func (c *conn) ping(done <-chan struct{}) {
+	t := time.NewTicker(subscriptionPing)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		c.wmu.Lock()
+		err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(dialTimeout))
+		c.wmu.Unlock()
+		if err != nil {
+			return
 		}
 	}
 }

@@ -100,3 +100,35 @@ func TestPublishRefusedReason(t *testing.T) {
 		t.Fatalf("err = %v, want the relay's reason", err)
 	}
 }
+
+// A relay that goes silent (no events, no pongs: a connection cut
+// without a word) ends the subscription after a few pings, so that the
+// caller subscribes again instead of waiting forever.
+func TestSilentRelayEndsSubscription(t *testing.T) {
+	defer func(d time.Duration) { subscriptionPing = d }(subscriptionPing)
+	subscriptionPing = 100 * time.Millisecond
+	up := websocket.Upgrader{}
+	release := make(chan struct{})
+	defer close(release)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		<-release // never reads: no pong
+	}))
+	defer srv.Close()
+	room, _ := NewRoom("group", "passphrase")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, err := Subscribe(ctx, []string{"ws" + strings.TrimPrefix(srv.URL, "http")}, room, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch {
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the subscription to a silent relay lasted until the caller gave up")
+	}
+}
