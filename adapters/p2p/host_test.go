@@ -274,3 +274,21 @@ func TestRelayMaxReservations(t *testing.T) {
 		t.Fatalf("a second reservation on a one-slot relay: %v, want a reservation error", err)
 	}
 }
+
+// With MayReserve, only the peers it approves get a slot on the relay.
+func TestRelayMayReserve(t *testing.T) {
+	friend := startHost(t, Config{})
+	stranger := startHost(t, Config{})
+	relay := startHost(t, Config{RelayService: true, RelayLimits: RelayLimits{
+		MayReserve: func(id peer.ID) bool { return id == friend.ID() }}})
+	info := peer.AddrInfo{ID: relay.ID(), Addrs: relay.Addrs()}
+	waitFor(t, 10*time.Second, "the relay service never started", func() bool {
+		_, err := client.Reserve(t.Context(), friend, info)
+		return err == nil
+	})
+	_, err := client.Reserve(t.Context(), stranger, info)
+	var rerr client.ReservationError
+	if !errors.As(err, &rerr) {
+		t.Fatalf("a stranger's reservation: %v, want a reservation error", err)
+	}
+}

@@ -80,7 +80,23 @@ type RelayLimits struct {
 	// Data, when positive, resets each relayed connection after this
 	// many bytes in either direction.
 	Data int64
+	// MayReserve, when set, says which peers may hold a slot (the relay
+	// binary: the peers approved in one of its groups); nil lets any
+	// peer reserve. Relayed connections are unlimited by default, so
+	// without it any stranger could park on the relay and use it as a
+	// free proxy. Anyone may still connect through a slot to the peer
+	// holding it, which refuses peers it has not approved.
+	MayReserve func(peer.ID) bool
 }
+
+// reserveACL lets only the peers MayReserve approves hold a slot.
+type reserveACL struct{ may func(peer.ID) bool }
+
+// AllowReserve asks MayReserve.
+func (a reserveACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.may(p) }
+
+// AllowConnect lets anyone connect to a peer holding a slot.
+func (a reserveACL) AllowConnect(peer.ID, ma.Multiaddr, peer.ID) bool { return true }
 
 // Validate reports negative limits.
 func (l RelayLimits) Validate() error {
@@ -109,7 +125,11 @@ func (l RelayLimits) relayOptions() []relayv2.Option {
 			rc.Limit.Data = l.Data
 		}
 	}
-	return []relayv2.Option{relayv2.WithResources(rc)}
+	opts := []relayv2.Option{relayv2.WithResources(rc)}
+	if l.MayReserve != nil {
+		opts = append(opts, relayv2.WithACL(reserveACL{l.MayReserve}))
+	}
+	return opts
 }
 
 // orDefault returns v, or def when v is zero.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -77,8 +78,13 @@ func (r *relay) startP2P(ctx context.Context, cleanup *[]func()) error {
 	if idPath == "" {
 		idPath = filepath.Join(r.s.dataDir, p2p.IdentityFileName)
 	}
+	// Only peers approved in one of the groups may hold a slot of the
+	// circuit relay (its relayed connections are unlimited); ready
+	// says the groups are in place.
+	var ready atomic.Bool
+	mayReserve := func(id peer.ID) bool { return ready.Load() && rt.approvedElsewhere(nil, id) != "" }
 	h, err := p2p.NewHost(ctx, p2p.Config{ListenAddrs: s.listen, IdentityPath: idPath,
-		RelayService: s.circuitRelay, AnnounceAddrs: s.announceAddrs})
+		RelayService: s.circuitRelay, RelayLimits: p2p.RelayLimits{MayReserve: mayReserve}, AnnounceAddrs: s.announceAddrs})
 	if err != nil {
 		return fmt.Errorf("peer-to-peer: %w (another process on the [p2p] listen ports? change listen in [p2p])", err)
 	}
@@ -92,6 +98,7 @@ func (r *relay) startP2P(ctx context.Context, cleanup *[]func()) error {
 		}
 		rt.groups = append(rt.groups, g)
 	}
+	ready.Store(true)
 	rt.log.Info("peer-to-peer host started", "peer_id", h.ID().String(), "addrs", strings.Join(p2p.Addrs(h), " "), "groups", len(rt.groups))
 	return nil
 }
@@ -257,7 +264,8 @@ func (rt *p2pRuntime) route(id peer.ID) int {
 	return 0
 }
 
-// approvedElsewhere names the group other than g that approved id.
+// approvedElsewhere names the group other than g (nil: any group) that
+// approved id.
 func (rt *p2pRuntime) approvedElsewhere(g *p2pGroup, id peer.ID) string {
 	for _, o := range rt.groups {
 		if o == g {
