@@ -362,12 +362,39 @@ func (g *Group) announce() []string {
 	addrs := announceAddrs(g.h)
 	a := discovery.Announcement{PeerID: g.h.ID().String(), Addrs: addrs, DeviceName: truncDevice(g.cfg.Device),
 		Expires: now.Add(ttl)}
+	if err := g.sign(&a); err != nil {
+		g.log.Warn("p2p: signing this peer's announcement failed", "err", err)
+		return addrs
+	}
 	ctx, cancel := context.WithTimeout(g.ctx, min(g.interval, 20*time.Second))
 	defer cancel()
 	if err := g.cfg.transport.publish(ctx, g.cfg.NostrRelays, g.cfg.Room, g.nostrKey, a, now); err != nil && g.ctx.Err() == nil {
 		g.log.Warn("p2p: announcing this peer failed", "err", err)
 	}
 	return addrs
+}
+
+// sign signs a with the host's key: only this peer can announce its id.
+func (g *Group) sign(a *discovery.Announcement) error {
+	key := g.h.Peerstore().PrivKey(g.h.ID())
+	if key == nil {
+		return errors.New("the host's private key is not in its peerstore")
+	}
+	sig, err := key.Sign(g.cfg.Room.SignedBytes(*a))
+	a.Sig = sig
+	return err
+}
+
+// signedBy reports whether a carries a valid signature of id's key: an
+// announcement for an id from anyone but that peer (who knows the group
+// passphrase, but not the peer's key) is ignored.
+func (g *Group) signedBy(id peer.ID, a discovery.Announcement) bool {
+	pub, err := id.ExtractPublicKey()
+	if err != nil || len(a.Sig) == 0 {
+		return false
+	}
+	ok, err := pub.Verify(g.cfg.Room.SignedBytes(a), a.Sig)
+	return err == nil && ok
 }
 
 // announceAddrs are h's addresses with its peer id (circuit addresses
@@ -443,7 +470,7 @@ func parseAddrs(id peer.ID, in []string) ([]string, peer.AddrInfo) {
 // seen takes one announcement into the table.
 func (g *Group) seen(a discovery.Announcement) {
 	id, err := peer.Decode(a.PeerID)
-	if err != nil || id == g.h.ID() {
+	if err != nil || id == g.h.ID() || !g.signedBy(id, a) {
 		return
 	}
 	now := g.now()

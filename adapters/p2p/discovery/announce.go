@@ -18,7 +18,11 @@
 // Sealed content (version 1) is standard base64 of
 // 0x01 || 12-byte random nonce || AES-256-GCM(sealKey, nonce, plaintext, aad),
 // where aad = "livesync-p2p-discovery/v1 announce " || room and the plaintext
-// is the JSON object {"peer":..., "addrs":[...], "device":..., "exp":unix-seconds}.
+// is the JSON object {"peer":..., "addrs":[...], "device":..., "exp":unix-seconds,
+// "sig":base64}. sig is the peer's own signature (its libp2p key) over
+// Room.SignedBytes: anyone who knows the group passphrase can seal an
+// announcement, but only the peer can sign one for its id; the group
+// checks it (this package carries it and bounds its size).
 //
 // Announcements whose expiry has passed, or whose expiry lies more than
 // MaxTTL in the future, are rejected with a typed *Error.
@@ -64,6 +68,9 @@ type Announcement struct {
 	Addrs      []string  // multiaddrs the peer listens on
 	DeviceName string    // human-readable device name, may be empty
 	Expires    time.Time // the announcement is ignored after this instant
+	// Sig is the peer's signature over Room.SignedBytes of the
+	// announcement, made with the private key of PeerID.
+	Sig []byte
 }
 
 // ErrorKind classifies why an announcement was rejected.
@@ -174,12 +181,31 @@ type wireAnnouncement struct {
 	Addrs  []string `json:"addrs"`
 	Device string   `json:"device,omitempty"`
 	Exp    int64    `json:"exp"`
+	Sig    []byte   `json:"sig,omitempty"`
+}
+
+// maxSigLen bounds an announcement's signature (an RSA-4096 key's is 512
+// bytes, an Ed25519 key's 64).
+const maxSigLen = 512
+
+// SignedBytes is what the peer of a signs for the room: the room tag and
+// every field but the signature, the expiry in whole seconds as sealed.
+func (r *Room) SignedBytes(a Announcement) []byte {
+	b, _ := json.Marshal(struct {
+		Label  string   `json:"label"`
+		Room   string   `json:"room"`
+		Peer   string   `json:"peer"`
+		Addrs  []string `json:"addrs"`
+		Device string   `json:"device"`
+		Exp    int64    `json:"exp"`
+	}{derivationLabel + " signed announcement", r.tag, a.PeerID, a.Addrs, a.DeviceName, a.Expires.Unix()})
+	return b
 }
 
 // Seal encrypts a for the room. now is the caller's clock; a must be valid
 // and unexpired at now.
 func (r *Room) Seal(a Announcement, now time.Time) (string, error) {
-	w := wireAnnouncement{Peer: a.PeerID, Addrs: a.Addrs, Device: a.DeviceName, Exp: a.Expires.Unix()}
+	w := wireAnnouncement{Peer: a.PeerID, Addrs: a.Addrs, Device: a.DeviceName, Exp: a.Expires.Unix(), Sig: a.Sig}
 	if err := w.check(now); err != nil {
 		return "", err
 	}
@@ -223,7 +249,7 @@ func (r *Room) Open(content string, now time.Time) (Announcement, error) {
 	if err := w.check(now); err != nil {
 		return Announcement{}, err
 	}
-	return Announcement{PeerID: w.Peer, Addrs: w.Addrs, DeviceName: w.Device, Expires: time.Unix(w.Exp, 0)}, nil
+	return Announcement{PeerID: w.Peer, Addrs: w.Addrs, DeviceName: w.Device, Expires: time.Unix(w.Exp, 0), Sig: w.Sig}, nil
 }
 
 func (w *wireAnnouncement) check(now time.Time) error {
@@ -234,6 +260,8 @@ func (w *wireAnnouncement) check(now time.Time) error {
 		return &Error{Kind: KindInvalid, Detail: "too many addresses"}
 	case len(w.Device) > maxDeviceLen:
 		return &Error{Kind: KindInvalid, Detail: "device name too long"}
+	case len(w.Sig) > maxSigLen:
+		return &Error{Kind: KindInvalid, Detail: "signature too long"}
 	}
 	for _, a := range w.Addrs {
 		if a == "" || len(a) > maxAddrLen {
