@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/livesync-go/livesync-go/adapters/p2p"
@@ -22,12 +23,16 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// startP2PHunt starts a relay whose database "notes" (no upstreams) is in
-// group "family" with phone approved, and whose hunt has limits that
+// startP2PHuntRelay starts a relay whose database "notes" (no upstreams,
+// no passphrase) is in group "family" with phones approved, and whose hunt has limits that
 // bind: one request at a time per source, two a window, two ids each;
 // a pushed note is hunted after 200 ms instead of the default minutes.
-func startP2PHuntRelay(t *testing.T, phone peer.ID) *running {
+func startP2PHuntRelay(t *testing.T, phones ...peer.ID) *running {
 	t.Helper()
+	var approved []string
+	for i, id := range phones {
+		approved = append(approved, fmt.Sprintf("{peer = %q, device = \"phone %d\"}", id, i))
+	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "relay.toml")
 	text := fmt.Sprintf(`
@@ -36,7 +41,7 @@ name = "notes"
 [[databases.p2p]]
 group = "family"
 passphrase_env = "NOTES_GROUP"
-approved = [{peer = %q, device = "phone"}]
+approved = [%s]
 
 [hunt]
 max_in_flight = 1
@@ -52,7 +57,7 @@ pushed_delay = "200ms"
 [p2p]
 listen = ["/ip4/127.0.0.1/tcp/0"]
 circuit_relay = false
-`, phone)
+`, strings.Join(approved, ", "))
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +82,9 @@ func (rn *running) peerHunt(id peer.ID, what string, ok func(p p2pPeerStatus) bo
 			}
 		}
 		return false
+	}, func() string {
+		b, _ := json.MarshalIndent(rn.status().db(rn.t, "notes"), "", " ")
+		return string(b) + "\n" + rn.out.String()
 	})
 	return last
 }
@@ -174,16 +182,115 @@ func TestP2PHuntFetchesHeldChunksFromPeers(t *testing.T) {
 	waitUntil(t, "the revoked peer is no source of the hunt", func() bool { return !ph.status(phone.ID()).Source })
 }
 
+// e2eePhone is an approved device serving, over both protocols, chunk
+// documents encrypted with salt, and group records with that salt.
+func e2eePhone(t *testing.T, h host.Host, relay peer.ID, salt []byte, chunks []livesync.Doc) *p2pPhone {
+	t.Helper()
+	st, err := store.NewMemory(store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	docs := make([]json.RawMessage, len(chunks))
+	for i, c := range chunks {
+		docs[i], _ = c.MarshalJSON()
+	}
+	if _, err := st.BulkDocs(t.Context(), docs); err != nil {
+		t.Fatal(err)
+	}
+	records := p2p.StoreRecords(st, "")
+	params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
+	if _, err := records.Write(t.Context(), negotiate.RecordSyncParameters, params, ""); err != nil {
+		t.Fatal(err)
+	}
+	allow := p2p.NewAllowList()
+	allow.Allow(relay, "relay")
+	t.Cleanup(p2p.Serve(h, p2p.ServeConfig{DB: p2p.Served{Endpoint: st, Chunks: p2p.DocChunks(st), Records: records}, Allow: allow}))
+	return &p2pPhone{h: h, st: st}
+}
+
+type p2pPhone struct {
+	h  host.Host
+	st store.Store
+}
+
+// huntCodec is a codec of an end-to-end encrypted vault with salt,
+// without path obfuscation (a relay without the passphrase reads its
+// notes' chunk lists and holds them).
+func huntCodec(t *testing.T, salt []byte) *livesync.Codec {
+	t.Helper()
+	c, err := livesync.New(livesync.Config{Settings: livesync.Settings{Encrypt: true, Passphrase: "vault passphrase"}, Salt: salt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// An encrypted chunk is stored only in the database's own encryption: a
+// relay without the vault passphrase does not take it from a peer whose
+// salt is another (it would be a chunk the database's clients cannot
+// decrypt) and the note stays held; a peer with the database's salt
+// serves the very documents the database needs, stored as served.
+func TestP2PHuntEncryptedChunksNeedTheDatabaseSalt(t *testing.T) {
+	ctx := t.Context()
+	saltDB, saltOther := bytes.Repeat([]byte{3}, negotiate.SaltSize), bytes.Repeat([]byte{4}, negotiate.SaltSize)
+	var text strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&text, "line %d of an encrypted note\n", i)
+	}
+	meta, chunks := note(t, huntCodec(t, saltDB), "Notes/Secret.md", text.String())
+	_, otherChunks := note(t, huntCodec(t, saltOther), "Notes/Secret.md", text.String())
+	a, b := p2pTestHost(t), p2pTestHost(t)
+	rn := startP2PHuntRelay(t, a.ID(), b.ID())
+	params, _ := json.Marshal(negotiate.NewSyncParameters(saltDB))
+	rn.admin("PUT", "/notes/_local/"+negotiate.SyncParametersLocalID, string(params), 201)
+	rh := rn.r.p2p.host
+	relayInfo := peer.AddrInfo{ID: rh.ID(), Addrs: rh.Addrs()}
+	other := e2eePhone(t, a, rh.ID(), saltOther, otherChunks)
+	rn.pushDocs("notes", meta)
+	if err := other.h.Connect(ctx, relayInfo); err != nil {
+		t.Fatal(err)
+	}
+	rn.peerHunt(other.h.ID(), "asked, its chunks unusable", func(p p2pPeerStatus) bool {
+		return p.Hunt != nil && p.Hunt.Unusable > 0
+	})
+	if d := rn.status().db(t, "notes"); d.HeldDocuments != 1 || slices.Contains(rn.changedIDs("notes"), meta.ID()) {
+		t.Fatal("the note was released with chunks of another salt")
+	}
+	same := e2eePhone(t, b, rh.ID(), saltDB, chunks)
+	if err := same.h.Connect(ctx, relayInfo); err != nil {
+		t.Fatal(err)
+	}
+	rn.waitInFeed("notes", meta.ID())
+	for _, c := range chunks {
+		var got map[string]any
+		json.Unmarshal(rn.admin("GET", "/notes/"+url.PathEscape(c.ID()), nil, 200), &got)
+		var data, rev string
+		json.Unmarshal(c["data"], &data)
+		json.Unmarshal(c["_rev"], &rev)
+		if got["data"] != data || got["_rev"] != rev || got["e_"] != true {
+			t.Errorf("chunk %s stored as %v, want the document the same-salt peer holds", c.ID(), got)
+		}
+	}
+	if p := rn.peerHunt(same.h.ID(), "the source", func(p p2pPeerStatus) bool { return p.Hunt != nil && p.Hunt.Chunks > 0 }); p.Hunt.Unusable != 0 {
+		t.Errorf("the same-salt peer's chunks: %+v", p.Hunt)
+	}
+}
+
 // waitUntil polls cond (another goroutine or process changes what it
 // reads) until it holds, for at most 30 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t *testing.T, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
+			d := ""
+			for _, f := range detail {
+				d += "\n" + f()
+			}
+			t.Fatalf("never: %s%s", what, d)
 		}
 		<-tick.C
 	}
