@@ -1,0 +1,682 @@
+package trystero
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The vectors in testdata/vectors.json were computed by trystero 0.25.3's
+// own code and octagonal-wheels' mixedHash (tests/trystero/gen-vectors.mjs;
+// testdata/README.md describes every field and how to regenerate).
+
+type vecFile struct {
+	Provenance struct {
+		Packages map[string]string `json:"packages"`
+	} `json:"provenance"`
+	RoomPasswords []struct {
+		Passphrase string `json:"passphrase"`
+		Password   string `json:"password"`
+	} `json:"roomPasswords"`
+	SHA1B36 []struct {
+		Input  string `json:"input"`
+		Output string `json:"output"`
+	} `json:"sha1b36"`
+	Topics []struct {
+		AppID          string `json:"appId"`
+		RoomID         string `json:"roomId"`
+		SelfID         string `json:"selfId"`
+		RootTopicPlain string `json:"rootTopicPlain"`
+		RootTopic      string `json:"rootTopic"`
+		SelfTopic      string `json:"selfTopic"`
+		RootKind       int    `json:"rootKind"`
+		SelfKind       int    `json:"selfKind"`
+		RoomToken      string `json:"roomToken"`
+	} `json:"topics"`
+	IDs struct {
+		Alphabet        string `json:"alphabet"`
+		SelfID          string `json:"selfId"`
+		SelfIDLength    int    `json:"selfIdLength"`
+		OfferIDLength   int    `json:"offerIdLength"`
+		ChallengeLength int    `json:"challengeLength"`
+	} `json:"ids"`
+	SDP []struct {
+		Password string `json:"password"`
+		AppID    string `json:"appId"`
+		RoomID   string `json:"roomId"`
+		KeyHex   string `json:"keyHex"`
+		IVHex    string `json:"ivHex"`
+		Plain    string `json:"plain"`
+		Sealed   string `json:"sealed"`
+	} `json:"sdp"`
+	Handshakes []struct {
+		AppID        string `json:"appId"`
+		RoomID       string `json:"roomId"`
+		Password     string `json:"password"`
+		Challenge    string `json:"challenge"`
+		ResponseJSON string `json:"responseJSON"`
+		ResponseHash string `json:"responseHash"`
+	} `json:"handshakes"`
+	HandshakeInitiator struct {
+		AppID              string `json:"appId"`
+		RoomID             string `json:"roomId"`
+		Password           string `json:"password"`
+		ChallengeJSON      string `json:"challengeJSON"`
+		WrongResponseError string `json:"wrongResponseError"`
+	} `json:"handshakeInitiator"`
+	PresenceFrames []struct {
+		Present   bool   `json:"present"`
+		RoomToken string `json:"roomToken"`
+		Hex       string `json:"hex"`
+	} `json:"presenceFrames"`
+	RoomFrame struct {
+		RoomToken  string `json:"roomToken"`
+		PayloadHex string `json:"payloadHex"`
+		Hex        string `json:"hex"`
+	} `json:"roomFrame"`
+	FrameParsing []struct {
+		Name   string `json:"name"`
+		Hex    string `json:"hex"`
+		Result *struct {
+			Type       string `json:"type"`
+			RoomToken  string `json:"roomToken"`
+			PayloadHex string `json:"payloadHex"`
+			IsPresent  bool   `json:"isPresent"`
+		} `json:"result"`
+	} `json:"frameParsing"`
+	ActionFrames []vecMessage `json:"actionFrames"`
+	NonceWrap    []struct {
+		SendIndex int    `json:"sendIndex"`
+		HeaderHex string `json:"headerHex"`
+	} `json:"nonceWrap"`
+	Reassembly struct {
+		Messages []vecMessage `json:"messages"`
+		Arrivals []struct {
+			Message     int    `json:"message"`
+			Frame       int    `json:"frame"`
+			HeaderHex   string `json:"headerHex"`
+			FrameSHA256 string `json:"frameSHA256"`
+		} `json:"arrivals"`
+		Delivered []struct {
+			Message      int `json:"message"`
+			AfterArrival int `json:"afterArrival"`
+		} `json:"delivered"`
+	} `json:"reassembly"`
+	TextDecoding []struct {
+		Hex  string `json:"hex"`
+		Text string `json:"text"`
+	} `json:"textDecoding"`
+	LeaderPairs []struct {
+		Self      string `json:"self"`
+		Other     string `json:"other"`
+		SelfLeads bool   `json:"selfLeads"`
+	} `json:"leaderPairs"`
+	Signalling struct {
+		AppID     string `json:"appId"`
+		RoomID    string `json:"roomId"`
+		Password  string `json:"password"`
+		SelfID    string `json:"selfId"`
+		RootTopic string `json:"rootTopic"`
+		SelfTopic string `json:"selfTopic"`
+		Messages  []struct {
+			Name     string `json:"name"`
+			Received struct {
+				Topic   string `json:"topic"`
+				Content string `json:"content"`
+			} `json:"received"`
+			Sent []struct {
+				Topic         string `json:"topic"`
+				Content       string `json:"content"`
+				ToSelfTopicOf string `json:"toSelfTopicOf"`
+			} `json:"sent"`
+		} `json:"messages"`
+		WrongPasswordError []string `json:"wrongPasswordError"`
+	} `json:"signalling"`
+	NostrEvents []struct {
+		Topic   string            `json:"topic"`
+		Content string            `json:"content"`
+		Message []json.RawMessage `json:"message"`
+	} `json:"nostrEvents"`
+	NostrSubscribe []json.RawMessage `json:"nostrSubscribe"`
+}
+
+// vecMessage is one action message trystero sent, with the frames it
+// produced (actionFrames) or only its body (reassembly).
+type vecMessage struct {
+	Action       string `json:"action"`
+	Nonce        uint16 `json:"nonce"`
+	Kind         string `json:"kind"`
+	Generator    string `json:"generator"`
+	BodyLength   int    `json:"bodyLength"`
+	BodySHA256   string `json:"bodySHA256"`
+	MetadataJSON string `json:"metadataJSON"`
+	Frames       []struct {
+		FrameLength int    `json:"frameLength"`
+		HeaderHex   string `json:"headerHex"`
+		BodyLength  int    `json:"bodyLength"`
+		FrameSHA256 string `json:"frameSHA256"`
+		Hex         string `json:"hex"`
+	} `json:"frames"`
+}
+
+var (
+	vecOnce sync.Once
+	vecData vecFile
+	vecErr  error
+)
+
+// vectors loads testdata/vectors.json once per test binary (os works in
+// tests under js/wasm too: Node's wasm_exec gives the binary the file
+// system).
+func vectors(t *testing.T) *vecFile {
+	t.Helper()
+	vecOnce.Do(func() {
+		var b []byte
+		b, vecErr = os.ReadFile(filepath.Join("testdata", "vectors.json"))
+		if vecErr == nil {
+			vecErr = json.Unmarshal(b, &vecData)
+		}
+	})
+	if vecErr != nil {
+		t.Fatalf("loading vectors: %v", vecErr)
+	}
+	if got := vecData.Provenance.Packages["trystero"]; got != "0.25.3" {
+		t.Fatalf("vectors made with trystero %q, want 0.25.3", got)
+	}
+	return &vecData
+}
+
+func vecHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatalf("bad hex in vectors: %v", err)
+	}
+	return b
+}
+
+func vecSHA256(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// vecText is the generator's text body: whole characters of the cycle
+// "a", "é", "€", "😀" while they fit in n UTF-8 bytes, then "a"s.
+func vecText(n int) string {
+	cycle := []string{"a", "é", "€", "😀"}
+	var b strings.Builder
+	for i := 0; ; i++ {
+		c := cycle[i%len(cycle)]
+		if b.Len()+len(c) > n {
+			break
+		}
+		b.WriteString(c)
+	}
+	return b.String() + strings.Repeat("a", n-b.Len())
+}
+
+// vecBody rebuilds a message body and its kind from its generator.
+func vecBody(t *testing.T, m vecMessage) ([]byte, BodyKind) {
+	t.Helper()
+	var body []byte
+	var kind BodyKind
+	switch m.Generator {
+	case "binary":
+		body = make([]byte, m.BodyLength)
+		for i := range body {
+			body[i] = byte(i*31 + 7)
+		}
+		kind = BodyBinary
+	case "text":
+		body, kind = []byte(vecText(m.BodyLength)), BodyString
+	case "json-object-s":
+		body, kind = []byte(`{"s":"`+vecText(m.BodyLength-8)+`"}`), BodyJSON
+	case "json-number-7":
+		body, kind = []byte("7"), BodyJSON
+	default:
+		t.Fatalf("unknown generator %q", m.Generator)
+	}
+	if got := vecSHA256(body); got != m.BodySHA256 {
+		t.Fatalf("%s body of %d bytes: sha256 %s, vectors %s", m.Generator, m.BodyLength, got, m.BodySHA256)
+	}
+	return body, kind
+}
+
+func vecMeta(m vecMessage) []byte {
+	if m.MetadataJSON == "" {
+		return nil
+	}
+	return []byte(m.MetadataJSON)
+}
+
+func TestVectorsRoomPassword(t *testing.T) {
+	v := vectors(t)
+	if v.RoomPasswords[0].Passphrase != "test" || v.RoomPasswords[0].Password != "1bhxaay1cs5qlh" {
+		t.Fatalf("first vector is %+v, want test -> 1bhxaay1cs5qlh", v.RoomPasswords[0])
+	}
+	for _, c := range v.RoomPasswords {
+		if got := RoomPassword(c.Passphrase); got != c.Password {
+			t.Errorf("RoomPassword(%.40q) = %q, trystero/octagonal-wheels %q", c.Passphrase, got, c.Password)
+		}
+	}
+}
+
+func TestVectorsTopics(t *testing.T) {
+	v := vectors(t)
+	for _, c := range v.SHA1B36 {
+		if got := SHA1B36(c.Input); got != c.Output {
+			t.Errorf("SHA1B36(%.40q) = %q, want %q", c.Input, got, c.Output)
+		}
+	}
+	for _, c := range v.Topics {
+		if got := rootPlain(c.AppID, c.RoomID); got != c.RootTopicPlain {
+			t.Errorf("rootPlain(%q, %q) = %q, want %q", c.AppID, c.RoomID, got, c.RootTopicPlain)
+		}
+		if got := RootTopic(c.AppID, c.RoomID); got != c.RootTopic {
+			t.Errorf("RootTopic(%q, %q) = %q, want %q", c.AppID, c.RoomID, got, c.RootTopic)
+		}
+		if got := SelfTopic(c.AppID, c.RoomID, c.SelfID); got != c.SelfTopic {
+			t.Errorf("SelfTopic(%q, %q, %q) = %q, want %q", c.AppID, c.RoomID, c.SelfID, got, c.SelfTopic)
+		}
+		if got := TopicKind(c.RootTopic); got != c.RootKind {
+			t.Errorf("TopicKind(root %q) = %d, want %d", c.RootTopic, got, c.RootKind)
+		}
+		if got := TopicKind(c.SelfTopic); got != c.SelfKind {
+			t.Errorf("TopicKind(self %q) = %d, want %d", c.SelfTopic, got, c.SelfKind)
+		}
+		if got := RoomToken(c.AppID, c.RoomID); got != c.RoomToken {
+			t.Errorf("RoomToken(%q, %q) = %q, want %q", c.AppID, c.RoomID, got, c.RoomToken)
+		}
+	}
+}
+
+func TestVectorsIDs(t *testing.T) {
+	v := vectors(t)
+	if idAlphabet != v.IDs.Alphabet {
+		t.Errorf("id alphabet %q, trystero's genId %q", idAlphabet, v.IDs.Alphabet)
+	}
+	if SelfIDLen != v.IDs.SelfIDLength || OfferIDLen != v.IDs.OfferIDLength || ChallengeLen != v.IDs.ChallengeLength {
+		t.Errorf("lengths %d/%d/%d, trystero %d/%d/%d", SelfIDLen, OfferIDLen, ChallengeLen,
+			v.IDs.SelfIDLength, v.IDs.OfferIDLength, v.IDs.ChallengeLength)
+	}
+	inAlphabet := func(s string) bool {
+		return strings.Trim(s, v.IDs.Alphabet) == ""
+	}
+	if len(v.IDs.SelfID) != SelfIDLen || !inAlphabet(v.IDs.SelfID) {
+		t.Errorf("trystero's own selfId %q does not fit the rules", v.IDs.SelfID)
+	}
+	seen := map[byte]bool{}
+	for range 50 {
+		id, offer := NewSelfID(nil), NewOfferID(nil)
+		if len(id) != v.IDs.SelfIDLength || !inAlphabet(id) {
+			t.Fatalf("NewSelfID = %q", id)
+		}
+		if len(offer) != v.IDs.OfferIDLength || !inAlphabet(offer) {
+			t.Fatalf("NewOfferID = %q", offer)
+		}
+		for i := range len(id) {
+			seen[id[i]] = true
+		}
+	}
+	if len(seen) < 55 { // 1000 draws from 62 letters miss one with p < 1e-6
+		t.Errorf("1000 id characters used only %d of 62 letters", len(seen))
+	}
+	for _, c := range v.LeaderPairs {
+		if got := IsLeader(c.Self, c.Other); got != c.SelfLeads {
+			t.Errorf("IsLeader(%q, %q) = %v, JavaScript < says %v", c.Self, c.Other, got, c.SelfLeads)
+		}
+	}
+}
+
+func TestVectorsSDP(t *testing.T) {
+	v := vectors(t)
+	for _, c := range v.SDP {
+		key := SDPKey(c.Password, c.AppID, c.RoomID)
+		if got := hex.EncodeToString(key); got != c.KeyHex {
+			t.Errorf("SDPKey(%q, %q) = %s, want %s", c.AppID, c.RoomID, got, c.KeyHex)
+		}
+		plain, err := OpenSDP(key, c.Sealed)
+		if err != nil || plain != c.Plain {
+			t.Errorf("OpenSDP(trystero's %.30q) = %.30q, %v; want %.30q", c.Sealed, plain, err, c.Plain)
+		}
+		sealed, err := SealSDP(key, c.Plain, bytes.NewReader(vecHex(t, c.IVHex)))
+		if err != nil || sealed != c.Sealed {
+			t.Errorf("SealSDP with trystero's IV = %q, %v; want %q", sealed, err, c.Sealed)
+		}
+		wrong := SDPKey(c.Password+"x", c.AppID, c.RoomID)
+		if _, err := OpenSDP(wrong, c.Sealed); !errors.Is(err, ErrIncorrectPassword) {
+			t.Errorf("OpenSDP with another password: %v, want ErrIncorrectPassword", err)
+		}
+	}
+}
+
+func TestVectorsFrames(t *testing.T) {
+	v := vectors(t)
+	for _, c := range v.PresenceFrames {
+		if got := hex.EncodeToString(PresenceFrame(c.RoomToken, c.Present)); got != c.Hex {
+			t.Errorf("PresenceFrame(%v) = %s, trystero %s", c.Present, got, c.Hex)
+		}
+	}
+	rf := v.RoomFrame
+	if got := hex.EncodeToString(RoomFrame(rf.RoomToken, vecHex(t, rf.PayloadHex))); got != rf.Hex {
+		t.Errorf("RoomFrame = %s, trystero %s", got, rf.Hex)
+	}
+	for _, c := range v.FrameParsing {
+		f, err := ParseFrame(vecHex(t, c.Hex))
+		want := c.Result
+		switch {
+		case want == nil:
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s: ParseFrame = %+v, %v; trystero ignores it", c.Name, f, err)
+			}
+		case err != nil:
+			t.Errorf("%s: ParseFrame: %v; trystero reads %+v", c.Name, err, *want)
+		case want.Type == "room":
+			if f.Kind != FrameRoom || f.RoomToken != want.RoomToken || hex.EncodeToString(f.Payload) != want.PayloadHex {
+				t.Errorf("%s: ParseFrame = %+v; trystero reads %+v", c.Name, f, *want)
+			}
+		case want.Type == "presence":
+			if f.Kind != FramePresence || f.RoomToken != want.RoomToken || f.Present != want.IsPresent {
+				t.Errorf("%s: ParseFrame = %+v; trystero reads %+v", c.Name, f, *want)
+			}
+		}
+	}
+	for _, c := range v.TextDecoding {
+		if got := decodeText(vecHex(t, c.Hex)); got != c.Text {
+			t.Errorf("decodeText(%s) = %+q, TextDecoder %+q", c.Hex, got, c.Text)
+		}
+	}
+}
+
+// TestVectorsActionFrames rebuilds every message trystero sent, splits it
+// and wraps the frames for the room, and compares them byte for byte; then
+// parses them back and reassembles the message.
+func TestVectorsActionFrames(t *testing.T) {
+	v := vectors(t)
+	token := RoomToken(DefaultAppID, "my-vault-group")
+	var sender Sender
+	for _, m := range v.ActionFrames {
+		body, kind := vecBody(t, m)
+		frames, err := sender.Split(m.Action, body, kind, vecMeta(m))
+		if err != nil {
+			t.Fatalf("Split(%s %d): %v", m.Kind, m.BodyLength, err)
+		}
+		if len(frames) != len(m.Frames) {
+			t.Errorf("%s %d bytes: %d frames, trystero %d", m.Kind, m.BodyLength, len(frames), len(m.Frames))
+			continue
+		}
+		r := NewReassembler(ReassemblerConfig{})
+		for i, want := range m.Frames {
+			wire := RoomFrame(token, frames[i])
+			if len(wire) != want.FrameLength || hex.EncodeToString(frames[i][:ActionHeaderBytes]) != want.HeaderHex ||
+				vecSHA256(wire) != want.FrameSHA256 || (want.Hex != "" && hex.EncodeToString(wire) != want.Hex) {
+				t.Errorf("%s %d bytes frame %d: header %x (%d bytes), trystero %s (%d bytes)",
+					m.Kind, m.BodyLength, i, frames[i][:ActionHeaderBytes], len(wire), want.HeaderHex, want.FrameLength)
+				continue
+			}
+			f, err := ParseFrame(wire)
+			if err != nil || f.Kind != FrameRoom || f.RoomToken != token {
+				t.Fatalf("ParseFrame(own frame) = %+v, %v", f, err)
+			}
+			h, b := ParseAction(f.Payload)
+			if h.Name != m.Action || h.Nonce != m.Nonce || len(b) != want.BodyLength {
+				t.Errorf("ParseAction = %+v with %d bytes, want %s nonce %d, %d bytes", h, len(b), m.Action, m.Nonce, want.BodyLength)
+			}
+			msg, err := r.Add("peer", f.Payload)
+			if err != nil {
+				t.Fatalf("%s %d bytes: Reassembler.Add: %v", m.Kind, m.BodyLength, err)
+			}
+			if (msg != nil) != (i == len(m.Frames)-1) {
+				t.Fatalf("%s %d bytes: message complete after frame %d of %d", m.Kind, m.BodyLength, i+1, len(m.Frames))
+			}
+			if msg != nil {
+				vecCheckMessage(t, msg, m, body, kind)
+			}
+		}
+	}
+}
+
+func vecCheckMessage(t *testing.T, msg *Message, m vecMessage, body []byte, kind BodyKind) {
+	t.Helper()
+	if msg.Action != m.Action || msg.Nonce != m.Nonce || msg.Binary != (kind == BodyBinary) || msg.JSON != (kind == BodyJSON) {
+		t.Errorf("message %s/%d binary=%v json=%v, want %s/%d kind %s", msg.Action, msg.Nonce, msg.Binary, msg.JSON, m.Action, m.Nonce, m.Kind)
+	}
+	if !bytes.Equal(msg.Body, body) {
+		t.Errorf("%s %d bytes: reassembled body differs (%d bytes)", m.Kind, m.BodyLength, len(msg.Body))
+	}
+	if string(msg.Metadata) != m.MetadataJSON {
+		t.Errorf("%s %d bytes: metadata %q, want %q", m.Kind, m.BodyLength, msg.Metadata, m.MetadataJSON)
+	}
+}
+
+func TestVectorsNonceWrap(t *testing.T) {
+	v := vectors(t)
+	var s Sender
+	next := 0
+	for i := 0; next < len(v.NonceWrap); i++ {
+		frames, err := s.Split(ActionPing, nil, BodyString, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := v.NonceWrap[next]; w.SendIndex == i {
+			if got := hex.EncodeToString(frames[0][:ActionHeaderBytes]); got != w.HeaderHex {
+				t.Errorf("send %d: header %s, trystero %s", i, got, w.HeaderHex)
+			}
+			next++
+		}
+	}
+}
+
+// TestVectorsReassembly feeds trystero's frames of three messages,
+// interleaved, to one Reassembler: each message completes at the same
+// arrival as in trystero's receiver.
+func TestVectorsReassembly(t *testing.T) {
+	v := vectors(t)
+	ra := v.Reassembly
+	var sender Sender
+	frames := make([][][]byte, len(ra.Messages))
+	bodies := make([][]byte, len(ra.Messages))
+	kinds := make([]BodyKind, len(ra.Messages))
+	for i, m := range ra.Messages {
+		bodies[i], kinds[i] = vecBody(t, m)
+		f, err := sender.Split(m.Action, bodies[i], kinds[i], vecMeta(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames[i] = f
+	}
+	r := NewReassembler(ReassemblerConfig{})
+	var got []int
+	for i, a := range ra.Arrivals {
+		f := frames[a.Message][a.Frame]
+		if hex.EncodeToString(f[:ActionHeaderBytes]) != a.HeaderHex || vecSHA256(f) != a.FrameSHA256 {
+			t.Fatalf("arrival %d: frame %x... differs from trystero's %s", i, f[:ActionHeaderBytes], a.HeaderHex)
+		}
+		msg, err := r.Add("peer", f)
+		if err != nil {
+			t.Fatalf("arrival %d: %v", i, err)
+		}
+		if msg == nil {
+			continue
+		}
+		for j, m := range ra.Messages {
+			if m.Action == msg.Action && m.Nonce == msg.Nonce {
+				vecCheckMessage(t, msg, m, bodies[j], kinds[j])
+				got = append(got, j, i)
+			}
+		}
+	}
+	var want []int
+	for _, d := range ra.Delivered {
+		want = append(want, d.Message, d.AfterArrival)
+	}
+	if !slicesEqual(got, want) {
+		t.Errorf("delivered (message, arrival) %v, trystero %v", got, want)
+	}
+	if n := r.InFlight("peer"); n != 0 {
+		t.Errorf("%d messages left in flight", n)
+	}
+}
+
+func slicesEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestVectorsSignallingTopics checks the topics trystero's signal handler
+// published to and opens the sealed parts of its messages.
+func TestVectorsSignallingTopics(t *testing.T) {
+	v := vectors(t)
+	s := v.Signalling
+	if RootTopic(s.AppID, s.RoomID) != s.RootTopic || SelfTopic(s.AppID, s.RoomID, s.SelfID) != s.SelfTopic {
+		t.Fatalf("root/self topic of the signalling room differ")
+	}
+	key := SDPKey(s.Password, s.AppID, s.RoomID)
+	opened := 0
+	for _, m := range s.Messages {
+		for _, sent := range m.Sent {
+			if want := SelfTopic(s.AppID, s.RoomID, sent.ToSelfTopicOf); sent.Topic != want {
+				t.Errorf("%s: sent to %q, SelfTopic of %s is %q", m.Name, sent.Topic, sent.ToSelfTopicOf, want)
+			}
+			var msg map[string]string
+			if err := json.Unmarshal([]byte(sent.Content), &msg); err != nil {
+				t.Fatalf("%s: %v", m.Name, err)
+			}
+			if msg["peerId"] != s.SelfID {
+				t.Errorf("%s: peerId %q, want %q", m.Name, msg["peerId"], s.SelfID)
+			}
+			for field, plain := range map[string]string{"offer": "offer-sdp-plain", "answer": "answer-sdp-plain"} {
+				if sealed, ok := msg[field]; ok {
+					got, err := OpenSDP(key, sealed)
+					if err != nil || got != plain {
+						t.Errorf("%s: OpenSDP(%s) = %q, %v; want %q", m.Name, field, got, err, plain)
+					}
+					opened++
+				}
+			}
+		}
+	}
+	if opened != 2 {
+		t.Errorf("opened %d sealed offers/answers, want 2", opened)
+	}
+	if len(s.WrongPasswordError) != 1 || !strings.Contains(s.WrongPasswordError[0], "incorrect room password") {
+		t.Errorf("trystero's wrong-password error %q", s.WrongPasswordError)
+	}
+}
+
+// TestVectorsNostrEvents checks the kind and topic tag of events
+// trystero's Nostr strategy built, and that their NIP-01 id is the
+// SHA-256 of the serialised [0, pubkey, created_at, kind, tags, content].
+func TestVectorsNostrEvents(t *testing.T) {
+	v := vectors(t)
+	for _, e := range v.NostrEvents {
+		var ev struct {
+			ID        string     `json:"id"`
+			Pubkey    string     `json:"pubkey"`
+			CreatedAt int64      `json:"created_at"`
+			Kind      int        `json:"kind"`
+			Tags      [][]string `json:"tags"`
+			Content   string     `json:"content"`
+		}
+		if len(e.Message) != 2 || string(e.Message[0]) != `"EVENT"` {
+			t.Fatalf("event message %s", e.Message)
+		}
+		if err := json.Unmarshal(e.Message[1], &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind != TopicKind(e.Topic) || len(ev.Tags) != 1 || len(ev.Tags[0]) != 2 || ev.Tags[0][0] != "x" || ev.Tags[0][1] != e.Topic || ev.Content != e.Content {
+			t.Errorf("event %+v for topic %s (TopicKind %d)", ev, e.Topic, TopicKind(e.Topic))
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode([]any{0, ev.Pubkey, ev.CreatedAt, ev.Kind, ev.Tags, ev.Content}); err != nil {
+			t.Fatal(err)
+		}
+		if got := vecSHA256(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); got != ev.ID {
+			t.Errorf("NIP-01 id %s, trystero %s", got, ev.ID)
+		}
+	}
+	var filter struct {
+		Kinds []int    `json:"kinds"`
+		X     []string `json:"#x"`
+	}
+	if len(v.NostrSubscribe) != 3 || json.Unmarshal(v.NostrSubscribe[2], &filter) != nil ||
+		len(filter.Kinds) != 1 || len(filter.X) != 1 || filter.Kinds[0] != TopicKind(filter.X[0]) {
+		t.Errorf("subscription %s", v.NostrSubscribe)
+	}
+}
+
+func TestVectorsHandshake(t *testing.T) {
+	v := vectors(t)
+	for _, c := range v.Handshakes {
+		if got := HandshakeHash(c.Challenge, c.Password, c.AppID, c.RoomID); got != c.ResponseHash {
+			t.Errorf("HandshakeHash(%q) = %s, trystero %s", c.Challenge, got, c.ResponseHash)
+		}
+		if got := string(HandshakeResponse(c.Challenge, c.Password, c.AppID, c.RoomID)); got != c.ResponseJSON {
+			t.Errorf("HandshakeResponse = %s, trystero sends %s", got, c.ResponseJSON)
+		}
+		if err := VerifyHandshake([]byte(c.ResponseJSON), c.Challenge, c.Password, c.AppID, c.RoomID); err != nil {
+			t.Errorf("VerifyHandshake(trystero's response): %v", err)
+		}
+		err := VerifyHandshake([]byte(c.ResponseJSON), c.Challenge, c.Password+"x", c.AppID, c.RoomID)
+		if !errors.Is(err, ErrHandshake) || !errors.Is(err, ErrIncorrectPassword) {
+			t.Errorf("VerifyHandshake with another password: %v", err)
+		}
+	}
+	in := v.HandshakeInitiator
+	c, err := ParseChallenge([]byte(in.ChallengeJSON))
+	if err != nil || len(c) != ChallengeLen || strings.Trim(c, idAlphabet) != "" {
+		t.Fatalf("ParseChallenge(trystero's %s) = %q, %v", in.ChallengeJSON, c, err)
+	}
+	msg, ours := HandshakeChallenge(nil)
+	if want := strings.Replace(in.ChallengeJSON, c, ours, 1); string(msg) != want {
+		t.Errorf("HandshakeChallenge = %s, trystero's form %s", msg, want)
+	}
+	if !strings.Contains(in.WrongResponseError, "incorrect password for overlapping room") ||
+		!strings.Contains(ErrHandshake.Error(), "incorrect password for overlapping room") {
+		t.Errorf("trystero's handshake error %q, ours %q", in.WrongResponseError, ErrHandshake)
+	}
+}
+
+// TestVectorsSignalMessages decodes every signalling message trystero
+// published or was fed and encodes it back to the same bytes.
+func TestVectorsSignalMessages(t *testing.T) {
+	v := vectors(t)
+	for _, m := range v.Signalling.Messages {
+		contents := []string{m.Received.Content}
+		for _, s := range m.Sent {
+			contents = append(contents, s.Content)
+		}
+		for _, content := range contents {
+			s, err := DecodeSignal([]byte(content))
+			if err != nil {
+				t.Errorf("%s: DecodeSignal(%s): %v", m.Name, content, err)
+				continue
+			}
+			if got := string(s.Encode()); got != content {
+				t.Errorf("%s: Encode(DecodeSignal(x)) = %s, trystero %s", m.Name, got, content)
+			}
+		}
+	}
+	for _, e := range v.NostrEvents {
+		s, err := DecodeSignal([]byte(e.Content))
+		if err != nil || s.Type() != SignalAnnounce || string(s.Encode()) != e.Content {
+			t.Errorf("announcement %s: %+v, %v", e.Content, s, err)
+		}
+	}
+}
