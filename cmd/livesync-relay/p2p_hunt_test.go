@@ -176,6 +176,22 @@ func TestP2PHuntFetchesHeldChunksFromPeers(t *testing.T) {
 		}
 	}
 
+	// The relay serves the chunks it stored with their revisions too.
+	ids := make([]engine.ChunkID, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID()
+	}
+	served, _, err := p2p.NewRemote(phone, peer.AddrInfo{ID: rh.ID(), Addrs: rh.Addrs()}, p2p.RemoteOptions{Group: "family"}).
+		ChunkClient().FetchRaw(ctx, ids)
+	if err != nil || len(served) != len(chunks) {
+		t.Fatalf("the relay served %d of %d chunks: %v", len(served), len(chunks), err)
+	}
+	for _, c := range served {
+		if c.Rev != revs[c.ID] {
+			t.Errorf("the relay serves chunk %s with revision %q, want %q", c.ID, c.Rev, revs[c.ID])
+		}
+	}
+
 	rn.admin("DELETE", "/_p2p/notes/family/peers/"+phone.ID().String(), nil, 200)
 	// A revoked peer is no longer listed; the hunt drops it as a source.
 	ph := rn.r.p2p.groups[0].huntOf()
