@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The vectors in testdata/vectors.json were computed by trystero 0.25.3's
@@ -145,6 +146,7 @@ type vecFile struct {
 		Message []json.RawMessage `json:"message"`
 	} `json:"nostrEvents"`
 	NostrSubscribe []json.RawMessage `json:"nostrSubscribe"`
+	Constants      map[string]any    `json:"constants"`
 }
 
 // vecMessage is one action message trystero sent, with the frames it
@@ -678,5 +680,69 @@ func TestVectorsSignalMessages(t *testing.T) {
 		if err != nil || s.Type() != SignalAnnounce || string(s.Encode()) != e.Content {
 			t.Errorf("announcement %s: %+v, %v", e.Content, s, err)
 		}
+	}
+}
+
+// TestVectorsConstants compares the timings and sizes with the constants
+// in trystero's dist sources.
+func TestVectorsConstants(t *testing.T) {
+	v := vectors(t)
+	ms := func(name string) time.Duration {
+		f, ok := v.Constants[name].(float64)
+		if !ok {
+			t.Fatalf("constant %s missing", name)
+		}
+		return time.Duration(f) * time.Millisecond
+	}
+	num := func(name string) int { return int(ms(name) / time.Millisecond) }
+	for _, c := range []struct {
+		name string
+		got  time.Duration
+	}{
+		{"core/strategy.mjs:announceIntervalMs", AnnounceInterval},
+		{"core/strategy.mjs:sharedPeerIdleMsDefault", SharedPeerIdle},
+		{"core/offer-pool.mjs:offerTtl", OfferTTL},
+		{"core/signal-handler.mjs:offerPostAnswerTtlMs", OfferPostAnswerTTL},
+		{"core/signal-handler.mjs:answeringTtlMs", AnsweringTTL},
+		{"core/signal-handler.mjs:disconnectedPeerGraceMs", DisconnectedPeerGrace},
+		{"core/room.mjs:defaultHandshakeTimeoutMs", DefaultHandshakeTimeout},
+		{"core/room.mjs:leaveDelayMs (literal in leave)", LeaveDelay},
+	} {
+		if want := ms(c.name); c.got != want {
+			t.Errorf("%s: ours %v, trystero %v", c.name, c.got, want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		got  int
+	}{
+		{"core/action-wire.mjs:typeByteLimit", ActionNameBytes},
+		{"core/action-wire.mjs:payloadIndex", ActionHeaderBytes},
+		{"core/signal-handler.mjs:offerIdSize", OfferIDLen},
+		{"nostr/index.mjs:maxTopicsPerSubscription", MaxTopicsPerSubscription},
+	} {
+		if want := num(c.name); c.got != want {
+			t.Errorf("%s: ours %d, trystero %d", c.name, c.got, want)
+		}
+	}
+	if ChunkBytes != 16*1024-num("core/action-wire.mjs:payloadIndex") {
+		t.Errorf("ChunkBytes %d", ChunkBytes)
+	}
+	warm, _ := v.Constants["core/strategy.mjs:announceWarmupIntervalsMs"].([]any)
+	delays := AnnounceDelays()
+	if len(warm) != 3 || len(delays) != len(warm) {
+		t.Fatalf("warm-up %v, ours %v", warm, delays)
+	}
+	for i, w := range warm {
+		want := time.Duration(w.(float64)) * time.Millisecond
+		if delays[i] != want || NextAnnounce(i) != want {
+			t.Errorf("warm-up %d: ours %v / %v, trystero %v", i, delays[i], NextAnnounce(i), want)
+		}
+	}
+	if NextAnnounce(len(warm)) != AnnounceInterval || NextAnnounce(100) != AnnounceInterval {
+		t.Errorf("after the warm-up: %v", NextAnnounce(len(warm)))
+	}
+	if OfferPrune != AnnounceInterval*9/10 {
+		t.Errorf("OfferPrune %v", OfferPrune)
 	}
 }

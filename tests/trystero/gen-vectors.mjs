@@ -611,6 +611,28 @@ for (const t of topics.slice(0, 3)) {
 }
 const nostrSubscribe = JSON.parse(nostr.subscribe("0".repeat(64), topics[0].rootTopic));
 
+// ---- constants (read from the dist source text) ----
+// Timings and sizes that no exported function reveals. The script reads
+// every top-level `const name = <number>;` of the dist modules, and the
+// warm-up list.
+const constants = {};
+for (const [pkg, file] of [
+	["core", "action-wire.mjs"], ["core", "actions.mjs"], ["core", "offer-pool.mjs"], ["core", "peer.mjs"],
+	["core", "room.mjs"], ["core", "signal-handler.mjs"], ["core", "strategy.mjs"], ["nostr", "index.mjs"],
+]) {
+	const src = readFileSync(join(nm, "@trystero-p2p", pkg, "dist", file), "utf8");
+	for (const m of src.matchAll(/^const (\w+) = ([0-9.e]+);$/gm)) constants[`${pkg}/${file}:${m[1]}`] = Number(m[2]);
+	if (file === "strategy.mjs") {
+		const w = src.match(/const announceWarmupIntervalsMs = \[([^\]]*)\]/);
+		constants[`${pkg}/${file}:announceWarmupIntervalsMs`] = w[1].split(",").map((x) => Number(x.trim()));
+	}
+	if (file === "room.mjs") {
+		check(/setTimeout\(res, 99\)/.test(src), "leave delay literal");
+		constants[`${pkg}/${file}:leaveDelayMs (literal in leave)`] = 99;
+	}
+}
+check(constants["core/offer-pool.mjs:offerTtl"] === (await core("offer-pool.mjs")).offerTtl, "offerTtl read = exported");
+
 // ---- output ----
 const vectors = {
 	provenance: {
@@ -642,6 +664,7 @@ const vectors = {
 	signalling,
 	nostrEvents,
 	nostrSubscribe,
+	constants,
 };
 mkdirSync(dirname(outFile), { recursive: true });
 writeFileSync(outFile, JSON.stringify(vectors, null, "\t") + "\n");
