@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,24 @@ type vecFile struct {
 	} `json:"nostrEvents"`
 	NostrSubscribe []json.RawMessage `json:"nostrSubscribe"`
 	Constants      map[string]any    `json:"constants"`
+	Transcripts    []vecTranscript   `json:"transcripts"`
+}
+
+// vecTranscript is the data-channel traffic between two trystero rooms:
+// A initiates the password handshake, B responds.
+type vecTranscript struct {
+	Name            string `json:"name"`
+	AppID           string `json:"appId"`
+	RoomID          string `json:"roomId"`
+	PasswordA       string `json:"passwordA"`
+	PasswordB       string `json:"passwordB"`
+	HandshakeFrames int    `json:"handshakeFrames"`
+	Frames          []struct {
+		Dir string `json:"dir"`
+		Hex string `json:"hex"`
+	} `json:"frames"`
+	Events         []string `json:"events"`
+	RPCMessageJSON string   `json:"rpcMessageJSON"`
 }
 
 // vecMessage is one action message trystero sent, with the frames it
@@ -519,24 +538,12 @@ func TestVectorsReassembly(t *testing.T) {
 	for _, d := range ra.Delivered {
 		want = append(want, d.Message, d.AfterArrival)
 	}
-	if !slicesEqual(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("delivered (message, arrival) %v, trystero %v", got, want)
 	}
 	if n := r.InFlight("peer"); n != 0 {
 		t.Errorf("%d messages left in flight", n)
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestVectorsSignallingTopics checks the topics trystero's signal handler
@@ -744,5 +751,126 @@ func TestVectorsConstants(t *testing.T) {
 	}
 	if OfferPrune != AnnounceInterval*9/10 {
 		t.Errorf("OfferPrune %v", OfferPrune)
+	}
+}
+
+// vecSide plays one room of a transcript with PeerHandshake, a Sender and
+// a Reassembler, collecting the data-channel frames it sends.
+type vecSide struct {
+	t     *testing.T
+	token string
+	hs    *PeerHandshake
+	send  Sender
+	recv  *Reassembler
+	out   []string
+	err   error
+}
+
+func (s *vecSide) emit(msgs []Outgoing) {
+	for _, m := range msgs {
+		frames, err := s.send.Split(m.Action, m.Body, m.Kind, nil)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, f := range frames {
+			s.out = append(s.out, hex.EncodeToString(RoomFrame(s.token, f)))
+		}
+	}
+}
+
+// receive takes one data-channel frame from the other room.
+func (s *vecSide) receive(h string) {
+	if s.err != nil {
+		return // the room has dropped the peer
+	}
+	f, err := ParseFrame(vecHex(s.t, h))
+	if err != nil || f.Kind != FrameRoom || f.RoomToken != s.token {
+		s.t.Fatalf("ParseFrame(%s) = %+v, %v", h, f, err)
+	}
+	msg, err := s.recv.Add("peer", f.Payload)
+	if err != nil || msg == nil {
+		s.t.Fatalf("frame %s: message %v, %v", h, msg, err)
+	}
+	reply, err := s.hs.Receive(msg)
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.emit(reply)
+}
+
+// vecChallengeReader yields bytes from which NewID draws exactly the
+// challenge c (each byte is the letter's index in the alphabet).
+func vecChallengeReader(t *testing.T, c string) *bytes.Reader {
+	b := make([]byte, 256)
+	for i := range len(c) {
+		k := strings.IndexByte(idAlphabet, c[i])
+		if k < 0 {
+			t.Fatalf("challenge %q has a letter outside the alphabet", c)
+		}
+		b[i] = byte(k)
+	}
+	return bytes.NewReader(b)
+}
+
+// TestVectorsTranscripts replays the handshake (and a first rpc2 message)
+// between two trystero rooms and checks that PeerHandshake, Sender and
+// Reassembler, playing either room, send exactly the frames trystero sent.
+func TestVectorsTranscripts(t *testing.T) {
+	v := vectors(t)
+	for _, tr := range v.Transcripts {
+		t.Run(tr.Name, func(t *testing.T) {
+			token := RoomToken(tr.AppID, tr.RoomID)
+			var fromA, fromB []string
+			for _, f := range tr.Frames[:tr.HandshakeFrames] {
+				if f.Dir == "A->B" {
+					fromA = append(fromA, f.Hex)
+				} else {
+					fromB = append(fromB, f.Hex)
+				}
+			}
+			// B, the responder: answers A's recorded frames.
+			b := &vecSide{t: t, token: token, recv: NewReassembler(ReassemblerConfig{}),
+				hs: NewPeerHandshake("zzzzzzzzzzzzzzzzzzzz", "00000000000000000000", tr.PasswordB, tr.AppID, tr.RoomID)}
+			if b.hs.Initiator() {
+				t.Fatal("B initiates")
+			}
+			b.emit(b.hs.Start(nil))
+			for _, h := range fromA {
+				b.receive(h)
+			}
+			if b.err != nil || !slices.Equal(b.out, fromB) {
+				t.Errorf("B sent %v (%v), trystero %v", b.out, b.err, fromB)
+			}
+			// A, the initiator, with trystero's challenge: takes B's frames.
+			a := &vecSide{t: t, token: token, recv: NewReassembler(ReassemblerConfig{}),
+				hs: NewPeerHandshake("00000000000000000000", "zzzzzzzzzzzzzzzzzzzz", tr.PasswordA, tr.AppID, tr.RoomID)}
+			first, _ := ParseFrame(vecHex(t, fromA[0]))
+			_, body := ParseAction(first.Payload)
+			c, err := ParseChallenge(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.emit(a.hs.Start(vecChallengeReader(t, c)))
+			for _, h := range fromB {
+				a.receive(h)
+			}
+			joined := slices.Contains(tr.Events, "A: peer joined")
+			if joined != (a.err == nil) || joined != a.hs.Active() || joined != b.hs.Active() {
+				t.Errorf("trystero events %q; ours: A error %v, A active %v, B active %v", tr.Events, a.err, a.hs.Active(), b.hs.Active())
+			}
+			if !joined && !errors.Is(a.err, ErrHandshake) {
+				t.Errorf("A's error %v, want ErrHandshake", a.err)
+			}
+			if tr.RPCMessageJSON != "" {
+				a.emit([]Outgoing{{Action: "rpc2", Kind: BodyJSON, Body: []byte(tr.RPCMessageJSON)}})
+				for _, f := range tr.Frames[tr.HandshakeFrames:] {
+					fromA = append(fromA, f.Hex)
+				}
+			}
+			if !slices.Equal(a.out, fromA) {
+				t.Errorf("A sent %v, trystero %v", a.out, fromA)
+			}
+		})
 	}
 }

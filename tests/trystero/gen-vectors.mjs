@@ -611,6 +611,88 @@ for (const t of topics.slice(0, 3)) {
 }
 const nostrSubscribe = JSON.parse(nostr.subscribe("0".repeat(64), topics[0].rootTopic));
 
+// ---- room transcripts (room.mjs driven over a fake data channel) ----
+// Two real trystero rooms (room.mjs, with the password handshake that
+// strategy.mjs composes) joined through two SharedPeerManagers whose fake
+// peers hand each frame to the other side. Both rooms live in this process
+// and so share one selfId; each is told a remote id that gives it its role:
+// room A sees its peer as "zzzz…" (A < it: A initiates the handshake), room
+// B sees its peer as "0000…" (B responds).
+const roomModule = (await core("room.mjs")).default;
+const transcripts = [];
+transcripts.push(await transcript("same password", "1bhxaay1cs5qlh", "1bhxaay1cs5qlh"));
+transcripts.push(await transcript("responder has another password", "1bhxaay1cs5qlh", roomPasswords[2].password));
+async function transcript(name, passwordA, passwordB) {
+	const appId = "self-hosted-livesync";
+	const roomId = "my-vault-group";
+	const idSeenByA = "zzzzzzzzzzzzzzzzzzzz";
+	const idSeenByB = "00000000000000000000";
+	const log = [];
+	const events = [];
+	const underA = fakeUnderlying();
+	const underB = fakeUnderlying();
+	const pending = [];
+	underA.sendData = (d) => pending.push(["A->B", new Uint8Array(d)]);
+	underB.sendData = (d) => pending.push(["B->A", new Uint8Array(d)]);
+	const pump = async () => {
+		for (let spins = 0; spins < 200; spins++) {
+			await new Promise((r) => setTimeout(r, 0));
+			while (pending.length) {
+				const [dir, d] = pending.shift();
+				log.push({ dir, frameLength: d.length, hex: hex(d) });
+				(dir === "A->B" ? underB : underA).handlers.data?.(d.slice().buffer);
+			}
+		}
+	};
+	const tokenP = deriveRoomNamespace(appId, roomId);
+	const spmA = new sharedPeerMod.SharedPeerManager();
+	const spmB = new sharedPeerMod.SharedPeerManager();
+	const proxyA = spmA.bind(roomId, tokenP, spmA.register(appId, idSeenByA, underA, 1e9), { onDetach() {} }).proxy;
+	const proxyB = spmB.bind(roomId, tokenP, spmB.register(appId, idSeenByB, underB, 1e9), { onDetach() {} }).proxy;
+	const mkRoom = (label, password) => {
+		let onPeer = null;
+		const room = roomModule(
+			(f) => (onPeer = f),
+			(id) => events.push(`${label}: peer left`),
+			() => {},
+			{
+				onPeerHandshake: handshakeMod.createPasswordHandshake(password, appId, roomId).compose(undefined),
+				handshakeTimeoutMs: 30000,
+				onHandshakeError: (id, error) => events.push(`${label}: handshake error: ${error}`),
+			},
+		);
+		room.onPeerJoin = () => events.push(`${label}: peer joined`);
+		return { room, connect: (proxy, id) => onPeer(proxy, id) };
+	};
+	const A = mkRoom("A", passwordA);
+	const B = mkRoom("B", passwordB);
+	const rpcB = B.room.makeAction("rpc2");
+	const gotB = [];
+	rpcB.onMessage = (data, ctx) => gotB.push(data);
+	A.connect(proxyA, idSeenByA);
+	B.connect(proxyB, idSeenByB);
+	await pump();
+	const handshakeFrames = log.length;
+	const rpcMessage = { wire: "raw", payload: toJson({ kind: "handshake", versionMajor: 1, versionMinor: 0 }) };
+	if (events.includes("A: peer joined") && events.includes("B: peer joined")) {
+		await A.room.makeAction("rpc2").send(rpcMessage, { target: idSeenByA });
+		await pump();
+		check(gotB.length === 1 && toJson(gotB[0]) === toJson(rpcMessage), "B received A's rpc2 message");
+	}
+	return {
+		name,
+		appId,
+		roomId,
+		passwordA,
+		passwordB,
+		roles: { A: "initiator (its selfId sorts before the id it sees)", B: "responder" },
+		handshakeFrames,
+		frames: log,
+		events,
+		...(gotB.length ? { rpcMessageJSON: toJson(rpcMessage) } : {}),
+	};
+}
+
 // ---- constants (read from the dist source text) ----
 // Timings and sizes that no exported function reveals. The script reads
 // every top-level `const name = <number>;` of the dist modules, and the
@@ -665,6 +747,7 @@ const vectors = {
 	nostrEvents,
 	nostrSubscribe,
 	constants,
+	transcripts,
 };
 mkdirSync(dirname(outFile), { recursive: true });
 writeFileSync(outFile, JSON.stringify(vectors, null, "\t") + "\n");
