@@ -65,6 +65,9 @@ const (
 	codeBadRequest  = "bad_request"
 	codeUnsupported = "unsupported"
 	codeInternal    = "internal"
+	// codeBusy is never sent: a request refused for want of memory is
+	// answered with status "busy".
+	codeBusy = "busy"
 )
 
 // request is the one frame a client sends on a replicate stream. Op comes
@@ -151,6 +154,13 @@ func tooLarge(format string, a ...any) error {
 // reports how many of its bytes are still to be read (0 when the frame is
 // over MaxFrameSize, which is never read).
 func readRequest(r io.Reader) (req request, n int, drain int64, err error) {
+	return readRequestWithin(r, nil)
+}
+
+// readRequestWithin is readRequest that asks admit (nil: always yes)
+// before it reads a bulk_docs frame over maxReplicateRequest; a refusal
+// is a *requestError with codeBusy, the frame left to drain.
+func readRequestWithin(r io.Reader, admit func(size int64) bool) (req request, n int, drain int64, err error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return request{}, 0, 0, err
@@ -168,6 +178,10 @@ func readRequest(r io.Reader) (req request, n int, drain int64, err error) {
 		if !bytes.Equal(head, bulkDocsPrefix) {
 			return request{}, 0, int64(size) - int64(len(head)),
 				tooLarge("a request of %d bytes, over the limit of %d for anything but bulk_docs", size, maxReplicateRequest)
+		}
+		if admit != nil && !admit(int64(size)) {
+			return request{}, 0, int64(size) - int64(len(head)),
+				&requestError{code: codeBusy, msg: "too many large writes at once; retry later"}
 		}
 	}
 	buf := make([]byte, size)

@@ -52,6 +52,8 @@ type server struct {
 	open    map[peer.ID]int // streams at work, per peer
 	writing map[peer.ID]int // streams whose slot is released, still writing the answer
 	streams map[network.Stream]struct{}
+	big     int64 // bytes of large requests held (takeBig)
+	bigMax  int64 // maxBigInFlight
 	stopped bool
 }
 
@@ -68,7 +70,7 @@ func newServer(h host.Host, cfg ServeConfig) *server {
 	base, cancel := context.WithCancel(context.Background())
 	return &server{h: h, db: cfg.DB, allow: cfg.Allow, timeout: cfg.Timeout, maxStreams: cfg.MaxStreamsPerPeer,
 		onRefused: cfg.OnRefused, meter: cfg.Meter, log: cfg.Logger, base: base, cancel: cancel,
-		open: map[peer.ID]int{}, writing: map[peer.ID]int{}, streams: map[network.Stream]struct{}{}}
+		bigMax: maxBigInFlight, open: map[peer.ID]int{}, writing: map[peer.ID]int{}, streams: map[network.Stream]struct{}{}}
 }
 
 // register sets the handler of proto.
@@ -158,6 +160,34 @@ func decr(m map[peer.ID]int, id peer.ID) {
 	}
 }
 
+// maxBigInFlight bounds the bytes of the bulk_docs requests over
+// maxReplicateRequest that a server holds at once, all peers together:
+// each may be a frame of MaxFrameSize, and a peer may open several
+// streams.
+const maxBigInFlight = 4 * MaxFrameSize
+
+// takeBig reserves size bytes of the large requests' budget; false when
+// it would go over maxBigInFlight.
+func (sv *server) takeBig(size int64) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.big+size > sv.bigMax {
+		return false
+	}
+	sv.big += size
+	return true
+}
+
+// releaseBig gives size bytes back to the budget.
+func (sv *server) releaseBig(size int64) {
+	if size == 0 {
+		return
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.big -= size
+}
+
 // refusal is the message an unapproved peer reads: what to run, and where.
 func refusal(self, remote peer.ID) string {
 	return fmt.Sprintf("to approve this device, run `livesync p2p approve %s` on peer %s", remote, self)
@@ -211,11 +241,22 @@ func (sv *server) handle(s network.Stream, answer answerFunc) {
 
 // serveReplicate answers one replicate stream.
 func (sv *server) serveReplicate(ctx context.Context, s network.Stream, remote peer.ID, log *slog.Logger, release func()) {
-	req, n, drain, err := readRequest(s)
+	var big int64
+	req, n, drain, err := readRequestWithin(s, func(size int64) bool {
+		if sv.takeBig(size) {
+			big = size
+			return true
+		}
+		return false
+	})
+	defer sv.releaseBig(big)
 	sv.meter.bytes(remote, n, 0)
 	var resp response
 	var re *requestError
 	switch {
+	case errors.As(err, &re) && re.code == codeBusy:
+		log.Info("p2p: a large write waits for memory", "err", re.msg)
+		resp = response{Status: statusBusy, Error: re.msg}
 	case errors.As(err, &re):
 		log.Info("p2p: refused a request", "code", re.code, "err", re.msg)
 		resp = response{Status: statusError, Code: re.code, Error: re.msg}

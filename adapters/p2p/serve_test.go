@@ -3,6 +3,7 @@
 package p2p
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -102,5 +103,56 @@ func TestReplicateLocalPerPeer(t *testing.T) {
 	}
 	if got, err := st.GetLocal(t.Context(), cp); err != nil || !strings.Contains(string(got), `"own"`) {
 		t.Fatalf("the replica's own checkpoint: %s, %v", got, err)
+	}
+}
+
+// bulkHold holds every BulkDocs until release is closed.
+type bulkHold struct {
+	engine.Endpoint
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *bulkHold) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return b.Endpoint.BulkDocs(ctx, docs)
+}
+
+// Large bulk_docs requests are held within a memory budget, all peers
+// together: one over it is answered "busy" (a retryable transport error)
+// while the others are at work, and goes through once they are done.
+func TestReplicateLargeWritesBudget(t *testing.T) {
+	hold := &bulkHold{Endpoint: memStore(t), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	server, client := newTestHost(t), newTestHost(t)
+	allow := NewAllowList()
+	allow.Allow(client.ID(), "writer")
+	sv := newServer(server, ServeConfig{DB: Served{Endpoint: hold}, Allow: allow, Timeout: 20 * time.Second})
+	sv.bigMax = 6 << 20
+	sv.register(ReplicateProtocol, sv.serveReplicate)
+	t.Cleanup(sv.stop)
+	ep := NewRemote(client, addrInfo(server), RemoteOptions{Timeout: 20 * time.Second}).Endpoint()
+	doc := func(id string) []json.RawMessage {
+		return []json.RawMessage{json.RawMessage(`{"_id":"` + id + `","_rev":"1-a","d":"` + strings.Repeat("x", 5<<20) + `"}`)}
+	}
+	first := make(chan error, 1)
+	go func() { _, err := ep.BulkDocs(t.Context(), doc("a")); first <- err }()
+	<-hold.entered
+	_, err := ep.BulkDocs(t.Context(), doc("b"))
+	var ee *engine.Error
+	if !errors.As(err, &ee) || ee.Stage != engine.StageTransport || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("a second large write over the budget: %v; want busy", err)
+	}
+	close(hold.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	go func() { <-hold.entered }()
+	if _, err := ep.BulkDocs(t.Context(), doc("b")); err != nil {
+		t.Fatalf("a large write after the others: %v", err)
 	}
 }
