@@ -127,8 +127,14 @@ type vecFile struct {
 		SelfID    string `json:"selfId"`
 		RootTopic string `json:"rootTopic"`
 		SelfTopic string `json:"selfTopic"`
-		Messages  []struct {
+		Plains    struct {
+			Offer     string `json:"offer"`
+			Answer    string `json:"answer"`
+			Candidate string `json:"candidate"`
+		} `json:"plains"`
+		Messages []struct {
 			Name     string `json:"name"`
+			Role     string `json:"role"`
 			Received struct {
 				Topic   string `json:"topic"`
 				Content string `json:"content"`
@@ -568,7 +574,8 @@ func TestVectorsSignallingTopics(t *testing.T) {
 			if msg["peerId"] != s.SelfID {
 				t.Errorf("%s: peerId %q, want %q", m.Name, msg["peerId"], s.SelfID)
 			}
-			for field, plain := range map[string]string{"offer": "offer-sdp-plain", "answer": "answer-sdp-plain"} {
+			plains := map[string]string{"offer": s.Plains.Offer, "answer": s.Plains.Answer, "candidate": s.Plains.Candidate}
+			for field, plain := range plains {
 				if sealed, ok := msg[field]; ok {
 					got, err := OpenSDP(key, sealed)
 					if err != nil || got != plain {
@@ -579,8 +586,8 @@ func TestVectorsSignallingTopics(t *testing.T) {
 			}
 		}
 	}
-	if opened != 2 {
-		t.Errorf("opened %d sealed offers/answers, want 2", opened)
+	if opened != 4 {
+		t.Errorf("opened %d sealed offers/answers/candidates, want 4", opened)
 	}
 	if len(s.WrongPasswordError) != 1 || !strings.Contains(s.WrongPasswordError[0], "incorrect room password") {
 		t.Errorf("trystero's wrong-password error %q", s.WrongPasswordError)
@@ -663,20 +670,24 @@ func TestVectorsHandshake(t *testing.T) {
 }
 
 // TestVectorsSignalMessages decodes every signalling message trystero
-// published or was fed and encodes it back to the same bytes.
+// published or was fed and encodes it back to the same bytes; messages
+// the answering side sent are encoded with Answering set.
 func TestVectorsSignalMessages(t *testing.T) {
 	v := vectors(t)
 	for _, m := range v.Signalling.Messages {
 		contents := []string{m.Received.Content}
+		answering := []bool{false}
 		for _, s := range m.Sent {
 			contents = append(contents, s.Content)
+			answering = append(answering, m.Role == "answerer")
 		}
-		for _, content := range contents {
+		for i, content := range contents {
 			s, err := DecodeSignal([]byte(content))
 			if err != nil {
 				t.Errorf("%s: DecodeSignal(%s): %v", m.Name, content, err)
 				continue
 			}
+			s.Answering = s.Answering || answering[i]
 			if got := string(s.Encode()); got != content {
 				t.Errorf("%s: Encode(DecodeSignal(x)) = %s, trystero %s", m.Name, got, content)
 			}

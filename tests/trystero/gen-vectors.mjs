@@ -518,11 +518,15 @@ async function signallingVectors() {
 	const withKey = (f, kk) => async (s) => ({ type: s.type, sdp: await f(kk, s.sdp) });
 	const published = [];
 	const joinErrors = [];
+	const offerPeers = [];
 	const fakeRTCPeer = () => {
 		const p = fakeUnderlying();
 		p.signal = async (s) => {
 			p.signalled = s;
-			if (s.type === "offer") p.handlers.signal?.({ type: "answer", sdp: "answer-sdp-plain" });
+			if (s.type === "offer") {
+				p.handlers.signal?.({ type: "answer", sdp: "answer-sdp-plain" });
+				p.handlers.signal?.({ type: "candidate", sdp: candidate });
+			}
 		};
 		p.getOffer = async () => ({ type: "offer", sdp: "offer-sdp-plain" });
 		return p;
@@ -545,6 +549,7 @@ async function signallingVectors() {
 		offerPool: {
 			checkout: async () => {
 				const peer = fakeRTCPeer();
+				offerPeers.push(peer);
 				return [{ peer, offer: await encrypt(k, "offer-sdp-plain") }];
 			},
 			recycle() {},
@@ -563,31 +568,36 @@ async function signallingVectors() {
 	const selfTopic = await selfTopicP;
 	const higher = "zzzzzzzzzzzzzzzzzzzz"; // sorts after any selfId: we lead
 	const lower = "00000000000000000000"; // sorts before: it leads
-	const out = { appId, roomId, password, selfId, rootTopic, selfTopic, messages: [] };
-	const record = async (name, from, inTopic, msg) => {
+	const out = { appId, roomId, password, selfId, rootTopic, selfTopic, plains: { offer: "offer-sdp-plain", answer: "answer-sdp-plain", candidate }, messages: [] };
+	const record = async (name, from, inTopic, msg, role) => {
 		const h = signalMod.createSignalHandler(makeCtx(key))(0);
 		published.length = 0;
+		offerPeers.length = 0;
 		await h(inTopic, msg, signalPeer);
+		await new Promise((r) => setTimeout(r, 0));
+		// An offering peer trickles an ICE candidate after its offer went out.
+		for (const p of offerPeers) p.handlers.signal?.({ type: "candidate", sdp: candidate });
 		await new Promise((r) => setTimeout(r, 0));
 		await new Promise((r) => setTimeout(r, 0));
 		out.messages.push({
 			name,
 			received: { topic: inTopic, content: msg },
+			role,
 			sent: published.map((p) => ({ ...p, toSelfTopicOf: from, expectedTopic: undefined })),
 		});
 	};
 	// An announcement from a peer with a higher id: we send it an offer.
-	await record("announce from a higher id: we offer", higher, rootTopic, toJson({ peerId: higher }));
+	await record("announce from a higher id: we offer", higher, rootTopic, toJson({ peerId: higher }), "offerer");
 	// An announcement from a lower id: we nudge it with a bare peerId on its self topic.
-	await record("announce from a lower id: we nudge", lower, rootTopic, toJson({ peerId: lower }));
+	await record("announce from a lower id: we nudge", lower, rootTopic, toJson({ peerId: lower }), "nudger");
 	// An offer from a lower id on our self topic: we answer on its self topic.
 	const offerFromLower = toJson({ peerId: lower, offerId: "OfFeRiD01234", offer: await encrypt(key, "offer-sdp-plain") });
-	await record("offer from a lower id: we answer", lower, selfTopic, offerFromLower);
+	await record("offer from a lower id: we answer", lower, selfTopic, offerFromLower, "answerer");
 	// The same offer sealed with another password: "incorrect room password".
 	joinErrors.length = 0;
 	const wrongKey = genKey("wrong", appId, roomId);
 	const badOffer = toJson({ peerId: lower, offerId: "OfFeRiD01234", offer: await encrypt(wrongKey, "offer-sdp-plain") });
-	await record("offer sealed with another password", lower, selfTopic, badOffer);
+	await record("offer sealed with another password", lower, selfTopic, badOffer, "answerer");
 	out.wrongPasswordError = joinErrors.map((e) => e.error);
 	// Annotate each sent message with the self topic it must go to.
 	for (const m of out.messages) {
