@@ -1,6 +1,7 @@
 package trystero
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -41,8 +42,9 @@ type Signal struct {
 	// Answering selects the key order of a message from the answering
 	// side: {"peerId", "answer" or "candidate", "offerId"}. Messages from
 	// the offering side are {"peerId", "offerId", "offer" or
-	// "candidate"}. A Signal with an Answer is always answering. It only
-	// matters for byte-exact output.
+	// "candidate"}. A Signal with an Answer is always answering;
+	// DecodeSignal sets it for a candidate that precedes its offerId. It
+	// only matters for byte-exact output.
 	Answering bool
 }
 
@@ -128,11 +130,38 @@ func DecodeSignal(content []byte) (Signal, error) {
 	s.Offer, s.Answer, s.Candidate = get("offer"), get("answer"), get("candidate")
 	s.Passive = string(obj["passive"]) == "true"
 	s.HasOutgoingOffer = string(obj["hasOutgoingOffer"]) == "true"
-	s.Answering = s.Answer != ""
+	s.Answering = s.Answer != "" || (s.Candidate != "" && keyBefore(content, "candidate", "offerId"))
 	if s.PeerID == "" {
 		return Signal{}, fmt.Errorf("%w: signal without a peer id", ErrMalformed)
 	}
 	return s, nil
+}
+
+// keyBefore reports whether the JSON object content has the key a at top
+// level before the key b or without b, reading keys in order with a
+// streaming decoder. content is known to be a valid JSON object.
+func keyBefore(content []byte, a, b string) bool {
+	dec := json.NewDecoder(bytes.NewReader(content))
+	if _, err := dec.Token(); err != nil {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case a:
+			return true
+		case b:
+			return false
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // jsonString decodes raw if it is a JSON string.
