@@ -154,7 +154,12 @@ type vecFile struct {
 	} `json:"nostrEvents"`
 	NostrSubscribe []json.RawMessage `json:"nostrSubscribe"`
 	Constants      map[string]any    `json:"constants"`
-	Transcripts    []vecTranscript   `json:"transcripts"`
+	LoneSurrogates []struct {
+		Kind     string `json:"kind"`
+		FrameHex string `json:"frameHex"`
+		BodyText string `json:"bodyText"`
+	} `json:"loneSurrogates"`
+	Transcripts []vecTranscript `json:"transcripts"`
 }
 
 // vecTranscript is the data-channel traffic between two trystero rooms:
@@ -883,5 +888,39 @@ func TestVectorsTranscripts(t *testing.T) {
 				t.Errorf("A sent %v, trystero %v", a.out, fromA)
 			}
 		})
+	}
+}
+
+// TestVectorsLoneSurrogates: trystero sends a lone surrogate in a JSON body
+// as a \udXXX escape and in a string body as U+FFFD; both cross the
+// reassembler unchanged and our sender makes the same frames.
+func TestVectorsLoneSurrogates(t *testing.T) {
+	v := vectors(t)
+	token := RoomToken(DefaultAppID, "my-vault-group")
+	var sender Sender
+	r := NewReassembler(ReassemblerConfig{})
+	for i, c := range v.LoneSurrogates {
+		kind := BodyString
+		if c.Kind == "json" {
+			kind = BodyJSON
+			if !strings.Contains(c.BodyText, `\ud83d`) && !strings.Contains(c.BodyText, `\ude00`) {
+				t.Fatalf("vector %d has no escaped lone surrogate: %s", i, c.BodyText)
+			}
+		}
+		frames, err := sender.Split("lone", []byte(c.BodyText), kind, nil)
+		if err != nil || len(frames) != 1 {
+			t.Fatalf("Split: %d frames, %v", len(frames), err)
+		}
+		if got := hex.EncodeToString(RoomFrame(token, frames[0])); got != c.FrameHex {
+			t.Errorf("vector %d: frame %s, trystero %s", i, got, c.FrameHex)
+		}
+		f, err := ParseFrame(vecHex(t, c.FrameHex))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := r.Add("peer", f.Payload)
+		if err != nil || msg == nil || msg.Text() != c.BodyText || msg.JSON != (kind == BodyJSON) {
+			t.Errorf("vector %d: message %+v, %v; want %q", i, msg, err, c.BodyText)
+		}
 	}
 }

@@ -426,6 +426,26 @@ function describeFrame(f) {
 	return out;
 }
 
+// Lone surrogates (an rpc2 chunk may end inside a surrogate pair): a JSON
+// body carries them as \udXXX escapes (JSON.stringify), a string body as
+// U+FFFD (TextEncoder).
+const loneSurrogates = [];
+{
+	const act = sender.makeInternalAction("lone");
+	const cases = [
+		["json", { wire: "chunk", streamId: "stream-1", index: 0, total: 2, payload: "ab\ud83d" }],
+		["json", { wire: "chunk", streamId: "stream-1", index: 1, total: 2, payload: "\ude00cd" }],
+		["text", "ab\ud83d"],
+		["text", "\ude00cd"],
+	];
+	for (const [kind, data] of cases) {
+		await act.send(data, framesPeerId);
+		const [f] = underlying.sent.splice(0);
+		const body = f.subarray(3 + token.length + 36);
+		loneSurrogates.push({ kind, frameHex: hex(f), bodyText: decodeBytes(body) });
+	}
+}
+
 // Nonces are per action and wrap from 65535 to 0.
 const wrapAction = sender.makeInternalAction("@_ping");
 const nonceWrap = [];
@@ -750,6 +770,7 @@ const vectors = {
 	frameParsing,
 	actionFrames,
 	nonceWrap,
+	loneSurrogates,
 	reassembly,
 	textDecoding,
 	leaderPairs,
