@@ -29,7 +29,15 @@
 // {"peerId"} on the leader's self topic. Signal and DecodeSignal are
 // those messages; offers, answers and candidates are sealed with SealSDP
 // and opened with OpenSDP, whose failure is ErrIncorrectPassword (the
-// plug-in's "incorrect room password").
+// plug-in's "incorrect room password"). Offers and answers seal the bare
+// SDP text, candidates the JSON of ICECandidate.
+//
+// Trystero's Nostr strategy carries these messages as ephemeral events
+// of kind TopicKind(topic) tagged ["x", topic]: NostrEventID,
+// NostrEventMessage and NostrSubscribe build its relay messages; signing
+// (BIP-340 Schnorr with a per-process key) is the transport's. Once the
+// data channel is open, further session descriptions travel unsealed on
+// the action ActionSignal.
 //
 // # Frames
 //

@@ -164,28 +164,32 @@ func (r *Reassembler) AddFrame(peer string, h ActionHeader, body []byte) (*Messa
 }
 
 // store adds one frame's body or metadata to p, enforcing the bounds.
+// Metadata is kept as decoded text and counted at that length.
 func (r *Reassembler) store(ps *peerState, k key, p *partial, h ActionHeader, body []byte) error {
 	if p.discard {
 		return nil
 	}
-	if p.size+len(body) > r.cfg.MaxMessageBytes || ps.bytes+len(body) > r.cfg.MaxPeerBytes {
+	var text []byte
+	delta := len(body)
+	if h.Metadata {
+		text = []byte(decodeText(body))
+		delta = len(text) - len(p.meta)
+	}
+	if p.size+delta > r.cfg.MaxMessageBytes || ps.bytes+delta > r.cfg.MaxPeerBytes {
 		ps.bytes -= p.size
 		*p = partial{discard: true, touched: p.touched}
 		return fmt.Errorf("%w: message %q/%d from a peer exceeds the reassembly bounds", ErrTooLarge, k.action, k.nonce)
 	}
 	if h.Metadata {
-		text := decodeText(body)
-		if !json.Valid([]byte(text)) {
+		if !json.Valid(text) {
 			return fmt.Errorf("%w: metadata of %q/%d is not JSON", ErrMalformed, k.action, k.nonce)
 		}
-		ps.bytes += len(body) - len(p.meta)
-		p.size += len(body) - len(p.meta)
-		p.meta, p.hasMeta = []byte(text), true
-		return nil
+		p.meta, p.hasMeta = text, true
+	} else {
+		p.chunks = append(p.chunks, append([]byte(nil), body...))
 	}
-	p.chunks = append(p.chunks, append([]byte(nil), body...))
-	p.size += len(body)
-	ps.bytes += len(body)
+	p.size += delta
+	ps.bytes += delta
 	return nil
 }
 

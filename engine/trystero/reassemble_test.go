@@ -217,3 +217,29 @@ func FuzzReassembler(f *testing.F) {
 		}
 	})
 }
+
+func TestReassembleMetadataAccounting(t *testing.T) {
+	r := NewReassembler(ReassemblerConfig{})
+	open := mustSplit(t, "o", 0, []byte("abc"), BodyString, nil)
+	open[0][34] = 0 // not last: stays in flight with 3 bytes
+	r.Add("p", open[0])
+	// Metadata sent twice (the second replaces the first), as text that
+	// decodes longer than its bytes: "\xff" is U+FFFD, three bytes.
+	meta := mustSplit(t, "m", 0, []byte("x"), BodyString, []byte("\"\xff\xff\""))
+	if _, err := r.Add("p", meta[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add("p", meta[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.peers["p"].bytes; got != 3+8 {
+		t.Errorf("held %d bytes, want 11", got)
+	}
+	m, err := r.Add("p", meta[1])
+	if err != nil || string(m.Metadata) != "\"\ufffd\ufffd\"" {
+		t.Fatalf("message %+v %v", m, err)
+	}
+	if got := r.peers["p"].bytes; got != 3 {
+		t.Errorf("held %d bytes after completion, want 3", got)
+	}
+}
