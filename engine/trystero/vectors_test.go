@@ -150,10 +150,30 @@ type vecFile struct {
 	NostrEvents []struct {
 		Topic   string            `json:"topic"`
 		Content string            `json:"content"`
+		Raw     string            `json:"raw"`
 		Message []json.RawMessage `json:"message"`
 	} `json:"nostrEvents"`
-	NostrSubscribe []json.RawMessage `json:"nostrSubscribe"`
-	Constants      map[string]any    `json:"constants"`
+	NostrSubscribe string `json:"nostrSubscribe"`
+	JoinRoom       struct {
+		AppID              string `json:"appId"`
+		RoomID             string `json:"roomId"`
+		Password           string `json:"password"`
+		SelfID             string `json:"selfId"`
+		RootTopic          string `json:"rootTopic"`
+		SelfTopic          string `json:"selfTopic"`
+		OtherPeerID        string `json:"otherPeerId"`
+		OtherAnnouncedAtMs int64  `json:"otherAnnouncedAtMs"`
+		OfferPlain         string `json:"offerPlain"`
+		ICEServers         []struct {
+			URLs string `json:"urls"`
+		} `json:"iceServers"`
+		Sent []struct {
+			AtMs  int64  `json:"atMs"`
+			Topic string `json:"topic"`
+			Raw   string `json:"raw"`
+		} `json:"sent"`
+	} `json:"joinRoom"`
+	Constants      map[string]any `json:"constants"`
 	LoneSurrogates []struct {
 		Kind     string `json:"kind"`
 		FrameHex string `json:"frameHex"`
@@ -631,14 +651,20 @@ func TestVectorsNostrEvents(t *testing.T) {
 		if got := vecSHA256(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))); got != ev.ID {
 			t.Errorf("NIP-01 id %s, trystero %s", got, ev.ID)
 		}
+		vecCheckEvent(t, e.Raw)
 	}
+	var req []json.RawMessage
+	var subID string
 	var filter struct {
-		Kinds []int    `json:"kinds"`
+		Since int64    `json:"since"`
 		X     []string `json:"#x"`
 	}
-	if len(v.NostrSubscribe) != 3 || json.Unmarshal(v.NostrSubscribe[2], &filter) != nil ||
-		len(filter.Kinds) != 1 || len(filter.X) != 1 || filter.Kinds[0] != TopicKind(filter.X[0]) {
-		t.Errorf("subscription %s", v.NostrSubscribe)
+	if json.Unmarshal([]byte(v.NostrSubscribe), &req) != nil || len(req) != 3 ||
+		json.Unmarshal(req[1], &subID) != nil || json.Unmarshal(req[2], &filter) != nil {
+		t.Fatalf("subscription %s", v.NostrSubscribe)
+	}
+	if got := string(NostrSubscribe(subID, filter.X, filter.Since)); got != v.NostrSubscribe {
+		t.Errorf("NostrSubscribe = %s, trystero %s", got, v.NostrSubscribe)
 	}
 }
 
@@ -922,5 +948,115 @@ func TestVectorsLoneSurrogates(t *testing.T) {
 		if err != nil || msg == nil || msg.Text() != c.BodyText || msg.JSON != (kind == BodyJSON) {
 			t.Errorf("vector %d: message %+v, %v; want %q", i, msg, err, c.BodyText)
 		}
+	}
+}
+
+// vecCheckEvent rebuilds a raw ["EVENT", {...}] message trystero sent with
+// NostrEventID and NostrEventMessage (taking trystero's signature) and
+// returns its topic and content.
+func vecCheckEvent(t *testing.T, raw string) (topic, content string) {
+	t.Helper()
+	var msg []json.RawMessage
+	var ev struct {
+		ID        string     `json:"id"`
+		Pubkey    string     `json:"pubkey"`
+		CreatedAt int64      `json:"created_at"`
+		Tags      [][]string `json:"tags"`
+		Content   string     `json:"content"`
+		Sig       string     `json:"sig"`
+	}
+	if json.Unmarshal([]byte(raw), &msg) != nil || len(msg) != 2 || json.Unmarshal(msg[1], &ev) != nil || len(ev.Tags) != 1 || len(ev.Tags[0]) != 2 {
+		t.Fatalf("event %s", raw)
+	}
+	topic = ev.Tags[0][1]
+	id := NostrEventID(ev.Pubkey, ev.CreatedAt, topic, ev.Content)
+	if hex.EncodeToString(id[:]) != ev.ID {
+		t.Errorf("NostrEventID = %x, trystero %s", id, ev.ID)
+	}
+	if got := string(NostrEventMessage(ev.Pubkey, ev.CreatedAt, topic, ev.Content, vecHex(t, ev.Sig))); got != raw {
+		t.Errorf("NostrEventMessage = %s, trystero %s", got, raw)
+	}
+	return topic, ev.Content
+}
+
+// TestVectorsJoinRoom checks what trystero's Nostr joinRoom sent to a
+// relay on a virtual clock: the REQ for the self and root topics, the
+// announcements after the warm-up delays and then every interval, and the
+// offer it published on the self topic of a peer with a higher id.
+func TestVectorsJoinRoom(t *testing.T) {
+	v := vectors(t)
+	j := v.JoinRoom
+	if RootTopic(j.AppID, j.RoomID) != j.RootTopic || SelfTopic(j.AppID, j.RoomID, j.SelfID) != j.SelfTopic {
+		t.Fatal("topics of the joinRoom run differ")
+	}
+	var announcements []int64
+	reqs, offers := 0, 0
+	for _, m := range j.Sent {
+		if strings.HasPrefix(m.Raw, `["REQ",`) {
+			var req []json.RawMessage
+			var subID string
+			var filter struct {
+				Since int64 `json:"since"`
+			}
+			if json.Unmarshal([]byte(m.Raw), &req) != nil || json.Unmarshal(req[1], &subID) != nil || json.Unmarshal(req[2], &filter) != nil {
+				t.Fatalf("REQ %s", m.Raw)
+			}
+			if len(subID) != SubscriptionIDLen || strings.Trim(subID, idAlphabet) != "" {
+				t.Errorf("subscription id %q", subID)
+			}
+			if got := string(NostrSubscribe(subID, []string{j.SelfTopic, j.RootTopic}, filter.Since)); got != m.Raw {
+				t.Errorf("NostrSubscribe = %s, trystero %s", got, m.Raw)
+			}
+			reqs++
+			continue
+		}
+		topic, content := vecCheckEvent(t, m.Raw)
+		sig, err := DecodeSignal([]byte(content))
+		if err != nil || sig.PeerID != j.SelfID {
+			t.Fatalf("signal %s: %+v, %v", content, sig, err)
+		}
+		switch {
+		case topic == j.RootTopic && sig.Type() == SignalAnnounce:
+			announcements = append(announcements, m.AtMs)
+		case topic == SelfTopic(j.AppID, j.RoomID, j.OtherPeerID) && sig.Type() == SignalOffer:
+			if !IsLeader(j.SelfID, j.OtherPeerID) || len(sig.OfferID) != OfferIDLen {
+				t.Errorf("offer %+v to %s", sig, j.OtherPeerID)
+			}
+			plain, err := OpenSDP(SDPKey(j.Password, j.AppID, j.RoomID), sig.Offer)
+			if err != nil || plain != j.OfferPlain {
+				t.Errorf("offer opens to %q, %v; want %q", plain, err, j.OfferPlain)
+			}
+			offers++
+		default:
+			t.Errorf("unexpected event on %s: %s", topic, content)
+		}
+	}
+	if reqs != 1 || offers != 1 || len(announcements) < 6 || announcements[0] != 0 {
+		t.Fatalf("%d REQs, %d offers, announcements at %v ms", reqs, offers, announcements)
+	}
+	for n := 1; n < len(announcements); n++ {
+		if got := time.Duration(announcements[n]-announcements[n-1]) * time.Millisecond; got != NextAnnounce(n-1) {
+			t.Errorf("announcement %d came %v after the previous one, NextAnnounce(%d) = %v", n, got, n-1, NextAnnounce(n-1))
+		}
+	}
+	want := []string{"stun:stun.l.google.com:19302", "stun:stun1.l.google.com:19302", "stun:stun2.l.google.com:19302", "stun:stun.cloudflare.com:3478"}
+	if len(j.ICEServers) != len(want) {
+		t.Fatalf("trystero's ICE servers %+v", j.ICEServers)
+	}
+	for i, s := range j.ICEServers {
+		if s.URLs != want[i] {
+			t.Errorf("ICE server %d: trystero %q, want %q", i, s.URLs, want[i])
+		}
+	}
+}
+
+// TestVectorsCandidate decodes the ICE candidate plaintext trystero seals
+// and encodes it back to the same text.
+func TestVectorsCandidate(t *testing.T) {
+	v := vectors(t)
+	plain := v.Signalling.Plains.Candidate
+	c, err := DecodeCandidate(plain)
+	if err != nil || c.Encode() != plain {
+		t.Errorf("DecodeCandidate(%s) = %+v, %v; encodes to %s", plain, c, err, c.Encode())
 	}
 }

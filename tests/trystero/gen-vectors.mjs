@@ -636,10 +636,10 @@ async function signallingVectors() {
 const nostrEvents = [];
 for (const t of topics.slice(0, 3)) {
 	const content = toJson({ peerId: t.selfId });
-	const msg = JSON.parse(await nostr.createEvent(t.rootTopic, content));
-	nostrEvents.push({ topic: t.rootTopic, content, message: msg });
+	const raw = await nostr.createEvent(t.rootTopic, content);
+	nostrEvents.push({ topic: t.rootTopic, content, raw, message: JSON.parse(raw) });
 }
-const nostrSubscribe = JSON.parse(nostr.subscribe("0".repeat(64), topics[0].rootTopic));
+const nostrSubscribe = nostr.subscribe("0".repeat(64), topics[0].rootTopic);
 
 // ---- room transcripts (room.mjs driven over a fake data channel) ----
 // Two real trystero rooms (room.mjs, with the password handshake that
@@ -745,6 +745,142 @@ for (const [pkg, file] of [
 }
 check(constants["core/offer-pool.mjs:offerTtl"] === (await core("offer-pool.mjs")).offerTtl, "offerTtl read = exported");
 
+// ---- a whole joinRoom over a fake relay (runs last: it takes over the timers) ----
+// @trystero-p2p/nostr joinRoom, as LiveSync calls it, with a fake WebSocket
+// relay and a fake RTCPeerConnection, on a virtual clock: the REQ it sends,
+// its announcements and their times, the ICE servers it configures, and
+// the offer it publishes when a peer with a higher id announces itself.
+const joinRoomRun = await joinRoomVectors();
+async function joinRoomVectors() {
+	const realSetTimeout = setTimeout;
+	const vt = { now: 0, q: [], id: 1 };
+	const schedule = (fn, ms, args, every) => {
+		const id = vt.id++;
+		const d = Math.max(0, Number(ms) || 0);
+		vt.q.push({ id, at: vt.now + d, fn, args, every: every ? Math.max(1, d) : 0 });
+		return id;
+	};
+	const cancel = (id) => (vt.q = vt.q.filter((e) => e.id !== id));
+	globalThis.setTimeout = (fn, ms, ...args) => schedule(fn, ms, args, false);
+	globalThis.setInterval = (fn, ms, ...args) => schedule(fn, ms, args, true);
+	globalThis.clearTimeout = cancel;
+	globalThis.clearInterval = cancel;
+	const settle = async () => {
+		for (let i = 0; i < 20; i++) await new Promise((r) => realSetTimeout(r, 0));
+	};
+	const advance = async (until) => {
+		await settle();
+		for (;;) {
+			vt.q.sort((a, b) => a.at - b.at || a.id - b.id);
+			const e = vt.q[0];
+			if (!e || e.at > until) break;
+			if (e.every) e.at += e.every;
+			else vt.q.shift();
+			vt.now = e.at;
+			e.fn(...e.args);
+			await settle();
+		}
+		vt.now = until;
+	};
+
+	const sent = [];
+	const sockets = [];
+	globalThis.WebSocket = class {
+		constructor(url) {
+			this.url = url;
+			this.readyState = 0;
+			sockets.push(this);
+			setTimeout(() => {
+				this.readyState = 1;
+				this.onopen?.();
+			}, 0);
+		}
+		send(d) {
+			sent.push({ atMs: vt.now, raw: String(d) });
+		}
+		close() {}
+	};
+	const pcConfigs = [];
+	let sdpN = 0;
+	class FakePC extends EventTarget {
+		constructor(cfg) {
+			super();
+			pcConfigs.push(cfg);
+			this.connectionState = "new";
+			this.iceConnectionState = "new";
+			this.iceGatheringState = "complete";
+			this.signalingState = "stable";
+			this.localDescription = null;
+			this.remoteDescription = null;
+		}
+		createDataChannel(label) {
+			this.channelLabel = label;
+			return { label, readyState: "connecting", bufferedAmount: 0, addEventListener() {}, removeEventListener() {} };
+		}
+		async createOffer() {
+			return { type: "offer", sdp: `v=0 fake offer ${++sdpN}` };
+		}
+		async setLocalDescription(d) {
+			this.localDescription = d && d.type ? d : { type: this.remoteDescription ? "answer" : "offer", sdp: `v=0 fake sdp ${++sdpN}` };
+		}
+		async setRemoteDescription(d) {
+			this.remoteDescription = d;
+		}
+		async addIceCandidate() {}
+		getSenders() {
+			return [];
+		}
+		close() {
+			this.connectionState = "closed";
+		}
+	}
+
+	const appId = "self-hosted-livesync";
+	const roomId = "my-vault-group";
+	const password = "1bhxaay1cs5qlh";
+	const relay = "wss://relay.invalid";
+	const config = { appId, password, relayConfig: { manualReconnection: true, urls: [relay] }, rtcPolyfill: FakePC };
+	nostr.joinRoom(config, roomId, { handshakeTimeoutMs: 30000 });
+	await advance(20000);
+	const rootTopic = await sha1(topicPath(libName, appId, roomId));
+	const selfTopic = await sha1(topicPath(topicPath(libName, appId, roomId), selfId));
+	// A peer with a higher id announces itself on the root topic.
+	const other = "zzzzzzzzzzzzzzzzzzzz";
+	const req = JSON.parse(sent.find((m) => m.raw.startsWith('["REQ"')).raw);
+	const announceAt = vt.now;
+	sockets[0].onmessage({ data: toJson(["EVENT", req[1], { kind: req[2].kinds[0], tags: [["x", rootTopic]], content: toJson({ peerId: other }) }]) });
+	await advance(vt.now + 100);
+	const otherSelfTopic = await sha1(topicPath(topicPath(libName, appId, roomId), other));
+	const names = { [rootTopic]: "root", [selfTopic]: "self", [otherSelfTopic]: "other's self" };
+	const events = [];
+	let offerPlain;
+	for (const m of sent) {
+		const msg = JSON.parse(m.raw);
+		if (msg[0] !== "EVENT") {
+			events.push({ atMs: m.atMs, raw: m.raw });
+			continue;
+		}
+		const topic = msg[1].tags[0][1];
+		events.push({ atMs: m.atMs, topic: names[topic] ?? topic, raw: m.raw });
+		const offer = JSON.parse(msg[1].content).offer;
+		if (offer) offerPlain = await decrypt(genKey(password, appId, roomId), offer);
+	}
+	return {
+		appId,
+		roomId,
+		password,
+		selfId,
+		rootTopic,
+		selfTopic,
+		otherPeerId: other,
+		otherAnnouncedAtMs: announceAt,
+		offerPlain,
+		iceServers: pcConfigs[0]?.iceServers,
+		dataChannelLabel: "data",
+		sent: events,
+	};
+}
+
 // ---- output ----
 const vectors = {
 	provenance: {
@@ -779,6 +915,7 @@ const vectors = {
 	nostrSubscribe,
 	constants,
 	transcripts,
+	joinRoom: joinRoomRun,
 };
 mkdirSync(dirname(outFile), { recursive: true });
 writeFileSync(outFile, JSON.stringify(vectors, null, "\t") + "\n");
