@@ -600,3 +600,41 @@ func ExampleRoom() {
 	fmt.Println(string(ok), err)
 	// Output: true <nil>
 }
+
+// TestOutgoingStreamsForgotten: a chunked envelope is kept for
+// retransmission only until the receiver acknowledges it, the peer
+// leaves, or StreamIdleTimeout passes without an ack.
+func TestOutgoingStreamsForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, n, _ := pair(t, nil)
+		b.Handle("test.echo", echo)
+		n.drop = func(s sent) bool { return s.from == "B" } // no acks, no answers
+		big := json.RawMessage(QuoteUTF16(bigString()))
+		outs := func() int {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return len(a.out)
+		}
+		go a.CallTimeout(t.Context(), "B", "test.echo", 0, big)
+		synctest.Wait()
+		if outs() != 1 {
+			t.Fatalf("%d outgoing streams after sending, want 1", outs())
+		}
+		time.Sleep(DefaultStreamIdleTimeout - time.Millisecond)
+		synctest.Wait()
+		if outs() != 1 {
+			t.Fatalf("stream forgotten before the idle timeout")
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if outs() != 0 {
+			t.Errorf("%d outgoing streams after the idle timeout, want 0", outs())
+		}
+		go a.CallTimeout(t.Context(), "B", "test.echo", 0, big)
+		synctest.Wait()
+		a.PeerLeft("B")
+		if outs() != 0 {
+			t.Errorf("%d outgoing streams after PeerLeft, want 0", outs())
+		}
+	})
+}
