@@ -638,3 +638,23 @@ func TestOutgoingStreamsForgotten(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxWirePayloadBytes: a setting in [800, 15360] is used, any other
+// means 15360 (LiveSync's normaliseP2PMaxWirePayloadBytes).
+func TestMaxWirePayloadBytes(t *testing.T) {
+	for _, tt := range []struct {
+		setting int
+		chunked bool
+	}{{0, false}, {500, false}, {20000, false}, {2048, true}, {800, true}} {
+		synctest.Test(t, func(t *testing.T) {
+			n := &network{rooms: map[string]*Room{}}
+			a, _ := New(Config{Transport: endpoint{n, "A"}, MaxWirePayloadBytes: tt.setting})
+			defer a.Close()
+			a.CallTimeout(t.Context(), "B", "test.x", 0, strings.Repeat("a", 3000))
+			first := n.messages("A", "B")[0].msg
+			if got := strings.HasPrefix(first, `{"wire":"chunk"`); got != tt.chunked {
+				t.Errorf("setting %d: 3 KB envelope chunked %v, want %v", tt.setting, got, tt.chunked)
+			}
+		})
+	}
+}
