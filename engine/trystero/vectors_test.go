@@ -904,14 +904,12 @@ func TestVectorsTranscripts(t *testing.T) {
 			if !joined && !errors.Is(a.err, ErrHandshake) {
 				t.Errorf("A's error %v, want ErrHandshake", a.err)
 			}
-			if tr.RPCMessageJSON != "" {
-				a.emit([]Outgoing{{Action: "rpc2", Kind: BodyJSON, Body: []byte(tr.RPCMessageJSON)}})
-				for _, f := range tr.Frames[tr.HandshakeFrames:] {
-					fromA = append(fromA, f.Hex)
-				}
-			}
+			vecAfterHandshake(t, tr, a, b, &fromA, &fromB)
 			if !slices.Equal(a.out, fromA) {
 				t.Errorf("A sent %v, trystero %v", a.out, fromA)
+			}
+			if !slices.Equal(b.out, fromB) {
+				t.Errorf("B sent %v after the handshake, trystero %v", b.out, fromB)
 			}
 		})
 	}
@@ -1058,5 +1056,42 @@ func TestVectorsCandidate(t *testing.T) {
 	c, err := DecodeCandidate(plain)
 	if err != nil || c.Encode() != plain {
 		t.Errorf("DecodeCandidate(%s) = %+v, %v; encodes to %s", plain, c, err, c.Encode())
+	}
+}
+
+// vecAfterHandshake replays the frames after the handshake (A's rpc2
+// message, A's @_ping and B's @_pong, A's @_leave): each side sends the
+// same message with its own Sender, continuing its nonces, and the other
+// side reassembles it.
+func vecAfterHandshake(t *testing.T, tr vecTranscript, a, b *vecSide, fromA, fromB *[]string) {
+	t.Helper()
+	for _, f := range tr.Frames[tr.HandshakeFrames:] {
+		from, to, want := a, b, fromA
+		if f.Dir == "B->A" {
+			from, to, want = b, a, fromB
+		}
+		fr, err := ParseFrame(vecHex(t, f.Hex))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, body := ParseAction(fr.Payload)
+		kind := BodyString
+		if h.Binary {
+			kind = BodyBinary
+		} else if h.JSON {
+			kind = BodyJSON
+		}
+		if h.Name == "rpc2" && string(body) != tr.RPCMessageJSON {
+			t.Errorf("rpc2 body %s, want %s", body, tr.RPCMessageJSON)
+		}
+		from.emit([]Outgoing{{Action: h.Name, Kind: kind, Body: body}})
+		*want = append(*want, f.Hex)
+		if ReceiveWhilePending(h.Name) != (h.Name == ActionLeave) {
+			t.Errorf("ReceiveWhilePending(%s) = %v", h.Name, ReceiveWhilePending(h.Name))
+		}
+		msg, err := to.recv.Add("peer", fr.Payload)
+		if err != nil || msg == nil || msg.Action != h.Name || !bytes.Equal(msg.Body, body) {
+			t.Errorf("%s: received %+v, %v", h.Name, msg, err)
+		}
 	}
 }

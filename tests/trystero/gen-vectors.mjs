@@ -664,9 +664,13 @@ async function transcript(name, passwordA, passwordB) {
 	const pending = [];
 	underA.sendData = (d) => pending.push(["A->B", new Uint8Array(d)]);
 	underB.sendData = (d) => pending.push(["B->A", new Uint8Array(d)]);
+	// pump delivers frames until nothing has moved for 30 ms (WebCrypto
+	// hashing in the handshake is asynchronous).
 	const pump = async () => {
-		for (let spins = 0; spins < 200; spins++) {
-			await new Promise((r) => setTimeout(r, 0));
+		for (let stable = 0, last = -1; stable < 15; ) {
+			await new Promise((r) => setTimeout(r, 2));
+			stable = log.length === last && !pending.length ? stable + 1 : 0;
+			last = log.length;
 			while (pending.length) {
 				const [dir, d] = pending.shift();
 				log.push({ dir, frameLength: d.length, hex: hex(d) });
@@ -708,6 +712,14 @@ async function transcript(name, passwordA, passwordB) {
 		await A.room.makeAction("rpc2").send(rpcMessage, { target: idSeenByA });
 		await pump();
 		check(gotB.length === 1 && toJson(gotB[0]) === toJson(rpcMessage), "B received A's rpc2 message");
+		// A pings B (B answers with @_pong), then leaves the room (@_leave).
+		const ping = A.room.ping(idSeenByA);
+		await pump();
+		await ping;
+		const leaving = A.room.leave();
+		await pump();
+		await leaving;
+		await pump();
 	}
 	return {
 		name,
@@ -765,8 +777,18 @@ async function joinRoomVectors() {
 	globalThis.setInterval = (fn, ms, ...args) => schedule(fn, ms, args, true);
 	globalThis.clearTimeout = cancel;
 	globalThis.clearInterval = cancel;
+	// settle lets pending asynchronous work (WebCrypto digests, Schnorr
+	// signing) finish: it waits until neither the timer queue nor the
+	// relay's messages have changed for 30 ms of real time.
 	const settle = async () => {
-		for (let i = 0; i < 20; i++) await new Promise((r) => realSetTimeout(r, 0));
+		let stable = 0;
+		let last = "";
+		while (stable < 15) {
+			await new Promise((r) => realSetTimeout(r, 2));
+			const now = `${vt.q.length}/${vt.id}/${sent.length}`;
+			stable = now === last ? stable + 1 : 0;
+			last = now;
+		}
 	};
 	const advance = async (until) => {
 		await settle();
