@@ -195,6 +195,49 @@ for (const [password, appId, roomId, plain] of sdpCases) {
 	check(failed, "a wrong key fails to decrypt");
 }
 
+// How trystero's decrypt reads a sealed string it did not write itself:
+// the IV list goes through Number() and a Uint8Array, the ciphertext
+// through atob, and only the first two "$" parts count.
+const sdpOpenVariants = { password: sdp[2].password, appId: sdp[2].appId, roomId: sdp[2].roomId, variants: [] };
+{
+	const base = sdp[2];
+	const key = genKey(base.password, base.appId, base.roomId);
+	const [ivText, ct] = base.sealed.split("$");
+	const ivs = ivText.split(",");
+	const withFirstIV = (x) => [x, ...ivs.slice(1)].join(",") + "$" + ct;
+	const variants = [
+		["as sealed", base.sealed],
+		["IV byte as hex literal", withFirstIV("0x" + Number(ivs[0]).toString(16))],
+		["IV byte with spaces", withFirstIV(` ${ivs[0]}\t`)],
+		["IV byte as a float", withFirstIV(`${ivs[0]}.75`)],
+		["IV byte plus 256", withFirstIV(String(Number(ivs[0]) + 256))],
+		["IV byte minus 256", withFirstIV(String(Number(ivs[0]) - 256))],
+		["IV byte in exponent form", withFirstIV(`${ivs[0]}e0`)],
+		["IV byte empty", withFirstIV("")],
+		["IV byte not a number", withFirstIV("abc")],
+		["IV byte Infinity", withFirstIV("Infinity")],
+		["IV with a trailing comma", ivText + ",$" + ct],
+		["IV with one byte less", ivs.slice(1).join(",") + "$" + ct],
+		["ciphertext without padding", ivText + "$" + ct.replace(/=+$/, "")],
+		["ciphertext with whitespace", ivText + "$" + ct.slice(0, 4) + " \n" + ct.slice(4)],
+		["a third part", base.sealed + "$ignored"],
+		["ciphertext truncated", ivText + "$" + ct.slice(0, -4)],
+		["ciphertext with a non-base64 letter", ivText + "$" + ct.slice(0, -2) + "*="],
+		["no dollar", ivText],
+		["empty", ""],
+		["bit flipped", ivText + "$" + (ct[0] === "A" ? "B" : "A") + ct.slice(1)],
+	];
+	for (const [name, sealed] of variants) {
+		let plain = null;
+		try {
+			plain = await decrypt(key, sealed);
+		} catch {
+			plain = null;
+		}
+		sdpOpenVariants.variants.push({ name, sealed, opens: plain !== null, ...(plain !== null ? { plain } : {}) });
+	}
+}
+
 // ---- password handshake on @_hsdata (handshake.mjs createPasswordHandshake) ----
 const handshakeCases = [
 	["self-hosted-livesync", "my-vault-group", "1bhxaay1cs5qlh", "0123456789AaBbCcDdEeFfGgHhIiJjKkLlMm"],
@@ -921,6 +964,7 @@ const vectors = {
 	topics,
 	ids,
 	sdp,
+	sdpOpenVariants,
 	handshakes,
 	handshakeInitiator: initiator,
 	presenceFrames: presence,
