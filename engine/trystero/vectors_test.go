@@ -157,6 +157,10 @@ type vecFile struct {
 			} `json:"sent"`
 		} `json:"messages"`
 		WrongPasswordError []string `json:"wrongPasswordError"`
+		Decoding           []struct {
+			Content string `json:"content"`
+			ActedOn bool   `json:"actedOn"`
+		} `json:"decoding"`
 	} `json:"signalling"`
 	NostrEvents []struct {
 		Topic   string            `json:"topic"`
@@ -1121,6 +1125,24 @@ func TestVectorsSDPVariants(t *testing.T) {
 			t.Errorf("%s: OpenSDP(%q) = %q, %v; trystero opens it to %q", c.Name, c.Sealed, plain, err, c.Plain)
 		case !c.Opens && !errors.Is(err, ErrIncorrectPassword):
 			t.Errorf("%s: OpenSDP(%q) = %q, %v; trystero fails", c.Name, c.Sealed, plain, err)
+		}
+	}
+}
+
+// TestVectorsSignalDecoding: DecodeSignal accepts exactly the
+// announcement-shaped messages trystero's signal handler acts on.
+func TestVectorsSignalDecoding(t *testing.T) {
+	v := vectors(t)
+	for _, c := range v.Signalling.Decoding {
+		s, err := DecodeSignal([]byte(c.Content))
+		if (err == nil) != c.ActedOn {
+			t.Errorf("DecodeSignal(%s) = %+v, %v; trystero acts on it: %v", c.Content, s, err, c.ActedOn)
+		}
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeSignal(%s): %v, want ErrMalformed", c.Content, err)
+		}
+		if err == nil && s.Type() != SignalAnnounce {
+			t.Errorf("DecodeSignal(%s).Type() = %v", c.Content, s.Type())
 		}
 	}
 }

@@ -672,6 +672,34 @@ async function signallingVectors() {
 	}
 	const offerMsg = JSON.parse(out.messages[0].sent[0].content);
 	check(offerMsg.offerId.length === ids.offerIdLength, "offer id length");
+	// Which announcement-shaped messages the handler acts on (it answers an
+	// announcement from a higher id with an offer) and which it drops.
+	out.decoding = [];
+	const hi = JSON.stringify(higher);
+	for (const content of [
+		`{"peerId":${hi}}`,
+		`{"peerId":${hi},"extra":1,"passive":false}`,
+		`{"peerId":${hi},"offerId":5}`,
+		`{"peerId":${hi},"offer":123}`,
+		`{"peerId":${hi},"offer":""}`,
+		`{"peerId":${hi},"candidate":null}`,
+		`{"peerId":${hi},"answer":""}`,
+		`{"peerId":""}`,
+		`{"peerId":5}`,
+		`{}`,
+		`[${hi}]`,
+		`null`,
+		`"${higher}"`,
+		`not json`,
+		` {"peerId":${hi}} `,
+	]) {
+		const h = signalMod.createSignalHandler(makeCtx(key))(0);
+		published.length = 0;
+		await h(rootTopic, content, signalPeer);
+		await new Promise((r) => setTimeout(r, 0));
+		await new Promise((r) => setTimeout(r, 0));
+		out.decoding.push({ content, actedOn: published.length > 0 });
+	}
 	return out;
 }
 
