@@ -122,6 +122,19 @@ type vecFile struct {
 			AfterArrival int `json:"afterArrival"`
 		} `json:"delivered"`
 	} `json:"reassembly"`
+	ReceiverEdgeCases []struct {
+		Name      string   `json:"name"`
+		Frames    []string `json:"frames"`
+		Threw     []bool   `json:"threw"`
+		Delivered []struct {
+			AfterFrame   int    `json:"afterFrame"`
+			Action       string `json:"action"`
+			Kind         string `json:"kind"`
+			BodyText     string `json:"bodyText"`
+			BodyHex      string `json:"bodyHex"`
+			MetadataJSON string `json:"metadataJSON"`
+		} `json:"delivered"`
+	} `json:"receiverEdgeCases"`
 	TextDecoding []struct {
 		Hex  string `json:"hex"`
 		Text string `json:"text"`
@@ -1143,6 +1156,51 @@ func TestVectorsSignalDecoding(t *testing.T) {
 		}
 		if err == nil && s.Type() != SignalAnnounce {
 			t.Errorf("DecodeSignal(%s).Type() = %v", c.Content, s.Type())
+		}
+	}
+}
+
+// TestVectorsReceiverEdgeCases feeds hand-made frames to a Reassembler:
+// a frame that made trystero's receiver throw returns ErrMalformed, and
+// the messages it delivered are the ones trystero delivered. (A message
+// for the empty action name completes here, but trystero can never hand
+// it to a handler, so it is left out.)
+func TestVectorsReceiverEdgeCases(t *testing.T) {
+	v := vectors(t)
+	for _, c := range v.ReceiverEdgeCases {
+		r := NewReassembler(ReassemblerConfig{})
+		next := 0
+		for i, h := range c.Frames {
+			msg, err := r.Add("peer", vecHex(t, h))
+			if (err != nil) != c.Threw[i] || (err != nil && !errors.Is(err, ErrMalformed)) {
+				t.Errorf("%s: frame %d: %v; trystero threw: %v", c.Name, i, err, c.Threw[i])
+			}
+			if msg == nil || msg.Action == "" {
+				continue
+			}
+			if next >= len(c.Delivered) || c.Delivered[next].AfterFrame != i {
+				t.Errorf("%s: frame %d completed %+v; trystero delivered nothing then", c.Name, i, msg)
+				continue
+			}
+			d := c.Delivered[next]
+			next++
+			kind := "text"
+			if msg.Binary {
+				kind = "binary"
+			} else if msg.JSON {
+				kind = "json"
+			}
+			body := msg.Text()
+			if kind == "binary" {
+				body = hex.EncodeToString(msg.Body)
+			}
+			if msg.Action != d.Action || kind != d.Kind || body != d.BodyText+d.BodyHex || string(msg.Metadata) != d.MetadataJSON {
+				t.Errorf("%s: delivered %s %s %q meta %q; trystero %s %s %q meta %q", c.Name,
+					msg.Action, kind, body, msg.Metadata, d.Action, d.Kind, d.BodyText+d.BodyHex, d.MetadataJSON)
+			}
+		}
+		if next != len(c.Delivered) {
+			t.Errorf("%s: delivered %d messages, trystero %d", c.Name, next, len(c.Delivered))
 		}
 	}
 }

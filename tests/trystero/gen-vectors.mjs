@@ -549,6 +549,69 @@ function bytesOf(m) {
 	return m.kind === "binary" ? data : encodeBytes(m.kind === "text" ? data : toJson(data));
 }
 
+// How trystero's receiver (action-wire.mjs handleData) treats frames a
+// well-behaved sender never produces. The frames are built here by hand;
+// what happens to them is trystero's.
+const receiverEdgeCases = await receiverEdgeVectors();
+async function receiverEdgeVectors() {
+	const frame = (name, nonce, flags, progress, body) => {
+		const nameBytes = encodeBytes(name);
+		const b = typeof body === "string" ? encodeBytes(body) : Uint8Array.from(body);
+		const f = new Uint8Array(36 + b.length);
+		f.set(nameBytes.subarray(0, 32));
+		f.set([nonce >> 8, nonce & 255, flags, progress], 32);
+		f.set(b, 36);
+		return f;
+	};
+	const scenarios = [
+		["invalid JSON body, then the same nonce again", [frame("e", 0, 9, 255, "{"), frame("e", 0, 9, 255, '{"ok":1}')]],
+		["invalid metadata, then the body", [frame("e", 1, 10, 128, "{"), frame("e", 1, 9, 255, "[1]")]],
+		["metadata, then a two-frame string", [frame("e", 2, 2, 85, '{"m":1}'), frame("e", 2, 0, 170, "ab"), frame("e", 2, 1, 255, "cd")]],
+		["a frame shorter than the header, then the last frame", [Uint8Array.from([0x65, 0, 0]), frame("e", 0, 1, 255, "xy")]],
+		["NULs inside the name", [frame("e\0\0x", 3, 1, 255, "n")]],
+		["flags of the last frame decide: binary earlier, string last", [frame("e", 4, 4, 128, [0xc3]), frame("e", 4, 1, 255, [0xa9])]],
+		["binary and JSON flags together", [frame("e", 5, 13, 255, [1, 2, 3])]],
+		["a string body with a byte order mark and an invalid byte", [frame("e", 6, 1, 255, [0xef, 0xbb, 0xbf, 0x61, 0xff, 0x62])]],
+		["an empty frame", [new Uint8Array(0), frame("", 0, 1, 255, "q")]],
+	];
+	const out = [];
+	for (const [name, frames] of scenarios) {
+		const r = actionsMod.createActionManager({ getPeer: () => undefined, getPeerIds: () => [], canReceiveFromPeer: () => true });
+		const delivered = [];
+		let current = -1;
+		for (const action of ["e", "ex", ""]) {
+			try {
+				r.makeInternalAction(action).onMessage((payload, peerId, metadata) => {
+					const kind = payload instanceof Uint8Array ? "binary" : typeof payload === "string" ? "text" : "json";
+					delivered.push({
+						afterFrame: current,
+						action,
+						kind,
+						bodyText: kind === "binary" ? undefined : kind === "text" ? payload : toJson(payload),
+						bodyHex: kind === "binary" ? hex(payload) : undefined,
+						...(metadata === undefined ? {} : { metadataJSON: toJson(metadata) }),
+					});
+				});
+			} catch (e) {
+				// "" is not a valid action name to register; frames for it stay queued.
+			}
+		}
+		const threw = [];
+		for (let i = 0; i < frames.length; i++) {
+			current = i;
+			try {
+				r.handleData("peer", frames[i].slice().buffer);
+				threw.push(false);
+			} catch {
+				threw.push(true);
+			}
+			await Promise.resolve();
+		}
+		out.push({ name, frames: frames.map((f) => hex(f)), threw, delivered });
+	}
+	return out;
+}
+
 // How the receiver decodes text (utils.mjs decodeBytes, a TextDecoder):
 // action names, room tokens, string and JSON bodies, opened SDP.
 const textDecoding = [
@@ -1002,6 +1065,7 @@ const vectors = {
 	nonceWrap,
 	loneSurrogates,
 	reassembly,
+	receiverEdgeCases,
 	textDecoding,
 	leaderPairs,
 	signalling,
