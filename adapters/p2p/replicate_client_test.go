@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,13 +17,27 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 )
 
-// hostilePeer serves ReplicateProtocol with answer (the client is not
-// checked for approval) and returns a Remote of it with the given
-// timeout; asked counts the requests.
-func hostilePeer(t *testing.T, timeout time.Duration, answer func(req request) response) (*Remote, *atomic.Int64) {
+// hostile is a peer that answers what a test sets.
+type hostile struct {
+	mu    sync.Mutex // held while answering
+	asked atomic.Int64
+}
+
+// set runs fn (which changes what the peer answers) under the peer's
+// lock.
+func (h *hostile) set(fn func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn()
+}
+
+// hostilePeer serves ReplicateProtocol with answer, under the returned
+// peer's lock (the client is not checked for approval), and returns a
+// Remote of it with the given timeout; asked counts the requests.
+func hostilePeer(t *testing.T, timeout time.Duration, answer func(req request) response) (*Remote, *hostile) {
 	t.Helper()
 	server, client := newTestHost(t), newTestHost(t)
-	var asked atomic.Int64
+	hp := &hostile{}
 	server.SetStreamHandler(ReplicateProtocol, func(s network.Stream) {
 		defer s.Close()
 		var req request
@@ -30,14 +45,16 @@ func hostilePeer(t *testing.T, timeout time.Duration, answer func(req request) r
 			_ = s.Reset()
 			return
 		}
-		asked.Add(1)
+		hp.asked.Add(1)
+		hp.mu.Lock()
 		resp := answer(req)
+		hp.mu.Unlock()
 		if resp.Status == "" {
 			resp.Status = statusOK
 		}
 		_, _ = writeJSON(s, resp)
 	})
-	return NewRemote(client, addrInfo(server), RemoteOptions{Group: "g", Timeout: timeout}), &asked
+	return NewRemote(client, addrInfo(server), RemoteOptions{Group: "g", Timeout: timeout}), hp
 }
 
 func isProtocolErr(err error) bool {
@@ -51,7 +68,7 @@ func isProtocolErr(err error) bool {
 // order.
 func TestClientChecksBulkGet(t *testing.T) {
 	var docs []json.RawMessage
-	r, _ := hostilePeer(t, 5*time.Second, func(request) response { return response{Docs: docs} })
+	r, hp := hostilePeer(t, 5*time.Second, func(request) response { return response{Docs: docs} })
 	ep := r.Endpoint()
 	asked := []engine.DocRev{{ID: "a", Rev: "1-a"}, {ID: "b", Rev: "1-b"}}
 	for _, bad := range [][]json.RawMessage{
@@ -61,12 +78,14 @@ func TestClientChecksBulkGet(t *testing.T) {
 		{json.RawMessage(`["_id","a"]`)},
 		{json.RawMessage(`"{\"_id\":\"a\"}"`)},
 	} {
-		docs = bad
+		hp.set(func() { docs = bad })
 		if got, err := ep.BulkGet(t.Context(), asked); !isProtocolErr(err) {
 			t.Fatalf("answer %s: %s, %v; want a protocol error", bad, got, err)
 		}
 	}
-	docs = []json.RawMessage{json.RawMessage(`{"_id":"b","_rev":"1-b"}`), json.RawMessage(`{"_id":"a","_rev":"1-a"}`)}
+	hp.set(func() {
+		docs = []json.RawMessage{json.RawMessage(`{"_id":"b","_rev":"1-b"}`), json.RawMessage(`{"_id":"a","_rev":"1-a"}`)}
+	})
 	got, err := ep.BulkGet(t.Context(), asked)
 	if err != nil || len(got) != 2 || !strings.Contains(string(got[0]), `"a"`) {
 		t.Fatalf("a good answer: %s, %v; want a then b", got, err)
@@ -78,15 +97,15 @@ func TestClientChecksBulkGet(t *testing.T) {
 // meant to).
 func TestClientChecksRevsDiff(t *testing.T) {
 	var missing map[string][]string
-	r, _ := hostilePeer(t, 5*time.Second, func(request) response { return response{Missing: missing} })
+	r, hp := hostilePeer(t, 5*time.Second, func(request) response { return response{Missing: missing} })
 	asked := map[string][]string{"a": {"1-a", "2-a"}}
 	for _, bad := range []map[string][]string{{"other": {"1-o"}}, {"a": {"3-a"}}, {"a": {"1-a", "1-a"}}} {
-		missing = bad
+		hp.set(func() { missing = bad })
 		if got, err := r.Endpoint().RevsDiff(t.Context(), asked); !isProtocolErr(err) {
 			t.Fatalf("answer %v: %v, %v; want a protocol error", bad, got, err)
 		}
 	}
-	missing = map[string][]string{"a": {"2-a"}}
+	hp.set(func() { missing = map[string][]string{"a": {"2-a"}} })
 	if got, err := r.Endpoint().RevsDiff(t.Context(), asked); err != nil || len(got["a"]) != 1 {
 		t.Fatalf("a good answer: %v, %v", got, err)
 	}
@@ -95,10 +114,10 @@ func TestClientChecksRevsDiff(t *testing.T) {
 // A bulk_docs answer may report only on the documents sent, once each.
 func TestClientChecksBulkDocs(t *testing.T) {
 	var written []wireResult
-	r, _ := hostilePeer(t, 5*time.Second, func(request) response { return response{Written: written} })
+	r, hp := hostilePeer(t, 5*time.Second, func(request) response { return response{Written: written} })
 	docs := []json.RawMessage{json.RawMessage(`{"_id":"a","_rev":"1-a"}`)}
 	for _, bad := range [][]wireResult{{{ID: "b", Rev: "1-b"}}, {{ID: "a"}, {ID: "a"}}} {
-		written = bad
+		hp.set(func() { written = bad })
 		if got, err := r.Endpoint().BulkDocs(t.Context(), docs); !isProtocolErr(err) {
 			t.Fatalf("answer %v: %v, %v; want a protocol error", bad, got, err)
 		}
@@ -109,13 +128,13 @@ func TestClientChecksBulkDocs(t *testing.T) {
 // far longer than any store's, is a protocol error.
 func TestClientChecksChanges(t *testing.T) {
 	var resp response
-	r, _ := hostilePeer(t, 5*time.Second, func(request) response { return resp })
+	r, hp := hostilePeer(t, 5*time.Second, func(request) response { return resp })
 	row := wireChange{Seq: "1", ID: "a", Revs: []string{"1-a"}}
-	resp = response{Results: []wireChange{row, row, row}, LastSeq: "3"}
+	hp.set(func() { resp = response{Results: []wireChange{row, row, row}, LastSeq: "3"} })
 	if got, err := r.Endpoint().Changes(t.Context(), engine.ChangesRequest{Limit: 2}); !isProtocolErr(err) {
 		t.Fatalf("3 rows for a limit of 2: %+v, %v; want a protocol error", got, err)
 	}
-	resp = response{Results: []wireChange{row}, LastSeq: strings.Repeat("9", 1<<20)}
+	hp.set(func() { resp = response{Results: []wireChange{row}, LastSeq: strings.Repeat("9", 1<<20)} })
 	if got, err := r.Endpoint().Changes(t.Context(), engine.ChangesRequest{}); !isProtocolErr(err) {
 		t.Fatalf("a last_seq of 1 MiB: %d rows, %v; want a protocol error", len(got.Results), err)
 	}
@@ -124,14 +143,14 @@ func TestClientChecksChanges(t *testing.T) {
 // A peer that answers a longpoll at once with an empty page at the same
 // sequence is asked again only after a pause, not in a tight loop.
 func TestClientLongpollNoBusyLoop(t *testing.T) {
-	r, asked := hostilePeer(t, 2*time.Second, func(req request) response { return response{LastSeq: req.Since} })
+	r, hp := hostilePeer(t, 2*time.Second, func(req request) response { return response{LastSeq: req.Since} })
 	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 	defer cancel()
 	_, err := r.Endpoint().Changes(ctx, engine.ChangesRequest{Since: "5", Wait: true})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a longpoll never answered: %v; want the caller's deadline", err)
 	}
-	if n := asked.Load(); n > 4 {
+	if n := hp.asked.Load(); n > 4 {
 		t.Fatalf("the client asked %d times in 1.5 s", n)
 	}
 }

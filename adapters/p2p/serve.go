@@ -47,6 +47,7 @@ type server struct {
 
 	base   context.Context
 	cancel context.CancelFunc
+	active sync.WaitGroup // handlers running (stop waits for them)
 
 	mu      sync.Mutex
 	open    map[peer.ID]int // streams at work, per peer
@@ -79,7 +80,9 @@ func (sv *server) register(proto protocol.ID, answer answerFunc) {
 	sv.h.SetStreamHandler(proto, func(s network.Stream) { sv.handle(s, answer) })
 }
 
-// stop unregisters the protocols and resets the streams still open.
+// stop unregisters the protocols, resets the streams still open and
+// waits for their handlers (so that nothing, not even a refusal's note in
+// the peer book, happens after it returns).
 func (sv *server) stop() {
 	sv.mu.Lock()
 	if sv.stopped {
@@ -99,6 +102,7 @@ func (sv *server) stop() {
 	for _, s := range open {
 		_ = s.Reset()
 	}
+	sv.active.Wait()
 }
 
 // track records an open stream; false once stopped.
@@ -109,13 +113,15 @@ func (sv *server) track(s network.Stream) bool {
 		return false
 	}
 	sv.streams[s] = struct{}{}
+	sv.active.Add(1)
 	return true
 }
 
 func (sv *server) untrack(s network.Stream) {
 	sv.mu.Lock()
-	defer sv.mu.Unlock()
 	delete(sv.streams, s)
+	sv.mu.Unlock()
+	sv.active.Done()
 }
 
 // acquire takes one of remote's stream slots; false when all are taken.
