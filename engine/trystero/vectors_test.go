@@ -192,10 +192,16 @@ type vecFile struct {
 		OtherPeerID        string `json:"otherPeerId"`
 		OtherAnnouncedAtMs int64  `json:"otherAnnouncedAtMs"`
 		OfferPlain         string `json:"offerPlain"`
-		ICEServers         []struct {
-			URLs string `json:"urls"`
-		} `json:"iceServers"`
-		Sent []struct {
+		RTCConfiguration   struct {
+			ICEServers []struct {
+				URLs       json.RawMessage `json:"urls"`
+				Username   string          `json:"username"`
+				Credential string          `json:"credential"`
+			} `json:"iceServers"`
+			ICETransportPolicy string `json:"iceTransportPolicy"`
+		} `json:"rtcConfiguration"`
+		DataChannelLabels []string `json:"dataChannelLabels"`
+		Sent              []struct {
 			AtMs  int64  `json:"atMs"`
 			Topic string `json:"topic"`
 			Raw   string `json:"raw"`
@@ -1065,14 +1071,23 @@ func TestVectorsJoinRoom(t *testing.T) {
 			t.Errorf("announcement %d came %v after the previous one, NextAnnounce(%d) = %v", n, got, n-1, NextAnnounce(n-1))
 		}
 	}
-	want := []string{"stun:stun.l.google.com:19302", "stun:stun1.l.google.com:19302", "stun:stun2.l.google.com:19302", "stun:stun.cloudflare.com:3478"}
-	if len(j.ICEServers) != len(want) {
-		t.Fatalf("trystero's ICE servers %+v", j.ICEServers)
+	// The RTCPeerConnection configuration trystero builds from LiveSync's
+	// options (one TURN server, the relay path): its default STUN servers,
+	// then the TURN entry, and the transport policy; one channel "data".
+	want := []string{`"stun:stun.l.google.com:19302"`, `"stun:stun1.l.google.com:19302"`, `"stun:stun2.l.google.com:19302"`,
+		`"stun:stun.cloudflare.com:3478"`, `["turn:turn.invalid:3478"]`}
+	rc := j.RTCConfiguration
+	if len(rc.ICEServers) != len(want) || rc.ICETransportPolicy != "relay" || !slices.Equal(j.DataChannelLabels, []string{"data"}) {
+		t.Fatalf("trystero's RTC configuration %+v, channels %q", rc, j.DataChannelLabels)
 	}
-	for i, s := range j.ICEServers {
-		if s.URLs != want[i] {
-			t.Errorf("ICE server %d: trystero %q, want %q", i, s.URLs, want[i])
+	for i, s := range rc.ICEServers {
+		var urls bytes.Buffer
+		if err := json.Compact(&urls, s.URLs); err != nil || urls.String() != want[i] {
+			t.Errorf("ICE server %d: trystero %s, want %s", i, s.URLs, want[i])
 		}
+	}
+	if last := rc.ICEServers[len(want)-1]; last.Username != "user" || last.Credential != "secret" {
+		t.Errorf("TURN entry %+v", last)
 	}
 }
 

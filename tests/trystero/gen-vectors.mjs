@@ -957,6 +957,7 @@ async function joinRoomVectors() {
 		close() {}
 	};
 	const pcConfigs = [];
+	const labels = [];
 	let sdpN = 0;
 	class FakePC extends EventTarget {
 		constructor(cfg) {
@@ -969,8 +970,8 @@ async function joinRoomVectors() {
 			this.localDescription = null;
 			this.remoteDescription = null;
 		}
-		createDataChannel(label) {
-			this.channelLabel = label;
+		createDataChannel(label, options) {
+			labels.push(options === undefined ? label : `${label} ${toJson(options)}`);
 			return { label, readyState: "connecting", bufferedAmount: 0, addEventListener() {}, removeEventListener() {} };
 		}
 		async createOffer() {
@@ -995,7 +996,16 @@ async function joinRoomVectors() {
 	const roomId = "my-vault-group";
 	const password = "1bhxaay1cs5qlh";
 	const relay = "wss://relay.invalid";
-	const config = { appId, password, relayConfig: { manualReconnection: true, urls: [relay] }, rtcPolyfill: FakePC };
+	// As commonlib's generateJoinRoomOptions builds it for a TURN server
+	// and the "relay" connection path.
+	const config = {
+		appId,
+		password,
+		relayConfig: { manualReconnection: true, urls: [relay] },
+		rtcPolyfill: FakePC,
+		turnConfig: [{ urls: ["turn:turn.invalid:3478"], username: "user", credential: "secret" }],
+		rtcConfig: { iceTransportPolicy: "relay" },
+	};
 	nostr.joinRoom(config, roomId, { handshakeTimeoutMs: 30000 });
 	await advance(20000);
 	const rootTopic = await sha1(topicPath(libName, appId, roomId));
@@ -1031,8 +1041,11 @@ async function joinRoomVectors() {
 		otherPeerId: other,
 		otherAnnouncedAtMs: announceAt,
 		offerPlain,
-		iceServers: pcConfigs[0]?.iceServers,
-		dataChannelLabel: "data",
+		turnConfig: config.turnConfig,
+		rtcConfig: config.rtcConfig,
+		rtcConfiguration: pcConfigs[0],
+		peerConnections: pcConfigs.length,
+		dataChannelLabels: [...new Set(labels)],
 		sent: events,
 	};
 }
