@@ -246,7 +246,7 @@ const handshakeCases = [
 ];
 const handshakes = [];
 for (const [appId, roomId, password, challenge] of handshakeCases) {
-	const { run } = createPasswordHandshakeOf(password, appId, roomId);
+	const { run } = handshakeMod.createPasswordHandshake(password, appId, roomId);
 	const sent = [];
 	await run(
 		async (data) => sent.push(data),
@@ -263,14 +263,11 @@ for (const [appId, roomId, password, challenge] of handshakeCases) {
 		responseHash: sent[0].h,
 	});
 }
-function createPasswordHandshakeOf(password, appId, roomId) {
-	return handshakeMod.createPasswordHandshake(password, appId, roomId);
-}
 // The initiator's side: the challenge message, its acceptance of the right
 // response and its error on a wrong one.
 const initiator = {};
 {
-	const { run } = createPasswordHandshakeOf("1bhxaay1cs5qlh", "self-hosted-livesync", "my-vault-group");
+	const { run } = handshakeMod.createPasswordHandshake("1bhxaay1cs5qlh", "self-hosted-livesync", "my-vault-group");
 	const sent = [];
 	const respond = async (pw) => {
 		const c = sent[sent.length - 1].c;
