@@ -171,16 +171,34 @@ var testRoom = sync.OnceValue(func() *discovery.Room {
 
 const testInterval = 10 * time.Second
 
-// joinMem joins a group whose announcements travel through room.
+// gatedRoom is a memRoom whose subscriptions wait until open is closed.
+type gatedRoom struct {
+	*memRoom
+	open chan struct{}
+}
+
+func (r gatedRoom) subscribe(ctx context.Context, relay string, room *discovery.Room, now func() time.Time) (<-chan discovery.Discovered, error) {
+	select {
+	case <-r.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return r.memRoom.subscribe(ctx, relay, room, now)
+}
+
+// joinMem joins a group whose announcements travel through room; the
+// group hears the room only once the event log watches it.
 func joinMem(t *testing.T, h host.Host, book *PeerBook, room *memRoom, device string) (*Group, *eventLog) {
 	t.Helper()
+	gate := gatedRoom{memRoom: room, open: make(chan struct{})}
 	g, err := JoinGroup(t.Context(), GroupConfig{Name: "test group", Room: testRoom(), Host: h, NostrRelays: []string{"mem://"},
-		Device: device, Book: book, AnnounceInterval: testInterval, transport: room})
+		Device: device, Book: book, AnnounceInterval: testInterval, transport: gate})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &eventLog{}
 	g.Watch(log.add)
+	close(gate.open)
 	return g, log
 }
 
