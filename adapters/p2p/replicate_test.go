@@ -324,12 +324,20 @@ func TestReplicateMeter(t *testing.T) {
 // A stream that never sends its request is ended by the server's
 // deadline, which frees the peer's slot.
 func TestReplicateStreamDeadline(t *testing.T) {
-	st := memStore(t)
-	p := servePeer(t, Served{Endpoint: st}, true, func(c *ServeConfig) {
-		c.MaxStreamsPerPeer = 1
-		c.Timeout = 4 * time.Second // long enough to be seen busy on a loaded machine
-	})
-	s, err := p.client.NewStream(t.Context(), p.server.ID(), ReplicateProtocol)
+	server, client := newTestHost(t), newTestHost(t)
+	allow := NewAllowList()
+	allow.Allow(client.ID(), "laptop")
+	// 4 s: long enough to be seen busy on a loaded machine.
+	sv := newServer(server, ServeConfig{DB: Served{Endpoint: memStore(t)}, Allow: allow, Timeout: 4 * time.Second, MaxStreamsPerPeer: 1})
+	sv.register(ReplicateProtocol, sv.serveReplicate)
+	t.Cleanup(sv.stop)
+	held := func() bool {
+		sv.mu.Lock()
+		defer sv.mu.Unlock()
+		return sv.open[client.ID()] == 1
+	}
+	r := NewRemote(client, addrInfo(server), RemoteOptions{Timeout: 10 * time.Second})
+	s, err := client.NewStream(t.Context(), server.ID(), ReplicateProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,14 +345,13 @@ func TestReplicateStreamDeadline(t *testing.T) {
 	if _, err := s.Write([]byte{0, 0}); err != nil { // half a header, then silence
 		t.Fatal(err)
 	}
-	busy := func() bool {
-		_, err := p.remote.Endpoint().Info(t.Context())
-		return err != nil && strings.Contains(err.Error(), "busy")
-	}
-	waitUntil(t, 10*time.Second, busy)
+	waitUntil(t, 10*time.Second, held)
 	start := time.Now()
-	waitUntil(t, 10*time.Second, func() bool { return !busy() })
-	if _, err := p.remote.Endpoint().Info(t.Context()); err != nil || time.Since(start) > 8*time.Second {
+	if _, err := r.Endpoint().Info(t.Context()); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("while the silent stream holds the slot: %v; want busy", err)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return !held() })
+	if _, err := r.Endpoint().Info(t.Context()); err != nil || time.Since(start) > 8*time.Second {
 		t.Fatalf("after the silent stream's deadline: %v (%v)", err, time.Since(start))
 	}
 }
