@@ -118,6 +118,9 @@ func (e streamEndpoint) Info(ctx context.Context) (engine.EndpointInfo, error) {
 	if resp.Info == nil {
 		return engine.EndpointInfo{}, e.protocolErr(opInfo, "no info")
 	}
+	if len(resp.Info.UpdateSeq) > maxSeqLen || len(resp.Info.Name) > maxSeqLen {
+		return engine.EndpointInfo{}, e.protocolErr(opInfo, "a name or sequence longer than any peer's")
+	}
 	return engine.EndpointInfo{Name: resp.Info.Name, UpdateSeq: resp.Info.UpdateSeq, DocCount: resp.Info.DocCount}, nil
 }
 

@@ -125,7 +125,8 @@ func TestClientChecksBulkDocs(t *testing.T) {
 }
 
 // A changes page with more rows than the limit asked for, or a sequence
-// far longer than any store's, is a protocol error.
+// far longer than any store's (in a page or in the database's info), is
+// a protocol error.
 func TestClientChecksChanges(t *testing.T) {
 	var resp response
 	r, hp := hostilePeer(t, 5*time.Second, func(request) response { return resp })
@@ -137,6 +138,10 @@ func TestClientChecksChanges(t *testing.T) {
 	hp.set(func() { resp = response{Results: []wireChange{row}, LastSeq: strings.Repeat("9", 1<<20)} })
 	if got, err := r.Endpoint().Changes(t.Context(), engine.ChangesRequest{}); !isProtocolErr(err) {
 		t.Fatalf("a last_seq of 1 MiB: %d rows, %v; want a protocol error", len(got.Results), err)
+	}
+	hp.set(func() { resp = response{Info: &wireInfo{Name: "db", UpdateSeq: strings.Repeat("9", 1<<20)}} })
+	if got, err := r.Endpoint().Info(t.Context()); !isProtocolErr(err) {
+		t.Fatalf("an update_seq of 1 MiB: %d bytes, %v; want a protocol error", len(got.UpdateSeq), err)
 	}
 }
 
