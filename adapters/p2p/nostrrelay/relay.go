@@ -60,6 +60,14 @@ type Config struct {
 	WriteQueueBytes  int           // bytes queued per connection, likewise; 0: 1 MiB (at least 4 of the largest messages)
 	Logger           *slog.Logger  // nil discards
 	Now              func() time.Time
+	// ForwardEphemeral also accepts events of the ephemeral kinds
+	// 20000-29999, whatever Kinds says and without an expiration tag, and
+	// forwards them to the live subscriptions they match without storing
+	// them (NIP-01 ephemeral events). Trystero's Nostr signalling, which
+	// LiveSync's P2P mode uses, publishes its announcements, offers,
+	// answers and ICE candidates this way. The same size, rate and
+	// signature checks apply. false: only Kinds.
+	ForwardEphemeral bool
 }
 
 // Validate reports a configuration value out of range.
@@ -342,7 +350,7 @@ func (r *Relay) info() info {
 	return info{
 		Name: r.cfg.Name,
 		Description: "Peer discovery for livesync-go: accepts only kinds " + kindList(r.cfg.Kinds) +
-			" with an NIP-40 expiration at most " + r.cfg.MaxExpiry.String() + " ahead.",
+			" with an NIP-40 expiration at most " + r.cfg.MaxExpiry.String() + " ahead" + ephemeralNote(r.cfg.ForwardEphemeral) + ".",
 		Software:      "https://github.com/livesync-go/livesync-go",
 		SupportedNIPs: []int{1, 11, 33, 40},
 		Limitation: limitation{
@@ -355,6 +363,13 @@ func (r *Relay) info() info {
 		},
 		Retention: []retention{{Kinds: r.cfg.Kinds, Time: maxExp, Count: r.cfg.MaxEvents}},
 	}
+}
+
+func ephemeralNote(on bool) string {
+	if !on {
+		return ""
+	}
+	return ", and forwards ephemeral kinds 20000-29999 to live subscribers without storing them"
 }
 
 func kindList(kinds []int) string {
@@ -411,10 +426,16 @@ func (r *Relay) check(ev *nostr.Event, size int, now time.Time) (int64, string) 
 	if size > r.cfg.MaxEventSize {
 		return 0, fmt.Sprintf("invalid: event larger than %d bytes", r.cfg.MaxEventSize)
 	}
-	if !slices.Contains(r.cfg.Kinds, ev.Kind) {
+	ephemeral := r.cfg.ForwardEphemeral && ev.IsEphemeral()
+	if !ephemeral && !slices.Contains(r.cfg.Kinds, ev.Kind) {
 		return 0, fmt.Sprintf("blocked: this relay accepts only kinds %s", kindList(r.cfg.Kinds))
 	}
 	exp, err := expiration(ev)
+	if ephemeral && ev.Tags.GetFirst([]string{"expiration"}) == nil {
+		// Never stored, so an expiration is not needed; one that is
+		// given is still checked.
+		exp, err = now.Add(clockSkew).Unix(), nil
+	}
 	switch {
 	case err != nil:
 		return 0, "invalid: " + err.Error()
