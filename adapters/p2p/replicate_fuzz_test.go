@@ -7,8 +7,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -137,4 +139,38 @@ func FuzzClientAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A bulk_docs of more than MaxBulkDocs documents, or a revs_diff of more
+// than MaxRevsDiff, is refused as too large while it is decoded, before
+// the whole list is in memory; up to the limits they decode as before.
+func TestDecodeRequestCounts(t *testing.T) {
+	docs := `{"op":"bulk_docs","docs":[` + strings.Repeat(`{},`, MaxBulkDocs) + `{}]}`
+	var re *requestError
+	if _, err := decodeRequest([]byte(docs)); !errors.As(err, &re) || re.code != codeTooLarge {
+		t.Fatalf("%d documents: %v; want too_large", MaxBulkDocs+1, err)
+	}
+	revs := `{"op":"revs_diff","revs":{` + strings.Repeat(`"a":[],`, 3)
+	for i := range MaxRevsDiff {
+		revs += fmt.Sprintf(`"d%d":["1-a"],`, i)
+	}
+	revs += `"last":[]}}`
+	if _, err := decodeRequest([]byte(revs)); !errors.As(err, &re) || re.code != codeTooLarge {
+		t.Fatalf("%d documents in revs_diff: %v; want too_large", MaxRevsDiff+2, err)
+	}
+	for _, ok := range []string{`{"op":"bulk_docs","docs":[{"_id":"a"},{"_id":"b"}]}`, `{"op":"bulk_docs","docs":null}`,
+		`{"op":"revs_diff","revs":{"a":["1-a","2-b"],"b":[]}}`, `{"op":"revs_diff","revs":null}`} {
+		req, err := decodeRequest([]byte(ok))
+		if err != nil {
+			t.Fatalf("%s: %v", ok, err)
+		}
+		back, _ := json.Marshal(request{Op: req.Op, Docs: req.Docs, Revs: req.Revs})
+		var again request
+		if err := json.Unmarshal(back, &again); err != nil || len(again.Docs) != len(req.Docs) || len(again.Revs) != len(req.Revs) {
+			t.Fatalf("%s does not round-trip: %s, %v", ok, back, err)
+		}
+	}
+	if _, err := decodeRequest([]byte(`{"op":"bulk_docs","docs":{}}`)); err == nil {
+		t.Fatal("docs as an object accepted")
+	}
 }

@@ -45,6 +45,9 @@ const (
 	MaxBulkGet = 1000
 	// MaxRevsDiff is the most documents one revs_diff names.
 	MaxRevsDiff = 1000
+	// MaxBulkDocs is the most documents one bulk_docs writes (the
+	// engine halves its batches when a request is too large).
+	MaxBulkDocs = 10000
 	// maxLocalDoc bounds a _local document or a record written by a peer.
 	maxLocalDoc = 1 << 20
 )
@@ -73,19 +76,85 @@ const (
 // request is the one frame a client sends on a replicate stream. Op comes
 // first: its encoding must start with bulkDocsPrefix for bulk_docs.
 type request struct {
-	Op       string              `json:"op"`
-	Since    string              `json:"since,omitempty"`
-	Limit    int                 `json:"limit,omitempty"`
-	Selector json.RawMessage     `json:"selector,omitempty"`
-	Wait     bool                `json:"wait,omitempty"`
-	WaitMS   int64               `json:"wait_ms,omitempty"` // longpoll: how long the client waits
-	Revs     map[string][]string `json:"revs,omitempty"`    // revs_diff
-	Get      []wireDocRev        `json:"get,omitempty"`     // bulk_get
-	Docs     []json.RawMessage   `json:"docs,omitempty"`    // bulk_docs
-	ID       string              `json:"id,omitempty"`      // get_local, put_local
-	Doc      json.RawMessage     `json:"doc,omitempty"`     // put_local, rec_write
-	Record   string              `json:"record,omitempty"`  // rec_read, rec_write
-	Version  string              `json:"version,omitempty"` // rec_write
+	Op       string          `json:"op"`
+	Since    string          `json:"since,omitempty"`
+	Limit    int             `json:"limit,omitempty"`
+	Selector json.RawMessage `json:"selector,omitempty"`
+	Wait     bool            `json:"wait,omitempty"`
+	WaitMS   int64           `json:"wait_ms,omitempty"` // longpoll: how long the client waits
+	Revs     revsList        `json:"revs,omitempty"`    // revs_diff
+	Get      []wireDocRev    `json:"get,omitempty"`     // bulk_get
+	Docs     docList         `json:"docs,omitempty"`    // bulk_docs
+	ID       string          `json:"id,omitempty"`      // get_local, put_local
+	Doc      json.RawMessage `json:"doc,omitempty"`     // put_local, rec_write
+	Record   string          `json:"record,omitempty"`  // rec_read, rec_write
+	Version  string          `json:"version,omitempty"` // rec_write
+}
+
+// errTooMany is a list of a request longer than the protocol allows,
+// found while it is decoded (before it is all in memory).
+var errTooMany = errors.New("too many entries")
+
+// docList is bulk_docs's documents, decoded one at a time and refused
+// past MaxBulkDocs: a frame of tiny documents would otherwise cost ten
+// times its size in memory before anything is checked.
+type docList []json.RawMessage
+
+// UnmarshalJSON decodes a JSON array of at most MaxBulkDocs values.
+func (l *docList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return errors.New("docs: not an array")
+	}
+	out := docList{}
+	for dec.More() {
+		if len(out) == MaxBulkDocs {
+			return fmt.Errorf("%w: more than %d documents in one bulk_docs", errTooMany, MaxBulkDocs)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		out = append(out, raw)
+	}
+	*l = out
+	return nil
+}
+
+// revsList is revs_diff's map, decoded one entry at a time and refused
+// past MaxRevsDiff documents.
+type revsList map[string][]string
+
+// UnmarshalJSON decodes a JSON object of at most MaxRevsDiff members.
+func (m *revsList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("revs: not an object")
+	}
+	out := revsList{}
+	for dec.More() {
+		if len(out) == MaxRevsDiff {
+			return fmt.Errorf("%w: more than %d documents in one revs_diff", errTooMany, MaxRevsDiff)
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		id, _ := t.(string)
+		var revs []string
+		if err := dec.Decode(&revs); err != nil {
+			return err
+		}
+		out[id] = revs
+	}
+	*m = out
+	return nil
 }
 
 type wireDocRev struct {
@@ -197,6 +266,9 @@ func readRequestWithin(r io.Reader, admit func(size int64) bool) (req request, n
 func decodeRequest(b []byte) (request, error) {
 	var req request
 	if err := json.Unmarshal(b, &req); err != nil {
+		if errors.Is(err, errTooMany) {
+			return request{}, tooLarge("%v", err)
+		}
 		return request{}, badRequest("malformed request: %v", err)
 	}
 	return req, checkRequest(&req)
