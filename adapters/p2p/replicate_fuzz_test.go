@@ -141,14 +141,19 @@ func FuzzClientAnswer(f *testing.F) {
 	})
 }
 
-// A bulk_docs of more than MaxBulkDocs documents, or a revs_diff of more
-// than MaxRevsDiff, is refused as too large while it is decoded, before
+// A bulk_docs of more than MaxBulkDocs documents, a bulk_get of more
+// than MaxBulkGet revisions or a revs_diff of more than MaxRevsDiff
+// documents is refused as too large while it is decoded, before
 // the whole list is in memory; up to the limits they decode as before.
 func TestDecodeRequestCounts(t *testing.T) {
 	docs := `{"op":"bulk_docs","docs":[` + strings.Repeat(`{},`, MaxBulkDocs) + `{}]}`
 	var re *requestError
 	if _, err := decodeRequest([]byte(docs)); !errors.As(err, &re) || re.code != codeTooLarge {
 		t.Fatalf("%d documents: %v; want too_large", MaxBulkDocs+1, err)
+	}
+	get := `{"op":"bulk_get","get":[` + strings.Repeat(`{"id":"a","rev":"1-a"},`, MaxBulkGet) + `{}]}`
+	if _, err := decodeRequest([]byte(get)); !errors.As(err, &re) || re.code != codeTooLarge {
+		t.Fatalf("%d revisions in bulk_get: %v; want too_large", MaxBulkGet+1, err)
 	}
 	revs := `{"op":"revs_diff","revs":{` + strings.Repeat(`"a":[],`, 3)
 	for i := range MaxRevsDiff {
@@ -159,14 +164,16 @@ func TestDecodeRequestCounts(t *testing.T) {
 		t.Fatalf("%d documents in revs_diff: %v; want too_large", MaxRevsDiff+2, err)
 	}
 	for _, ok := range []string{`{"op":"bulk_docs","docs":[{"_id":"a"},{"_id":"b"}]}`, `{"op":"bulk_docs","docs":null}`,
-		`{"op":"revs_diff","revs":{"a":["1-a","2-b"],"b":[]}}`, `{"op":"revs_diff","revs":null}`} {
+		`{"op":"revs_diff","revs":{"a":["1-a","2-b"],"b":[]}}`, `{"op":"revs_diff","revs":null}`,
+		`{"op":"bulk_get","get":[{"id":"a","rev":"1-a"}]}`} {
 		req, err := decodeRequest([]byte(ok))
 		if err != nil {
 			t.Fatalf("%s: %v", ok, err)
 		}
-		back, _ := json.Marshal(request{Op: req.Op, Docs: req.Docs, Revs: req.Revs})
+		back, _ := json.Marshal(request{Op: req.Op, Docs: req.Docs, Revs: req.Revs, Get: req.Get})
 		var again request
-		if err := json.Unmarshal(back, &again); err != nil || len(again.Docs) != len(req.Docs) || len(again.Revs) != len(req.Revs) {
+		if err := json.Unmarshal(back, &again); err != nil || len(again.Docs) != len(req.Docs) || len(again.Revs) != len(req.Revs) ||
+			len(again.Get) != len(req.Get) {
 			t.Fatalf("%s does not round-trip: %s, %v", ok, back, err)
 		}
 	}

@@ -83,7 +83,7 @@ type request struct {
 	Wait     bool            `json:"wait,omitempty"`
 	WaitMS   int64           `json:"wait_ms,omitempty"` // longpoll: how long the client waits
 	Revs     revsList        `json:"revs,omitempty"`    // revs_diff
-	Get      []wireDocRev    `json:"get,omitempty"`     // bulk_get
+	Get      getList         `json:"get,omitempty"`     // bulk_get
 	Docs     docList         `json:"docs,omitempty"`    // bulk_docs
 	ID       string          `json:"id,omitempty"`      // get_local, put_local
 	Doc      json.RawMessage `json:"doc,omitempty"`     // put_local, rec_write
@@ -102,25 +102,40 @@ type docList []json.RawMessage
 
 // UnmarshalJSON decodes a JSON array of at most MaxBulkDocs values.
 func (l *docList) UnmarshalJSON(b []byte) error {
+	return decodeBounded((*[]json.RawMessage)(l), b, MaxBulkDocs, "documents in one bulk_docs")
+}
+
+// getList is bulk_get's revisions, decoded one at a time and refused
+// past MaxBulkGet.
+type getList []wireDocRev
+
+// UnmarshalJSON decodes a JSON array of at most MaxBulkGet revisions.
+func (l *getList) UnmarshalJSON(b []byte) error {
+	return decodeBounded((*[]wireDocRev)(l), b, MaxBulkGet, "revisions in one bulk_get")
+}
+
+// decodeBounded decodes the JSON array b (null: nothing) into *out one
+// element at a time, failing with errTooMany past max elements.
+func decodeBounded[T any](out *[]T, b []byte, max int, what string) error {
 	if string(b) == "null" {
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-		return errors.New("docs: not an array")
+		return fmt.Errorf("%s: not an array", what)
 	}
-	out := docList{}
+	list := []T{}
 	for dec.More() {
-		if len(out) == MaxBulkDocs {
-			return fmt.Errorf("%w: more than %d documents in one bulk_docs", errTooMany, MaxBulkDocs)
+		if len(list) == max {
+			return fmt.Errorf("%w: more than %d %s", errTooMany, max, what)
 		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
+		var v T
+		if err := dec.Decode(&v); err != nil {
 			return err
 		}
-		out = append(out, raw)
+		list = append(list, v)
 	}
-	*l = out
+	*out = list
 	return nil
 }
 
