@@ -61,10 +61,10 @@ type wireChunk struct {
 // chunksResponse is the one frame a server answers with. Status "refused"
 // and "error" carry no chunks; Error is a short reason without data.
 type chunksResponse struct {
-	Status  string           `json:"status"`
-	Error   string           `json:"error,omitempty"`
-	Found   []wireChunk      `json:"found,omitempty"`
-	Missing []engine.ChunkID `json:"missing,omitempty"`
+	Status  string      `json:"status"`
+	Error   string      `json:"error,omitempty"`
+	Found   chunkList   `json:"found,omitempty"`
+	Missing chunkIDList `json:"missing,omitempty"`
 }
 
 // ChunkReader is what the chunks server needs from the local store (the

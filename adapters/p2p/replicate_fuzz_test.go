@@ -180,4 +180,20 @@ func TestDecodeRequestCounts(t *testing.T) {
 	if _, err := decodeRequest([]byte(`{"op":"bulk_docs","docs":{}}`)); err == nil {
 		t.Fatal("docs as an object accepted")
 	}
+	// The client's answers are bounded the same way.
+	for name, answer := range map[string]string{
+		"rows":    `{"status":"ok","results":[` + strings.Repeat(`{},`, MaxChangesLimit) + `{}]}`,
+		"docs":    `{"status":"ok","docs":[` + strings.Repeat(`{},`, MaxBulkDocs) + `{}]}`,
+		"results": `{"status":"ok","written":[` + strings.Repeat(`{},`, MaxBulkDocs) + `{}]}`,
+		"chunks":  `{"status":"ok","found":[` + strings.Repeat(`{},`, MaxIDsPerRequest) + `{}]}`,
+		"missing": `{"status":"ok","missing":[` + strings.Repeat(`"h:a",`, MaxIDsPerRequest) + `"h:b"]}`,
+	} {
+		var into any = &response{}
+		if name == "chunks" || name == "missing" {
+			into = &chunksResponse{}
+		}
+		if err := json.Unmarshal([]byte(answer), into); !errors.Is(err, errTooMany) {
+			t.Fatalf("an answer with too many %s: %v; want errTooMany", name, err)
+		}
+	}
 }

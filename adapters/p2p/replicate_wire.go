@@ -114,6 +114,41 @@ func (l *getList) UnmarshalJSON(b []byte) error {
 	return decodeBounded((*[]wireDocRev)(l), b, MaxBulkGet, "revisions in one bulk_get")
 }
 
+// changeList is a changes answer's rows, refused past MaxChangesLimit
+// while they are decoded (a client reads a peer's answer of up to a
+// frame).
+type changeList []wireChange
+
+// UnmarshalJSON decodes a JSON array of at most MaxChangesLimit rows.
+func (l *changeList) UnmarshalJSON(b []byte) error {
+	return decodeBounded((*[]wireChange)(l), b, MaxChangesLimit, "rows in one changes page")
+}
+
+// resultList is a bulk_docs answer's results, refused past MaxBulkDocs.
+type resultList []wireResult
+
+// UnmarshalJSON decodes a JSON array of at most MaxBulkDocs results.
+func (l *resultList) UnmarshalJSON(b []byte) error {
+	return decodeBounded((*[]wireResult)(l), b, MaxBulkDocs, "results of one bulk_docs")
+}
+
+// chunkList is a chunks answer's chunks, refused past MaxIDsPerRequest.
+type chunkList []wireChunk
+
+// UnmarshalJSON decodes a JSON array of at most MaxIDsPerRequest chunks.
+func (l *chunkList) UnmarshalJSON(b []byte) error {
+	return decodeBounded((*[]wireChunk)(l), b, MaxIDsPerRequest, "chunks in one answer")
+}
+
+// chunkIDList is a chunks request's or answer's ids, refused past
+// MaxIDsPerRequest.
+type chunkIDList []engine.ChunkID
+
+// UnmarshalJSON decodes a JSON array of at most MaxIDsPerRequest ids.
+func (l *chunkIDList) UnmarshalJSON(b []byte) error {
+	return decodeBounded((*[]engine.ChunkID)(l), b, MaxIDsPerRequest, "chunk ids in one request or answer")
+}
+
 // decodeBounded decodes the JSON array b (null: nothing) into *out one
 // element at a time, failing with errTooMany past max elements.
 func decodeBounded[T any](out *[]T, b []byte, max int, what string) error {
@@ -197,22 +232,24 @@ type wireInfo struct {
 	DocCount  int64  `json:"doc_count"`
 }
 
-// response is the one frame a server answers with.
+// response is the one frame a server answers with. Its lists decode
+// within the protocol's counts (a hostile peer's frame of tiny entries
+// would otherwise cost many times its size).
 type response struct {
-	Status   string              `json:"status"`
-	Error    string              `json:"error,omitempty"`
-	Code     string              `json:"code,omitempty"`
-	Info     *wireInfo           `json:"info,omitempty"`
-	Results  []wireChange        `json:"results,omitempty"`
-	LastSeq  string              `json:"last_seq,omitempty"`
-	Pending  *int                `json:"pending,omitempty"`
-	Missing  map[string][]string `json:"missing,omitempty"`
-	Docs     []json.RawMessage   `json:"docs,omitempty"`
-	Written  []wireResult        `json:"written,omitempty"`
-	Doc      json.RawMessage     `json:"doc,omitempty"`
-	Version  string              `json:"version,omitempty"`
-	Exists   bool                `json:"exists,omitempty"`
-	Progress string              `json:"progress,omitempty"`
+	Status   string          `json:"status"`
+	Error    string          `json:"error,omitempty"`
+	Code     string          `json:"code,omitempty"`
+	Info     *wireInfo       `json:"info,omitempty"`
+	Results  changeList      `json:"results,omitempty"`
+	LastSeq  string          `json:"last_seq,omitempty"`
+	Pending  *int            `json:"pending,omitempty"`
+	Missing  revsList        `json:"missing,omitempty"`
+	Docs     docList         `json:"docs,omitempty"`
+	Written  resultList      `json:"written,omitempty"`
+	Doc      json.RawMessage `json:"doc,omitempty"`
+	Version  string          `json:"version,omitempty"`
+	Exists   bool            `json:"exists,omitempty"`
+	Progress string          `json:"progress,omitempty"`
 }
 
 // requestError is a request the server refuses to run, with its code.
