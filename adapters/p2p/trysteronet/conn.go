@@ -1,0 +1,368 @@
+//go:build !js
+
+package trysteronet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"sync"
+
+	"github.com/livesync-go/livesync-go/engine/trystero"
+	"github.com/pion/ice/v4"
+	"github.com/pion/webrtc/v4"
+)
+
+var sleep = time.Sleep
+
+// disconnectedClose is how long a connection may stay "disconnected"
+// before it counts as closed (trystero peer.mjs disconnectedCloseDelayMs).
+const disconnectedClose = 5 * time.Second
+
+// maxPendingCandidates bounds the remote candidates buffered before a
+// remote description is set.
+const maxPendingCandidates = 64
+
+// conn is one WebRTC connection to a peer, offering or answering, and
+// its data channel's room session.
+type conn struct {
+	r         *Room
+	peer      string
+	pc        *webrtc.PeerConnection
+	offerID   string
+	answering bool
+	relay     int // the relay its signalling arrived on (answering side)
+
+	mu         sync.Mutex
+	dc         *webrtc.DataChannel
+	remoteSet  bool
+	candidates []webrtc.ICECandidateInit
+	opened     bool
+	hs         *trystero.PeerHandshake
+	active     bool
+	closed     bool
+	hsTimer    *time.Timer
+	discTimer  *time.Timer
+}
+
+// newConn makes a peer connection with the room's ICE configuration;
+// the offering side creates the "data" channel as trystero does
+// (default options: ordered, reliable, not negotiated).
+func (r *Room) newConn(peer string, offering bool) (*conn, error) {
+	cfg := r.cfg
+	var se webrtc.SettingEngine
+	if cfg.LoopbackOnly {
+		se.SetIncludeLoopbackCandidate(true)
+		se.SetIPFilter(func(ip net.IP) bool { return ip.IsLoopback() })
+		se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+		se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
+	}
+	api := webrtc.NewAPI(webrtc.WithSettingEngine(se))
+	var servers []webrtc.ICEServer
+	for _, u := range cfg.STUN {
+		servers = append(servers, webrtc.ICEServer{URLs: []string{u}})
+	}
+	for _, t := range cfg.TURN {
+		servers = append(servers, webrtc.ICEServer{URLs: t.URLs, Username: t.Username, Credential: t.Credential})
+	}
+	rc := webrtc.Configuration{ICEServers: servers}
+	if cfg.RelayOnly {
+		rc.ICETransportPolicy = webrtc.ICETransportPolicyRelay
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	pc, err := api.NewPeerConnection(rc)
+	if err != nil {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("trysteronet: peer connection: %w", err)
+	}
+	c := &conn{r: r, peer: peer, pc: pc}
+	r.conns[c] = struct{}{}
+	r.mu.Unlock()
+	pc.OnConnectionStateChange(c.onState)
+	if offering {
+		dc, err := pc.CreateDataChannel("data", nil)
+		if err != nil {
+			c.close(false)
+			return nil, fmt.Errorf("trysteronet: data channel: %w", err)
+		}
+		c.setupChannel(dc)
+	} else {
+		pc.OnDataChannel(c.setupChannel)
+	}
+	return c, nil
+}
+
+func (c *conn) setupChannel(dc *webrtc.DataChannel) {
+	c.mu.Lock()
+	if c.dc != nil || c.closed {
+		c.mu.Unlock()
+		_ = dc.Close()
+		return
+	}
+	c.dc = dc
+	c.mu.Unlock()
+	dc.OnOpen(c.open)
+	dc.OnMessage(func(m webrtc.DataChannelMessage) { c.onData(m.Data) })
+	dc.OnClose(func() { c.close(true) })
+}
+
+func (c *conn) onState(s webrtc.PeerConnectionState) {
+	switch s {
+	case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
+		c.close(true)
+	case webrtc.PeerConnectionStateDisconnected:
+		c.mu.Lock()
+		if c.discTimer == nil && !c.closed {
+			c.discTimer = time.AfterFunc(disconnectedClose, func() {
+				if c.pc.ConnectionState() == webrtc.PeerConnectionStateDisconnected {
+					c.close(true)
+				}
+			})
+		}
+		c.mu.Unlock()
+	default:
+		c.mu.Lock()
+		if c.discTimer != nil {
+			c.discTimer.Stop()
+			c.discTimer = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// setRemote applies the peer's offer or answer, then the candidates that
+// came before it.
+func (c *conn) setRemote(typ webrtc.SDPType, sdp string) error {
+	if err := c.pc.SetRemoteDescription(webrtc.SessionDescription{Type: typ, SDP: sdp}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.remoteSet = true
+	pending := c.candidates
+	c.candidates = nil
+	c.mu.Unlock()
+	for _, cand := range pending {
+		_ = c.pc.AddICECandidate(cand)
+	}
+	return nil
+}
+
+// addCandidate applies a remote candidate, or keeps it until the remote
+// description is set.
+func (c *conn) addCandidate(cand trystero.ICECandidate) {
+	init := webrtc.ICECandidateInit{Candidate: cand.Candidate, SDPMid: cand.SDPMid,
+		SDPMLineIndex: cand.SDPMLineIndex, UsernameFragment: cand.UsernameFragment}
+	c.mu.Lock()
+	if !c.remoteSet {
+		if len(c.candidates) < maxPendingCandidates {
+			c.candidates = append(c.candidates, init)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if err := c.pc.AddICECandidate(init); err != nil {
+		c.r.log.Debug("trysteronet: remote candidate refused", "peer", c.peer, "err", err)
+	}
+}
+
+// open starts the room session when the data channel opens: the room's
+// presence, then the password handshake (trystero strategy.mjs
+// connectPeer, handshake.mjs start).
+func (c *conn) open() {
+	r := c.r
+	c.mu.Lock()
+	if c.opened || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.opened = true
+	c.hs = trystero.NewPeerHandshake(r.selfID, c.peer, r.cfg.Password, r.cfg.AppID, r.cfg.RoomID)
+	_ = c.sendFrameLocked(trystero.PresenceFrame(r.token, true))
+	outs := c.hs.Start(r.rand)
+	err := c.sendOutgoingLocked(outs)
+	c.hsTimer = time.AfterFunc(r.cfg.HandshakeTimeout, func() {
+		r.joinError(c.peer, fmt.Errorf("trysteronet: peer %s: handshake timed out after %s", c.peer, r.cfg.HandshakeTimeout))
+		c.close(true)
+	})
+	c.mu.Unlock()
+	r.post(func() { r.connected(c) })
+	if err != nil {
+		c.close(true)
+	}
+}
+
+func (c *conn) sendOutgoingLocked(outs []trystero.Outgoing) error {
+	for _, o := range outs {
+		if err := c.sendActionLocked(o.Action, o.Kind, o.Body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *conn) sendAction(action string, kind trystero.BodyKind, body []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sendActionLocked(action, kind, body)
+}
+
+// sendActionLocked splits a message into action frames with the room's
+// next nonce for the action and sends them as room frames.
+func (c *conn) sendActionLocked(action string, kind trystero.BodyKind, body []byte) error {
+	r := c.r
+	r.sendMu.Lock()
+	frames, err := r.sender.Split(action, body, kind, nil)
+	r.sendMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, f := range frames {
+		if err := c.sendFrameLocked(trystero.RoomFrame(r.token, f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *conn) sendFrameLocked(frame []byte) error {
+	if c.closed || c.dc == nil {
+		return ErrNotConnected
+	}
+	return c.dc.Send(frame)
+}
+
+// sendLeave sends @_leave if the channel is open.
+func (c *conn) sendLeave() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.opened || c.closed {
+		return false
+	}
+	return c.sendActionLocked(trystero.ActionLeave, trystero.BodyString, nil) == nil
+}
+
+// onData handles one data-channel message.
+func (c *conn) onData(data []byte) {
+	r := c.r
+	c.open()
+	f, err := trystero.ParseFrame(data)
+	if err != nil || f.Kind != trystero.FrameRoom || f.RoomToken != r.token {
+		return // presence, other rooms and garbage: trystero ignores them too
+	}
+	h, body := trystero.ParseAction(f.Payload)
+	c.mu.Lock()
+	active, closed := c.active, c.closed
+	c.mu.Unlock()
+	if closed || (!active && !trystero.ReceiveWhilePending(h.Name)) {
+		return
+	}
+	m, err := r.reasm.AddFrame(c.peer, h, body)
+	if err != nil {
+		r.log.Debug("trysteronet: frame dropped", "peer", c.peer, "err", err)
+		return
+	}
+	if m == nil {
+		return
+	}
+	switch m.Action {
+	case trystero.ActionHandshakeData, trystero.ActionHandshakeReady:
+		c.handshake(m)
+	case trystero.ActionLeave:
+		c.close(true)
+	case trystero.ActionPing:
+		_ = c.sendAction(trystero.ActionPong, trystero.BodyString, nil)
+	case trystero.ActionPong, trystero.ActionSignal, trystero.ActionStream, trystero.ActionTrack, trystero.ActionResponse:
+		// Media renegotiation and requests are not used by LiveSync.
+	default:
+		if fn := r.handler(m.Action); fn != nil && active {
+			fn(c.peer, m.Body)
+		}
+	}
+}
+
+// handshake feeds the password handshake; a failure drops the peer and
+// is a join error ("incorrect password for overlapping room").
+func (c *conn) handshake(m *trystero.Message) {
+	r := c.r
+	c.mu.Lock()
+	if c.active || c.hs == nil {
+		c.mu.Unlock()
+		return
+	}
+	outs, err := c.hs.Receive(m)
+	if err == nil {
+		err = c.sendOutgoingLocked(outs)
+	}
+	activated := err == nil && c.hs.Active()
+	if activated {
+		c.active = true
+		c.hsTimer.Stop()
+	}
+	c.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, trystero.ErrIncorrectPassword) {
+			r.joinError(c.peer, fmt.Errorf("trysteronet: peer %s: %w", c.peer, err))
+		}
+		c.close(true)
+		return
+	}
+	if !activated {
+		return
+	}
+	r.mu.Lock()
+	old := r.active[c.peer]
+	r.active[c.peer] = c
+	r.mu.Unlock()
+	if old != nil && old != c {
+		old.close(false)
+	}
+	for _, fn := range r.joinFns() {
+		fn(c.peer)
+	}
+}
+
+// close ends the connection once; notify tells OnPeerLeave if the peer
+// was active (not when the room itself is leaving).
+func (c *conn) close(notify bool) {
+	r := c.r
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	wasActive := c.active
+	if c.hsTimer != nil {
+		c.hsTimer.Stop()
+	}
+	if c.discTimer != nil {
+		c.discTimer.Stop()
+	}
+	c.mu.Unlock()
+	r.mu.Lock()
+	current := r.active[c.peer] == c
+	if current {
+		delete(r.active, c.peer)
+	}
+	delete(r.conns, c)
+	r.mu.Unlock()
+	if current {
+		r.reasm.DropPeer(c.peer)
+	}
+	// pion's Close waits for its goroutines, which may be the caller.
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); _ = c.pc.Close() }()
+	r.post(func() { r.disconnected(c) })
+	if notify && wasActive && current {
+		for _, fn := range r.leaveFns() {
+			fn(c.peer)
+		}
+	}
+}
