@@ -22,7 +22,7 @@ var (
 	// member of the room (unknown, still in its handshake, or gone).
 	ErrNotConnected = errors.New("trysteronet: peer is not connected")
 	// ErrClosed means the room has been left.
-	ErrClosed = errors.New("trysteronet: room closed")
+	ErrClosed  = errors.New("trysteronet: room closed")
 	errNoRelay = errors.New("trysteronet: relay not connected")
 )
 

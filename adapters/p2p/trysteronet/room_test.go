@@ -22,14 +22,23 @@ import (
 // startRelay serves an in-process Nostr relay that forwards trystero's
 // ephemeral kinds, on loopback, and returns its ws:// URL.
 func startRelay(t *testing.T) string {
+	url, stop := startStoppableRelay(t)
+	t.Cleanup(stop)
+	return url
+}
+
+func startStoppableRelay(t *testing.T) (string, func()) {
 	t.Helper()
 	r := nostrrelay.New(nostrrelay.Config{ForwardEphemeral: true, EventsPerMinute: 1000})
 	srv := httptest.NewServer(r)
-	t.Cleanup(func() {
-		_ = r.Close()
-		srv.Close()
-	})
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = r.Close()
+			srv.Close()
+		})
+	}
+	return "ws" + strings.TrimPrefix(srv.URL, "http"), stop
 }
 
 // waitFor polls cond until it holds or the deadline passes (real
@@ -109,7 +118,8 @@ func left(e *events) []string   { return e.left }
 
 func TestTwoPeersRPC(t *testing.T) {
 	before := runtime.NumGoroutine()
-	relay := startRelay(t)
+	relay, stopRelay := startStoppableRelay(t)
+	t.Cleanup(stopRelay)
 	a, b := newPeer(t, relay, "test"), newPeer(t, relay, "test")
 	waitFor(t, 15*time.Second, "the peers to pass the handshake", func() bool {
 		return slices.Contains(a.room.Peers(), b.room.SelfID()) && slices.Contains(b.room.Peers(), a.room.SelfID())
@@ -166,8 +176,9 @@ func TestTwoPeersRPC(t *testing.T) {
 	_ = a.room.Close()
 	a.rpc.Close()
 	b.rpc.Close()
-	waitFor(t, 5*time.Second, "the rooms' goroutines to end", func() bool {
-		return runtime.NumGoroutine() <= before+8 // the relay's server and the test's own
+	stopRelay()
+	waitFor(t, 5*time.Second, "every goroutine of the rooms to end", func() bool {
+		return runtime.NumGoroutine() <= before
 	})
 }
 
@@ -185,4 +196,26 @@ func TestWrongPassword(t *testing.T) {
 	if len(a.room.Peers())+len(b.room.Peers()) != 0 {
 		t.Fatal("peers with different passwords became active")
 	}
+}
+
+// TestPeerVanishes: a connection that ends without @_leave (a crashed or
+// cut-off peer) is noticed as a departure too.
+func TestPeerVanishes(t *testing.T) {
+	relay := startRelay(t)
+	a, b := newPeer(t, relay, "test"), newPeer(t, relay, "test")
+	waitFor(t, 15*time.Second, "the peers to pass the handshake", func() bool {
+		return len(a.room.Peers()) == 1 && len(b.room.Peers()) == 1
+	})
+	b.room.mu.Lock()
+	var pcs []*conn
+	for c := range b.room.conns {
+		pcs = append(pcs, c)
+	}
+	b.room.mu.Unlock()
+	for _, c := range pcs {
+		_ = c.pc.Close() // no @_leave
+	}
+	waitFor(t, 10*time.Second, "a to notice b vanishing", func() bool {
+		return a.ev.has(left, b.room.SelfID()) && len(a.room.Peers()) == 0
+	})
 }

@@ -28,9 +28,18 @@ type peerState struct {
 	pending       map[string][]trystero.ICECandidate // by offerId ("" for none)
 }
 
+// maxStates bounds the peers the signalling keeps state for at once, so
+// a flood of announcements under made-up ids cannot make unbounded
+// connections.
+const maxStates = 256
+
+// state returns the peer's state, nil when maxStates are in use.
 func (r *Room) state(id string) *peerState {
 	st := r.states[id]
 	if st == nil {
+		if len(r.states) >= maxStates {
+			return nil
+		}
 		st = &peerState{id: id, topic: trystero.SelfTopic(r.cfg.AppID, r.cfg.RoomID, id),
 			offerRelays: map[int]time.Time{}, pending: map[string][]trystero.ICECandidate{}}
 		r.states[id] = st
@@ -58,6 +67,10 @@ func (r *Room) handleSignal(relay int, content []byte) {
 		return
 	}
 	st := r.state(s.PeerID)
+	if st == nil {
+		return
+	}
+	defer r.prune(st)
 	if st.connected != nil {
 		st.connected.mu.Lock()
 		live := !st.connected.closed
@@ -311,8 +324,8 @@ func (r *Room) onAnswer(st *peerState, s trystero.Signal) {
 
 // connected records that c's data channel opened (trystero connectPeer).
 func (r *Room) connected(c *conn) {
-	st := r.state(c.peer)
-	if st.connected != nil && st.connected != c {
+	st := r.states[c.peer]
+	if st == nil || (st.connected != nil && st.connected != c) {
 		c.close(false)
 		return
 	}
@@ -325,6 +338,13 @@ func (r *Room) connected(c *conn) {
 	}
 	if st.offer != nil {
 		r.resetOffer(st) // keeps c open: it is st.connected now
+	}
+}
+
+// prune forgets the state of a peer with nothing under way.
+func (r *Room) prune(st *peerState) {
+	if st.offer == nil && st.answering == nil && st.connected == nil && len(st.pending) == 0 {
+		delete(r.states, st.id)
 	}
 }
 
@@ -343,6 +363,7 @@ func (r *Room) disconnected(c *conn) {
 	if st.offer == c {
 		r.resetOffer(st)
 	}
+	r.prune(st)
 }
 
 func toCandidate(ic *webrtc.ICECandidate) trystero.ICECandidate {
