@@ -1,0 +1,80 @@
+// Package livesyncrpc is LiveSync's peer-to-peer replicator over an
+// engine/rpcroom Room: the database methods and "legacy/" commands a
+// plugin peer serves and calls (commonlib
+// src/replication/trystero/TrysteroReplicatorP2PServer.ts,
+// TrysteroReplicator.ts, ProxiedDB.ts, rpcCompat.ts), and the pull of
+// src/pouchdb/ReplicatorShim.ts. It has no transport and builds for
+// js/wasm.
+//
+// # Use
+//
+//	p, err := livesyncrpc.New(livesyncrpc.Config{
+//		SelfID: selfID, DB: st, DBName: livesyncrpc.DBName(vault),
+//		DeviceName: "relay", Tweaks: tweaks, Passphrase: passphrase,
+//		AutoAccept: "~^laptop", // headless: other peers are refused
+//	})
+//	room, err := rpcroom.New(rpcroom.Config{Transport: t, CanAccept: p.CanAccept})
+//	err = p.Serve(room)
+//	// the transport feeds the "ad" action to p.OnAdvertisement, sends
+//	// p.Advertisement() to each joining peer, and calls p.PeerLeft.
+//	res, err := p.Sync(ctx, peerID, livesyncrpc.PullOptions{}) // pull, then legacy/reqSync
+//
+// # Documents
+//
+// Documents cross in the plugin's local form, in plaintext (the data
+// channel's DTLS is the only protection): Config.DB is the vault's
+// plaintext replica, a store.Store, never a remote's encrypted form. A
+// peer serving an end-to-end encrypted vault therefore needs the vault's
+// passphrase to have that replica at all; the passphrase itself never
+// crosses, only its three-minute hash in legacy/getTweakSettings
+// (PassphraseHash), which the puller compares before it replicates.
+//
+// # Served methods
+//
+// db.info answers {db_name, doc_count, update_seq}; db.changes
+// [{since, style:"all_docs", limit}] answers {results:[{id, seq,
+// changes:[{rev}], deleted?}], last_seq}; db.revsDiff, db.bulkGet
+// ({docs:[{id, rev}], revs:true} → {results:[{id, docs:[{ok} or
+// {error}]}]}), db.get, db.put and db.bulkDocs answer as PouchDB does.
+// Sequences are the store's decimal sequences sent as JSON numbers, as
+// PouchDB's are. _local documents keep PouchDB's "0-N" revisions and
+// conflict rule (a write must name the current revision), so the
+// plugin's replication marks work unchanged. Errors cross as REMOTE_ERROR
+// with PouchDB's message ("missing" for an absent document,
+// "Document update conflict") and {status, name, reason} details.
+//
+// The legacy/ commands take the caller's peer id as first argument:
+// !reqAuth (whether this peer accepts the caller), getTweakSettings
+// (TweakSettings), reqSync (pull from the caller; {ok:true} or {error}),
+// onProgress (pull from the caller if Config.Follow names it),
+// onProgressAcknowledged (the caller's progress in pulling from this
+// peer, reported through Config.OnProgress), getIsBroadcasting and
+// requestBroadcasting. getAllConfig is not served: it needs a passphrase
+// typed by a user. This peer acts on the transport's sender and refuses
+// a command that names another caller, where the plugin trusts the
+// argument.
+//
+// # Access control
+//
+// Every request but legacy/!reqAuth needs an accepted caller (CanAccept,
+// the Room's hook); other requests are dropped without an answer and
+// their callers time out, as the plugin drops them. The decision follows
+// the plugin's order: no advertisement from the peer, refused; the
+// session's decision by peer id; the stored decision by device name
+// (Config.Decisions); the auto-accept patterns unless an auto-deny
+// pattern also matches (ParsePatterns: comma list, "~regex" or exact
+// name, case-insensitive); then a headless peer (no Config.Ask) refuses.
+//
+// # Pulls
+//
+// Pull checks that the peer accepts this one (legacy/!reqAuth) and that
+// the passphrase hashes agree (other tweak differences are only
+// reported), then runs Replicate: the source's mark document
+// _local/replication-checkpoint-mark-<target>-<source> upserted with
+// db.get and db.put, the target's checkpoint
+// _local/replication-checkpoint-<target>-<mark> holding since, and pages
+// of 33 changes (revsDiff locally, db.bulkGet of the missing revisions,
+// BulkDocs with new_edits=false locally, then the checkpoint) until an
+// empty page. Each batch is acknowledged with
+// legacy/onProgressAcknowledged. Sync is Pull then legacy/reqSync.
+package livesyncrpc
