@@ -107,7 +107,7 @@ func (c *relayClient) serve(ctx context.Context, ws *websocket.Conn) {
 		return
 	}
 	wg.Add(2)
-	go func() { defer wg.Done(); c.announce(done) }()
+	go func() { defer wg.Done(); announce(c.r.selfID, c.r.rootTopic, c.publish, done) }()
 	go func() { defer wg.Done(); c.ping(ws, done) }()
 	alive := func() { _ = ws.SetReadDeadline(time.Now().Add(relayPing * 5 / 2)) }
 	ws.SetPongHandler(func(string) error { alive(); return nil })
@@ -160,13 +160,12 @@ func (c *relayClient) ping(ws *websocket.Conn, done <-chan struct{}) {
 }
 
 // announce publishes {"peerId"} on the root topic at once and then after
-// trystero.NextAnnounce(n).
-func (c *relayClient) announce(done <-chan struct{}) {
-	msg := string(trystero.Signal{PeerID: c.r.selfID}.Encode())
+// trystero.NextAnnounce(n), until done is closed. A failed publish is
+// retried on schedule, as trystero does.
+func announce(selfID, rootTopic string, publish func(topic, content string) error, done <-chan struct{}) {
+	msg := string(trystero.Signal{PeerID: selfID}.Encode())
 	for n := 0; ; n++ {
-		if err := c.publish(c.r.rootTopic, msg); err != nil {
-			c.r.log.Debug("trysteronet: announce failed", "relay", c.url, "err", err)
-		}
+		_ = publish(rootTopic, msg)
 		t := time.NewTimer(trystero.NextAnnounce(n))
 		select {
 		case <-done:

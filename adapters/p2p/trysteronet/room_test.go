@@ -54,6 +54,16 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// holds polls cond for d and fails as soon as it does not hold.
+func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !cond() {
+			t.Fatalf("%s no longer holds", what)
+		}
+	}
+}
+
 // events records a room's peer events and join errors.
 type events struct {
 	mu     sync.Mutex
@@ -89,8 +99,13 @@ type peer struct {
 // newPeer joins the room as a loopback-only peer with an rpcroom on top.
 func newPeer(t *testing.T, relay, passphrase string) *peer {
 	t.Helper()
+	return newPeerOn(t, []string{relay}, passphrase)
+}
+
+func newPeerOn(t *testing.T, relays []string, passphrase string) *peer {
+	t.Helper()
 	r, err := New(Config{
-		RoomID: "test-group", Password: trystero.RoomPassword(passphrase), Relays: []string{relay},
+		RoomID: "test-group", Password: trystero.RoomPassword(passphrase), Relays: relays,
 		STUN: []string{}, LoopbackOnly: true,
 	})
 	if err != nil {
@@ -217,5 +232,36 @@ func TestPeerVanishes(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "a to notice b vanishing", func() bool {
 		return a.ev.has(left, b.room.SelfID()) && len(a.room.Peers()) == 0
+	})
+}
+
+// TestTwoRelays: peers that share two relays hear each other twice but
+// keep one connection, and it works.
+func TestTwoRelays(t *testing.T) {
+	relays := []string{startRelay(t), startRelay(t)}
+	a, b := newPeerOn(t, relays, "test"), newPeerOn(t, relays, "test")
+	waitFor(t, 15*time.Second, "the peers to pass the handshake", func() bool {
+		return len(a.room.Peers()) == 1 && len(b.room.Peers()) == 1
+	})
+	if err := b.rpc.Handle("test.ping", func(context.Context, string, []json.RawMessage) (any, error) { return "pong", nil }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if res, err := a.rpc.Call(ctx, b.room.SelfID(), "test.ping"); err != nil || string(res) != `"pong"` {
+		t.Fatalf("call: %s %v", res, err)
+	}
+	// Later announcements (the warm-up ends after about 2 s) make no
+	// second connection.
+	holds(t, 2500*time.Millisecond, "one connection per peer", func() bool {
+		for _, p := range []*peer{a, b} {
+			p.room.mu.Lock()
+			n := len(p.room.conns)
+			p.room.mu.Unlock()
+			if n != 1 {
+				return false
+			}
+		}
+		return true
 	})
 }
