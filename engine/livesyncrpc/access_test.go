@@ -312,3 +312,45 @@ func TestOnProgressFollow(t *testing.T) {
 		}
 	}
 }
+
+func TestBroadcast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		n := &network{}
+		a := newNode(t, n, "aaaa", func(c *Config) { c.AutoAccept = "device-bbbb, device-cccc" })
+		b := newNode(t, n, "bbbb", func(c *Config) { c.Follow = "device-aaaa" })
+		c := newNode(t, n, "cccc", nil) // does not follow a
+		d := newNode(t, n, "dddd", func(c *Config) { c.Follow = "~.*" })
+		meet(a, b)
+		meet(a, c)
+		meet(a, d) // a does not accept d: d is never notified
+		done := make(chan error, 1)
+		go func() { done <- a.Broadcast(ctx) }()
+		synctest.Wait()
+		raw, err := b.room.Call(ctx, "aaaa", MethodGetIsBroadcasting)
+		if err != nil || string(raw) != "true" {
+			t.Fatalf("getIsBroadcasting while broadcasting: %s, %v", raw, err)
+		}
+		put(t, a.st, "news.md", `"v":1`)
+		synctest.Wait()
+		if len(leaves(t, b.st)) != 1 {
+			t.Fatal("the following peer did not pull after the change")
+		}
+		if len(leaves(t, c.st)) != 0 || len(leaves(t, d.st)) != 0 {
+			t.Fatal("a peer pulled without following or being accepted")
+		}
+		if got := n.requests("aaaa", "dddd"); len(got) != 0 {
+			t.Fatalf("an unaccepted peer was sent %v", got)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Broadcast after Close: %v", err)
+		}
+		raw, _ = b.room.Call(ctx, "aaaa", MethodGetIsBroadcasting)
+		if string(raw) != "false" {
+			t.Fatalf("getIsBroadcasting after Broadcast = %s", raw)
+		}
+	})
+}

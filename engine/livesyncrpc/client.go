@@ -333,6 +333,9 @@ func (p *Peer) Pull(ctx context.Context, peer string, opts PullOptions) (Result,
 			}
 			p.progress(Progress{Peer: peer, Info: &info})
 			p.acknowledge(ctx, peer, &info)
+			if p.broadcasting.Load() {
+				p.NotifyProgress(peer)
+			}
 		}}
 	res, err := replicate(ctx, r, Local{DB: p.cfg.DB, Name: p.cfg.DBName}, p.local, ro)
 	res.TweakMismatch = mismatch

@@ -88,14 +88,14 @@ func (p *Peer) handleAck(_ context.Context, peer string, args []json.RawMessage)
 }
 
 func (p *Peer) handleIsBroadcasting(context.Context, string, []json.RawMessage) (any, error) {
-	return p.cfg.Broadcasting, nil
+	return p.broadcasting.Load(), nil
 }
 
 // handleRequestBroadcasting answers true when this peer broadcasts; a
 // headless peer cannot ask its user, so it answers nothing otherwise (the
 // plugin's answer after a refusal).
 func (p *Peer) handleRequestBroadcasting(context.Context, string, []json.RawMessage) (any, error) {
-	if p.cfg.Broadcasting {
+	if p.broadcasting.Load() {
 		return true, nil
 	}
 	return nil, nil

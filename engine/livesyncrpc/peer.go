@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -73,7 +74,8 @@ type Config struct {
 	// legacy/onProgress makes this peer pull from them, as the plugin's
 	// watched peers.
 	Follow string
-	// Broadcasting is what legacy/getIsBroadcasting answers.
+	// Broadcasting is what legacy/getIsBroadcasting answers while
+	// Broadcast is not running (it answers true while it runs).
 	Broadcasting bool
 	// OnProgress, if set, is told about replication progress: this
 	// peer's pulls (Sending false) and the peers' acknowledgements of
@@ -111,6 +113,12 @@ type Peer struct {
 	pulling        map[string]bool
 	progressMu     sync.Mutex
 	progressSerial map[string]*sync.Mutex
+	broadcasting   atomic.Bool
+	notifyMu       sync.Mutex
+	notifiers      map[string]*notifier
+	ctx            context.Context // ends at Close
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
 }
 
 // Errors of a pull.
@@ -142,7 +150,9 @@ func New(cfg Config) (*Peer, error) {
 		cfg.Now = time.Now
 	}
 	p := &Peer{cfg: cfg, local: &localDocs{db: cfg.DB}, pulling: map[string]bool{},
-		progressSerial: map[string]*sync.Mutex{}}
+		progressSerial: map[string]*sync.Mutex{}, notifiers: map[string]*notifier{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.broadcasting.Store(cfg.Broadcasting)
 	p.access.ads = map[string]Advertisement{}
 	p.access.session = map[string]bool{}
 	var err error
