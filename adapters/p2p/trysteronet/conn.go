@@ -188,6 +188,12 @@ func (c *conn) open() {
 	outs := c.hs.Start(r.rand)
 	err := c.sendOutgoingLocked(outs)
 	c.hsTimer = time.AfterFunc(r.cfg.HandshakeTimeout, func() {
+		c.mu.Lock()
+		done := c.active || c.closed
+		c.mu.Unlock()
+		if done {
+			return
+		}
 		r.joinError(c.peer, fmt.Errorf("trysteronet: peer %s: handshake timed out after %s", c.peer, r.cfg.HandshakeTimeout))
 		c.close(true)
 	})
