@@ -187,7 +187,8 @@ func replicate(ctx context.Context, r remote, local Local, ld *localDocs, opts R
 			}
 		}
 		since = page.LastSeq
-		if err := saveCheckpoint(ctx, ld, cpID, since); err != nil {
+		// The batch is written: record it even if ctx ended meanwhile.
+		if err := saveCheckpoint(context.WithoutCancel(ctx), ld, cpID, since); err != nil {
 			return res, err
 		}
 	}

@@ -292,3 +292,37 @@ func mustMemory(t *testing.T) store.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// An interrupted pull resumes after its last written batch.
+func TestInterruptedPullResumes(t *testing.T) {
+	n := &network{}
+	a, b := newNode(t, n, "aaaa", nil), newNode(t, n, "bbbb", nil)
+	meet(a, b)
+	for i := range 70 {
+		put(t, a.st, fmt.Sprintf("d%02d", i), `"v":1`)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := b.Pull(ctx, "aaaa", PullOptions{OnBatch: func(context.Context, []json.RawMessage, ProgressInfo) { cancel() }})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted pull: %v", err)
+	}
+	if got := len(leaves(t, b.st)); got != 33 {
+		t.Fatalf("%d documents after one batch", got)
+	}
+	before := len(n.requests("bbbb", "aaaa"))
+	res, err := b.Pull(context.Background(), "aaaa", PullOptions{})
+	if err != nil || res.Docs != 37 || res.Batches != 2 {
+		t.Fatalf("resumed pull %+v, %v; want the 37 left in 2 batches", res, err)
+	}
+	// Pages from the checkpoint: 33 and 4 changes, then the empty one.
+	changes := 0
+	for _, m := range n.requests("bbbb", "aaaa")[before:] {
+		if m == MethodChanges {
+			changes++
+		}
+	}
+	if changes != 3 {
+		t.Fatalf("resumed pull read %d pages, want 3", changes)
+	}
+	sameLeaves(t, a.st, b.st)
+}
