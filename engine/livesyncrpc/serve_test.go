@@ -126,3 +126,26 @@ func TestSeqHelpers(t *testing.T) {
 		}
 	}
 }
+
+// Arguments of the wrong shape are answered with an error, never a
+// panic or a hang.
+func TestMalformedArguments(t *testing.T) {
+	n := &network{}
+	a, b := newNode(t, n, "aaaa", nil), newNode(t, n, "bbbb", nil)
+	meet(a, b)
+	methods := []string{MethodChanges, MethodRevsDiff, MethodBulkGet, MethodBulkDocs, MethodGet, MethodPut,
+		MethodReqAuth, MethodReqSync, MethodOnProgress, MethodOnProgressAcknowledged}
+	bad := []any{"x", 5, []int{1}, map[string]any{"since": map[string]int{}}, map[string]any{"docs": "no", "_id": 3}}
+	for _, m := range methods {
+		for _, arg := range bad {
+			raw, err := call(t, b, m, arg, arg)
+			if err != nil && !errors.Is(err, rpcroom.ErrRemote) {
+				t.Errorf("%s(%v): %v", m, arg, err)
+			}
+			_ = raw
+		}
+	}
+	if _, err := call(t, b, MethodInfo); err != nil {
+		t.Fatal("the peer stopped serving")
+	}
+}
