@@ -86,11 +86,16 @@ func (n *nodePeer) find(label string) []json.RawMessage {
 	return nil
 }
 
-func goPeer(t *testing.T, relay, password string) *peer {
+// goPeer joins as selfID ("" for a random id): "000…" always leads
+// (offers, challenges), "zzz…" always answers.
+func goPeer(t *testing.T, relay, password, selfID string) *peer {
 	t.Helper()
 	r, err := New(Config{RoomID: "interop-group", Password: password, Relays: []string{relay}, STUN: []string{}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if selfID != "" {
+		r.selfID, r.selfTopic = selfID, trystero.SelfTopic(r.cfg.AppID, r.cfg.RoomID, selfID)
 	}
 	rpc, _ := rpcroom.New(rpcroom.Config{Transport: r.RPCTransport()})
 	p := &peer{room: r, rpc: rpc, ev: &events{}}
@@ -107,8 +112,14 @@ func goPeer(t *testing.T, relay, password string) *peer {
 }
 
 func TestNodeTrysteroRPC(t *testing.T) {
+	for name, id := range map[string]string{"go leads": strings.Repeat("0", 20), "node leads": strings.Repeat("z", 20)} {
+		t.Run(name, func(t *testing.T) { testNodeRPC(t, id) })
+	}
+}
+
+func testNodeRPC(t *testing.T, selfID string) {
 	relay := startRelay(t)
-	g := goPeer(t, relay, trystero.RoomPassword("test"))
+	g := goPeer(t, relay, trystero.RoomPassword("test"), selfID)
 	n := startNodePeer(t, relay, trystero.RoomPassword("test"), "interop-group")
 	waitFor(t, 20*time.Second, "the node peer to join", func() bool { return len(g.room.Peers()) == 1 })
 	node := g.room.Peers()[0]
@@ -139,8 +150,14 @@ func TestNodeTrysteroRPC(t *testing.T) {
 }
 
 func TestNodeTrysteroWrongPassword(t *testing.T) {
+	for name, id := range map[string]string{"go leads": strings.Repeat("0", 20), "node leads": strings.Repeat("z", 20)} {
+		t.Run(name, func(t *testing.T) { testNodeWrongPassword(t, id) })
+	}
+}
+
+func testNodeWrongPassword(t *testing.T, selfID string) {
 	relay := startRelay(t)
-	g := goPeer(t, relay, trystero.RoomPassword("test"))
+	g := goPeer(t, relay, trystero.RoomPassword("test"), selfID)
 	n := startNodePeer(t, relay, trystero.RoomPassword("another"), "interop-group")
 	waitFor(t, 20*time.Second, "a join error on either side", func() bool {
 		return len(g.ev.errors()) > 0 || n.find("joinError") != nil
