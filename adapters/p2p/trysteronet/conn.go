@@ -35,6 +35,12 @@ type conn struct {
 	answering bool
 	relay     int // the relay its signalling arrived on (answering side)
 
+	// smu serialises sends (and their waits for the channel to drain);
+	// it is never held with mu.
+	smu  sync.Mutex
+	low  chan struct{} // the channel's buffered amount fell low (capacity 1)
+	gone chan struct{} // closed by close
+
 	mu         sync.Mutex
 	dc         *webrtc.DataChannel
 	remoteSet  bool
@@ -81,7 +87,7 @@ func (r *Room) newConn(peer string, offering bool) (*conn, error) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("trysteronet: peer connection: %w", err)
 	}
-	c := &conn{r: r, peer: peer, pc: pc}
+	c := &conn{r: r, peer: peer, pc: pc, low: make(chan struct{}, 1), gone: make(chan struct{})}
 	r.conns[c] = struct{}{}
 	r.mu.Unlock()
 	pc.OnConnectionStateChange(c.onState)
@@ -107,6 +113,13 @@ func (c *conn) setupChannel(dc *webrtc.DataChannel) {
 	}
 	c.dc = dc
 	c.mu.Unlock()
+	dc.SetBufferedAmountLowThreshold(bufferedLow)
+	dc.OnBufferedAmountLow(func() {
+		select {
+		case c.low <- struct{}{}:
+		default:
+		}
+	})
 	dc.OnOpen(c.open)
 	dc.OnMessage(func(m webrtc.DataChannelMessage) { c.onData(m.Data) })
 	dc.OnClose(func() { c.close(true) })
@@ -184,9 +197,7 @@ func (c *conn) open() {
 	}
 	c.opened = true
 	c.hs = trystero.NewPeerHandshake(r.selfID, c.peer, r.cfg.Password, r.cfg.AppID, r.cfg.RoomID)
-	_ = c.sendFrameLocked(trystero.PresenceFrame(r.token, true))
 	outs := c.hs.Start(r.rand)
-	err := c.sendOutgoingLocked(outs)
 	c.hsTimer = time.AfterFunc(r.cfg.HandshakeTimeout, func() {
 		c.mu.Lock()
 		done := c.active || c.closed
@@ -199,29 +210,27 @@ func (c *conn) open() {
 	})
 	c.mu.Unlock()
 	r.post(func() { r.connected(c) })
+	err := c.sendFrames([][]byte{trystero.PresenceFrame(r.token, true)})
+	if err == nil {
+		err = c.sendOutgoing(outs)
+	}
 	if err != nil {
 		c.close(true)
 	}
 }
 
-func (c *conn) sendOutgoingLocked(outs []trystero.Outgoing) error {
+func (c *conn) sendOutgoing(outs []trystero.Outgoing) error {
 	for _, o := range outs {
-		if err := c.sendActionLocked(o.Action, o.Kind, o.Body); err != nil {
+		if err := c.sendAction(o.Action, o.Kind, o.Body); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// sendAction splits a message into action frames with the room's next
+// nonce for the action and sends them as room frames.
 func (c *conn) sendAction(action string, kind trystero.BodyKind, body []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sendActionLocked(action, kind, body)
-}
-
-// sendActionLocked splits a message into action frames with the room's
-// next nonce for the action and sends them as room frames.
-func (c *conn) sendActionLocked(action string, kind trystero.BodyKind, body []byte) error {
 	r := c.r
 	r.sendMu.Lock()
 	frames, err := r.sender.Split(action, body, kind, nil)
@@ -229,29 +238,69 @@ func (c *conn) sendActionLocked(action string, kind trystero.BodyKind, body []by
 	if err != nil {
 		return err
 	}
+	for i, f := range frames {
+		frames[i] = trystero.RoomFrame(r.token, f)
+	}
+	return c.sendFrames(frames)
+}
+
+// bufferedLow and drainTimeout are trystero's backpressure (peer.mjs
+// bufferedAmountLowThreshold, action-wire.mjs backpressureWaitTimeoutMs):
+// before each frame the sender waits while more than bufferedLow bytes
+// are queued on the channel, and gives the message up after
+// drainTimeout without progress.
+const (
+	bufferedLow  = 65535
+	drainTimeout = 10 * time.Second
+)
+
+var errDrain = errors.New("trysteronet: data channel did not drain")
+
+// sendFrames sends data-channel messages in order, with backpressure.
+func (c *conn) sendFrames(frames [][]byte) error {
+	c.mu.Lock()
+	dc, closed := c.dc, c.closed
+	c.mu.Unlock()
+	if closed || dc == nil {
+		return ErrNotConnected
+	}
+	c.smu.Lock()
+	defer c.smu.Unlock()
 	for _, f := range frames {
-		if err := c.sendFrameLocked(trystero.RoomFrame(r.token, f)); err != nil {
+		if err := c.drain(dc); err != nil {
+			return err
+		}
+		if err := dc.Send(f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *conn) sendFrameLocked(frame []byte) error {
-	if c.closed || c.dc == nil {
-		return ErrNotConnected
+func (c *conn) drain(dc *webrtc.DataChannel) error {
+	if dc.BufferedAmount() <= bufferedLow {
+		return nil
 	}
-	return c.dc.Send(frame)
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	for dc.BufferedAmount() > bufferedLow {
+		select {
+		case <-c.low:
+		case <-c.gone:
+			return ErrNotConnected
+		case <-t.C:
+			return errDrain
+		}
+	}
+	return nil
 }
 
 // sendLeave sends @_leave if the channel is open.
 func (c *conn) sendLeave() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.opened || c.closed {
-		return false
-	}
-	return c.sendActionLocked(trystero.ActionLeave, trystero.BodyString, nil) == nil
+	opened := c.opened && !c.closed
+	c.mu.Unlock()
+	return opened && c.sendAction(trystero.ActionLeave, trystero.BodyString, nil) == nil
 }
 
 // onData handles one data-channel message.
@@ -303,15 +352,15 @@ func (c *conn) handshake(m *trystero.Message) {
 		return
 	}
 	outs, err := c.hs.Receive(m)
-	if err == nil {
-		err = c.sendOutgoingLocked(outs)
-	}
 	activated := err == nil && c.hs.Active()
 	if activated {
 		c.active = true
 		c.hsTimer.Stop()
 	}
 	c.mu.Unlock()
+	if err == nil {
+		err = c.sendOutgoing(outs)
+	}
 	if err != nil {
 		if errors.Is(err, trystero.ErrIncorrectPassword) {
 			r.joinError(c.peer, fmt.Errorf("trysteronet: peer %s: %w", c.peer, err))
@@ -344,6 +393,7 @@ func (c *conn) close(notify bool) {
 		return
 	}
 	c.closed = true
+	close(c.gone)
 	wasActive := c.active
 	if c.hsTimer != nil {
 		c.hsTimer.Stop()

@@ -265,3 +265,62 @@ func TestTwoRelays(t *testing.T) {
 		return true
 	})
 }
+
+// TestBackpressure: a sender waits for the channel to drain before each
+// frame, as trystero does, so a burst never queues more than the
+// threshold and one frame; every message still arrives.
+func TestBackpressure(t *testing.T) {
+	relay := startRelay(t)
+	a, b := newPeer(t, relay, "test"), newPeer(t, relay, "test")
+	waitFor(t, 15*time.Second, "the peers to pass the handshake", func() bool {
+		return len(a.room.Peers()) == 1 && len(b.room.Peers()) == 1
+	})
+	const n, size = 60, 64 << 10
+	var mu sync.Mutex
+	got := 0
+	b.room.OnAction("bulk", func(_ string, body []byte) {
+		if len(body) == size+2 {
+			mu.Lock()
+			got++
+			mu.Unlock()
+		}
+	})
+	a.room.mu.Lock()
+	c := a.room.active[b.room.SelfID()]
+	a.room.mu.Unlock()
+	c.mu.Lock()
+	dc := c.dc
+	c.mu.Unlock()
+	body := []byte(`"` + strings.Repeat("x", size) + `"`)
+	var peak uint64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			peak = max(peak, dc.BufferedAmount())
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
+	ctx := context.Background()
+	for range n {
+		if err := a.room.Send(ctx, b.room.SelfID(), "bulk", body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-watched
+	if limit := uint64(bufferedLow + trystero.MaxFrameBytes); peak > limit {
+		t.Errorf("%d bytes queued on the channel at once, want at most %d", peak, limit)
+	}
+	waitFor(t, 15*time.Second, "every message to arrive", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got == n
+	})
+}
