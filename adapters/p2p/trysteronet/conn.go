@@ -6,9 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"time"
-
 	"sync"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine/trystero"
 	"github.com/pion/ice/v4"
@@ -28,12 +27,11 @@ const maxPendingCandidates = 64
 // conn is one WebRTC connection to a peer, offering or answering, and
 // its data channel's room session.
 type conn struct {
-	r         *Room
-	peer      string
-	pc        *webrtc.PeerConnection
-	offerID   string
-	answering bool
-	relay     int // the relay its signalling arrived on (answering side)
+	r       *Room
+	peer    string
+	pc      *webrtc.PeerConnection
+	offerID string // the offer it answers (answering side)
+	relay   int    // the relay that offer arrived on
 
 	// smu serialises sends (and their waits for the channel to drain);
 	// it is never held with mu.

@@ -295,12 +295,6 @@ func (r *Room) loop() {
 	}
 }
 
-func (r *Room) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
-}
-
 // joinError tells the OnJoinError functions.
 func (r *Room) joinError(peer string, err error) {
 	r.log.Debug("trysteronet: join error", "peer", peer, "err", err)

@@ -219,7 +219,7 @@ func (r *Room) onOffer(relay int, st *peerState, s trystero.Signal) {
 	if err != nil {
 		return
 	}
-	c.offerID, c.answering, c.relay = s.OfferID, true, relay
+	c.offerID, c.relay = s.OfferID, relay
 	c.pc.OnICECandidate(func(ic *webrtc.ICECandidate) {
 		if ic == nil {
 			return
