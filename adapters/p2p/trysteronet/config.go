@@ -59,7 +59,9 @@ type Config struct {
 	// trystero.DefaultMaxMessageBytes.
 	MaxMessageBytes int
 
-	// Rand supplies ids, challenges and IVs; nil means crypto/rand.
+	// Rand supplies ids, handshake challenges and the IVs that seal
+	// signalling; nil means crypto/rand. Outside tests it must be a
+	// cryptographic source: a repeated IV breaks AES-GCM.
 	Rand io.Reader
 	// Logger receives debug records; nil discards.
 	Logger *slog.Logger
