@@ -34,7 +34,7 @@ fi
 # The npm packages the tests use (PouchDB 9, playwright-core,
 # fake-indexeddb), from their lockfiles, where not installed yet (.ci/run
 # installs them first).
-for dir in tests/pouchdb tests/browser wasm/internal/idb/testdata; do
+for dir in tests/pouchdb tests/browser wasm/internal/idb/testdata tests/trysteronode; do
 	if [ ! -d "$dir/node_modules" ]; then
 		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 	fi
@@ -52,6 +52,9 @@ echo "== go test -race (the concurrent cores: retrieval, hunt, purgatory, replic
 # discovery client is our own for that reason).
 go test -race -count=1 ./engine/activity/ ./engine/fetch/ ./engine/hunt/ ./engine/purgatory/ ./engine/replicate/ ./engine/store/... ./engine/holdback/ ./engine/journalsync/ ./engine/vault/... ./engine/bridge/ ./engine/decorate/ ./engine/negotiate/... ./adapters/couchdb/couchapi/ \
 	./adapters/p2p/ ./adapters/p2p/discovery/ ./tests/p2p/
+
+echo "== the native Trystero transport against a real trystero 0.25.3 peer in Node (tests/trysteronode)"
+go test -count=1 -tags trysteronode -run Node ./adapters/p2p/trysteronet/
 
 echo "== build engine for js/wasm"
 GOOS=js GOARCH=wasm go build ./engine/...
