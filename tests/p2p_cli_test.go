@@ -122,18 +122,7 @@ func TestCLIP2P(t *testing.T) {
 	}
 	host.waitFor(t, "peer "+idX, "is not approved and asks to sync")
 
-	// Another group passphrase is another room: nobody there.
-	other := map[string]string{"LIVESYNC_P2P_PASSPHRASE": "not the group's"}
-	r = c.run(t, x, other, "sync", "p2p://notes", "--nostr", nostrURL, "--wait", "2s")
-	if want := "no approved peer of group notes answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "share the group passphrase") {
-		t.Errorf("another passphrase: exit %d, stderr %q; want exit 4 and %q", r.code, r.stderr, want)
-	}
-
-	// Another group (another room) finds nobody.
-	r = c.run(t, x, env, "sync", "p2p://elsewhere", "--nostr", nostrURL, "--wait", "2s")
-	if want := "no approved peer of group elsewhere answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) {
-		t.Errorf("another group: exit %d, stderr %q; want exit 4 and %q", r.code, r.stderr, want)
-	}
+	checkNobodyThere(t, c, x, env, nostrURL)
 
 	// A revokes B: the running host closes B out.
 	c.ok(t, a, env, "p2p", "revoke", idB)
@@ -294,4 +283,24 @@ func TestCLIP2PHunt(t *testing.T) {
 	if got := c.ok(t, held, env, "cat", "notes/large.md").stdout; got != string(inputs["notes/large.md"]) {
 		t.Errorf("notes/large.md after the hunt: %d bytes, want %d", len(got), len(inputs["notes/large.md"]))
 	}
+}
+
+// checkNobodyThere checks that the device in dir finds no peer with
+// another group passphrase (another room) or in another group (exit 4).
+func checkNobodyThere(t *testing.T, c *cliRunner, x string, env map[string]string, nostrURL string) {
+	t.Helper()
+	var r cliResult
+	// Another group passphrase is another room: nobody there.
+	other := map[string]string{"LIVESYNC_P2P_PASSPHRASE": "not the group's"}
+	r = c.run(t, x, other, "sync", "p2p://notes", "--nostr", nostrURL, "--wait", "2s")
+	if want := "no approved peer of group notes answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "share the group passphrase") {
+		t.Errorf("another passphrase: exit %d, stderr %q; want exit 4 and %q", r.code, r.stderr, want)
+	}
+
+	// Another group (another room) finds nobody.
+	r = c.run(t, x, env, "sync", "p2p://elsewhere", "--nostr", nostrURL, "--wait", "2s")
+	if want := "no approved peer of group elsewhere answered within 2s"; r.code != 4 || !strings.Contains(r.stderr, want) {
+		t.Errorf("another group: exit %d, stderr %q; want exit 4 and %q", r.code, r.stderr, want)
+	}
+
 }

@@ -322,8 +322,16 @@ func TestP2PThreePeersAndRelayConverge(t *testing.T) {
 	}
 	w.stopHost(cc)
 
-	// Every replica holds the same files, and so does a replica pulled
-	// from the relay's CouchDB endpoint with the vault passphrase.
+	w.checkFinalTrees(devs)
+	t.Logf("done in %.1f s", time.Since(start).Seconds())
+}
+
+// checkFinalTrees checks that every replica holds the same files, and so
+// does a replica pulled from the relay's CouchDB endpoint with the vault
+// passphrase, with the contents and deletions of the test's two rounds.
+func (w *convWorld) checkFinalTrees(devs []*convDevice) {
+	t, c, env := w.t, w.c, w.env
+	t.Helper()
 	e := t.TempDir()
 	couchEnv := maps.Clone(env)
 	couchEnv["LIVESYNC_PASSWORD"] = p2pRelayAdminPass
@@ -357,5 +365,4 @@ func TestP2PThreePeersAndRelayConverge(t *testing.T) {
 	if n := len(trees["C"]); n != len(want)+2 {
 		t.Errorf("C holds %d files, want %d", n, len(want)+2)
 	}
-	t.Logf("done in %.1f s", time.Since(start).Seconds())
 }
