@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/jsstring"
 )
 
 // SyncParameters is the sync-parameters document: on
@@ -122,7 +122,7 @@ func (p SyncParameters) Salt() ([]byte, error) {
 	if p.PBKDF2Salt == "" {
 		return nil, ErrNoSalt
 	}
-	salt, ok := forgivingBase64(p.PBKDF2Salt)
+	salt, ok := jsstring.Atob(p.PBKDF2Salt)
 	if !ok {
 		return nil, fmt.Errorf("negotiate: pbkdf2salt: invalid base64: %w", engine.ErrMalformed)
 	}
@@ -145,29 +145,6 @@ func SaltOf(raw []byte) ([]byte, error) {
 		return nil, nil
 	}
 	return salt, err
-}
-
-// forgivingBase64 is the WHATWG forgiving-base64 decode behind atob.
-func forgivingBase64(s string) ([]byte, bool) {
-	s = strings.Map(func(r rune) rune {
-		switch r {
-		case ' ', '\t', '\n', '\f', '\r':
-			return -1
-		}
-		return r
-	}, s)
-	if len(s)%4 == 0 {
-		s = strings.TrimSuffix(s, "=")
-		s = strings.TrimSuffix(s, "=")
-	}
-	if len(s)%4 == 1 || strings.ContainsRune(s, '=') {
-		return nil, false
-	}
-	b, err := base64.RawStdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, false
-	}
-	return b, true
 }
 
 // NewSalt reads SaltSize bytes from r (crypto/rand.Reader if r is nil), as

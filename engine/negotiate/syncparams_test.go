@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/jsstring"
 )
 
 func TestSyncParametersSalt(t *testing.T) {
@@ -50,7 +51,7 @@ func TestSyncParametersSalt(t *testing.T) {
 }
 
 func mustB64(s string) []byte {
-	b, ok := forgivingBase64(s)
+	b, ok := jsstring.Atob(s)
 	if !ok {
 		panic(s)
 	}

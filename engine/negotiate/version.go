@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
-	"unicode"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/jsstring"
 )
 
 // VersionDoc is the replicated versioning document
@@ -157,79 +156,7 @@ func jsToNumber(raw json.RawMessage) float64 {
 	case float64:
 		return x
 	case string:
-		return jsStringToNumber(x)
+		return jsstring.Number(x)
 	}
 	return math.NaN()
-}
-
-// jsStringToNumber is JavaScript's StringToNumber: surrounding white space
-// is ignored, the empty string is 0, otherwise the text must be a decimal
-// literal (optionally signed, or ±Infinity) or a 0x/0o/0b integer.
-func jsStringToNumber(s string) float64 {
-	s = strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
-	if s == "" {
-		return 0
-	}
-	if len(s) > 2 && s[0] == '0' {
-		base := 0
-		switch s[1] {
-		case 'x', 'X':
-			base = 16
-		case 'o', 'O':
-			base = 8
-		case 'b', 'B':
-			base = 2
-		}
-		if base != 0 {
-			if strings.ContainsRune(s, '_') {
-				return math.NaN()
-			}
-			n, err := strconv.ParseUint(s[2:], base, 64)
-			if err != nil {
-				return math.NaN()
-			}
-			return float64(n)
-		}
-	}
-	body := strings.TrimLeft(s, "+-")
-	if len(s)-len(body) > 1 {
-		return math.NaN()
-	}
-	if body == "Infinity" {
-		if s[0] == '-' {
-			return math.Inf(-1)
-		}
-		return math.Inf(1)
-	}
-	// A decimal literal: digits, at most one dot, at least one digit,
-	// optional exponent. strconv accepts more (inf, nan, hex floats, _).
-	digits, dots, i := 0, 0, 0
-	for ; i < len(body); i++ {
-		c := body[i]
-		if c >= '0' && c <= '9' {
-			digits++
-		} else if c == '.' {
-			dots++
-		} else {
-			break
-		}
-	}
-	if digits == 0 || dots > 1 {
-		return math.NaN()
-	}
-	if i < len(body) {
-		exp := body[i:]
-		if exp[0] != 'e' && exp[0] != 'E' {
-			return math.NaN()
-		}
-		exp = strings.TrimPrefix(strings.TrimPrefix(exp[1:], "+"), "-")
-		if exp == "" || strings.Trim(exp, "0123456789") != "" {
-			return math.NaN()
-		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return math.NaN()
-	}
-	return f
 }

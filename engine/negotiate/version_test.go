@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/jsstring"
 )
 
 func TestCheckVersion(t *testing.T) {
@@ -97,9 +98,9 @@ func TestJSStringToNumber(t *testing.T) {
 		{"", 0}, {"   ", 0}, {"1_2", nan}, {"0x1_0", nan}, {"--1", nan}, {"1e", nan}, {"e1", nan},
 		{"1.2.3", nan}, {"infinity", nan}, {"NaN", nan}, {"0x", nan}, {"-0x10", nan}, {"1e400", math.Inf(1)},
 	} {
-		got := jsStringToNumber(tc.in)
+		got := jsstring.Number(tc.in)
 		if got != tc.want && !(math.IsNaN(got) && math.IsNaN(tc.want)) {
-			t.Errorf("jsStringToNumber(%q) = %v, want %v", tc.in, got, tc.want)
+			t.Errorf("jsstring.Number(%q) = %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }
