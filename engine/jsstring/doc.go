@@ -16,6 +16,9 @@
 //   - UTF16Len is String.prototype.length.
 //   - UTF16Units and UTF16Prefix give the code units of a string and the
 //     units of s.substring(0, n), which may end in a lone high surrogate.
+//   - Number is Number(s) for a string, IsSpace the white space it trims,
+//     and Atob the forgiving base64 decode of atob: the lenient parsing
+//     that settings documents and Trystero's sealed messages rely on.
 //
 // Invalid UTF-8 has no JavaScript counterpart. Every function here treats
 // each invalid byte as one U+FFFD (one UTF-16 unit, neither cased nor
