@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -93,11 +92,11 @@ func (p *storeRecords) Read(ctx context.Context, r negotiate.Record) (json.RawMe
 	if err != nil {
 		return nil, "", err
 	}
-	doc, n, deleted := servedLocal(string(r), raw)
+	doc, n, deleted := store.ServedLocal(string(r), raw)
 	if deleted {
 		return nil, "", fmt.Errorf("%s: %w", r.Name(), engine.ErrNotFound)
 	}
-	return doc, localRev(n), nil
+	return doc, store.LocalRev(n), nil
 }
 
 // Write stores raw as record r if it is still at version.
@@ -139,13 +138,13 @@ func (p *storeRecords) Write(ctx context.Context, r negotiate.Record, raw json.R
 	if err != nil {
 		return "", err
 	}
-	if (exists && version != localRev(n)) || (!exists && version != "") {
-		return "", fmt.Errorf("%s at %q, not %q: %w", r.Name(), localRev(n), version, negotiate.ErrConflict)
+	if (exists && version != store.LocalRev(n)) || (!exists && version != "") {
+		return "", fmt.Errorf("%s at %q, not %q: %w", r.Name(), store.LocalRev(n), version, negotiate.ErrConflict)
 	}
 	if !exists {
 		n = 0
 	}
-	rev := localRev(n + 1)
+	rev := store.LocalRev(n + 1)
 	m["_id"], _ = json.Marshal(string(r))
 	m["_rev"], _ = json.Marshal(rev)
 	b, err := json.Marshal(m)
@@ -168,36 +167,6 @@ func (p *storeRecords) current(ctx context.Context, docID, id string) (int64, bo
 	if err != nil {
 		return 0, false, err
 	}
-	_, n, deleted := servedLocal(docID, raw)
+	_, n, deleted := store.ServedLocal(docID, raw)
 	return n, !deleted, nil
-}
-
-func localRev(n int64) string { return "0-" + strconv.FormatInt(n, 10) }
-
-// servedLocal is a stored _local document as a CouchDB server serves it:
-// with _id docID and its "0-N" revision (N is 1 for a document written
-// without one). A "_deleted":true marker is deleted.
-func servedLocal(docID string, raw []byte) (doc []byte, n int64, deleted bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	var del bool
-	_ = json.Unmarshal(m["_deleted"], &del)
-	if del {
-		return nil, 0, true
-	}
-	n = 1
-	var rev string
-	if json.Unmarshal(m["_rev"], &rev) == nil {
-		if s, ok := strings.CutPrefix(rev, "0-"); ok {
-			if k, err := strconv.ParseInt(s, 10, 64); err == nil && k >= 0 {
-				n = k
-			}
-		}
-	}
-	m["_id"], _ = json.Marshal(docID)
-	m["_rev"], _ = json.Marshal(localRev(n))
-	doc, _ = json.Marshal(m)
-	return doc, n, false
 }

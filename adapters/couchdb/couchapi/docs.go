@@ -408,26 +408,7 @@ func acceptsMultipartMixed(accept []string) bool {
 
 // localDoc is a stored _local document as served: with _id and _rev.
 func localDoc(id string, raw []byte) (doc []byte, n int64, deleted bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || m == nil {
-		m = map[string]json.RawMessage{}
-	}
-	var del bool
-	_ = json.Unmarshal(m["_deleted"], &del)
-	if del {
-		return nil, 0, true
-	}
-	n = 1 // written without a revision (e.g. by the relay itself)
-	var rev string
-	if json.Unmarshal(m["_rev"], &rev) == nil {
-		if k, ok := parseLocalRev(rev); ok {
-			n = k
-		}
-	}
-	m["_id"] = mustJSON("_local/" + id)
-	m["_rev"] = mustJSON("0-" + strconv.FormatInt(n, 10))
-	doc, _ = json.Marshal(m)
-	return doc, n, false
+	return store.ServedLocal("_local/"+id, raw)
 }
 
 // currentLocal returns the revision number of a _local document, ok false

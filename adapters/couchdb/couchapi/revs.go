@@ -29,18 +29,3 @@ func validRev(rev string) bool {
 	_, _, ok := parseRev(rev)
 	return ok
 }
-
-// parseLocalRev parses a _local document revision "0-N" (N ≥ 0).
-func parseLocalRev(rev string) (int64, bool) {
-	s, ok := strings.CutPrefix(rev, "0-")
-	if !ok || s == "" || len(s) > 18 {
-		return 0, false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
-}
