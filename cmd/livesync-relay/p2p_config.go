@@ -66,6 +66,11 @@ type nostrConfig struct {
 	EventsPerMinute  int   `toml:"events_per_minute"`
 	MaxSubscriptions int   `toml:"max_subscriptions"`
 	MaxConnections   int   `toml:"max_connections"`
+	// ForwardEphemeral also carries Nostr's ephemeral events (kinds
+	// 20000-29999) to live subscribers without storing them: the
+	// signalling of LiveSync's own P2P mode (Trystero), so the plugin's
+	// devices can use /_nostr as their P2P relay.
+	ForwardEphemeral bool `toml:"forward_ephemeral"`
 }
 
 // p2pGroupConfig is one [[databases.p2p]] table: a sync group the relay
@@ -246,7 +251,8 @@ func resolveP2P(fc *fileConfig, getenv func(string) string) (p2pSettings, error)
 		listen: fc.P2P.Listen, circuitRelay: fc.P2P.CircuitRelay == nil || *fc.P2P.CircuitRelay,
 		announceAddrs: fc.P2P.AnnounceAddrs, nostr: fc.nostrEnabled(),
 		nostrLimits: nostrrelay.Config{MaxEvents: fc.Nostr.MaxEvents, MaxEventSize: fc.Nostr.MaxEventBytes,
-			EventsPerMinute: fc.Nostr.EventsPerMinute, MaxSubscriptions: fc.Nostr.MaxSubscriptions, MaxConnections: fc.Nostr.MaxConnections},
+			EventsPerMinute: fc.Nostr.EventsPerMinute, MaxSubscriptions: fc.Nostr.MaxSubscriptions, MaxConnections: fc.Nostr.MaxConnections,
+			ForwardEphemeral: fc.Nostr.ForwardEphemeral},
 	}
 	if len(s.listen) == 0 {
 		s.listen = defaultP2PListen

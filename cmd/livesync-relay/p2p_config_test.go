@@ -36,6 +36,7 @@ announce_addrs = ["/ip4/203.0.113.7/tcp/4001"]
 [nostr]
 max_events = 500
 events_per_minute = 30
+forward_ephemeral = true
 
 [[databases]]
 name = "notes"
@@ -64,7 +65,7 @@ device = "home server"
 	}
 	p := s.p2p
 	if !p.nostr || p.circuitRelay || p.identityPath != "/etc/relay/keys/relay.key" || !slices.Equal(p.listen, []string{"/ip4/127.0.0.1/tcp/0"}) ||
-		len(p.announceAddrs) != 1 || p.nostrLimits.MaxEvents != 500 || p.nostrLimits.EventsPerMinute != 30 {
+		len(p.announceAddrs) != 1 || p.nostrLimits.MaxEvents != 500 || p.nostrLimits.EventsPerMinute != 30 || !p.nostrLimits.ForwardEphemeral {
 		t.Fatalf("p2p settings %+v", p)
 	}
 	if len(p.groups) != 2 {
