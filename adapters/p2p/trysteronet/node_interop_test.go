@@ -111,6 +111,14 @@ func goPeer(t *testing.T, relay, password, selfID string) *peer {
 	return p
 }
 
+// nodeMeetLimit bounds how long the Go and Node peers may take to meet.
+// They usually meet within a second, but an offer published before the
+// other side's subscription reached the relay is lost (ephemeral events
+// are not stored), and trystero may keep such an offer pending until its
+// lifetime ends (trystero.OfferTTL, 57 s) before offering again; this
+// happened once in a CI run with the old 20 s limit.
+const nodeMeetLimit = trystero.OfferTTL + 15*time.Second
+
 func TestNodeTrysteroRPC(t *testing.T) {
 	for name, id := range map[string]string{"go leads": strings.Repeat("0", 20), "node leads": strings.Repeat("z", 20)} {
 		t.Run(name, func(t *testing.T) { testNodeRPC(t, id) })
@@ -121,7 +129,7 @@ func testNodeRPC(t *testing.T, selfID string) {
 	relay := startRelay(t)
 	g := goPeer(t, relay, trystero.RoomPassword("test"), selfID)
 	n := startNodePeer(t, relay, trystero.RoomPassword("test"), "interop-group")
-	waitFor(t, 20*time.Second, "the node peer to join", func() bool { return len(g.room.Peers()) == 1 })
+	waitFor(t, nodeMeetLimit, "the node peer to join", func() bool { return len(g.room.Peers()) == 1 })
 	node := g.room.Peers()[0]
 	// Node called test.echo when we joined; its answer came back.
 	waitFor(t, 10*time.Second, "node's call to be answered", func() bool { return n.find("response") != nil })
@@ -159,7 +167,7 @@ func testNodeWrongPassword(t *testing.T, selfID string) {
 	relay := startRelay(t)
 	g := goPeer(t, relay, trystero.RoomPassword("test"), selfID)
 	n := startNodePeer(t, relay, trystero.RoomPassword("another"), "interop-group")
-	waitFor(t, 20*time.Second, "a join error on either side", func() bool {
+	waitFor(t, nodeMeetLimit, "a join error on either side", func() bool {
 		return len(g.ev.errors()) > 0 || n.find("joinError") != nil
 	})
 	for _, err := range g.ev.errors() {
