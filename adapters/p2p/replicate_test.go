@@ -156,6 +156,9 @@ func TestReplicateRefused(t *testing.T) {
 	if info, _ := st.Info(ctx); info.DocCount != 0 {
 		t.Fatal("an unapproved peer wrote to the store")
 	}
+	// The server reports a refusal after answering it, so the last one
+	// may still be on its way.
+	waitUntil(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(refused) >= 3 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(refused) != 3 || refused[0] != p.client.ID() {
