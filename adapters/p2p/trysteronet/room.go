@@ -29,7 +29,7 @@ var (
 // ActionHandler receives one complete action message from an active
 // peer: the body's bytes (for JSON and string messages, their text).
 // It runs in the peer's receiving goroutine and must return quickly.
-type ActionHandler func(peer string, body []byte)
+type ActionHandler = func(peer string, body []byte)
 
 // Room is one joined Trystero room; see the package documentation.
 // Its methods are safe for concurrent use.

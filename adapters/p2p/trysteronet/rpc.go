@@ -5,11 +5,15 @@ package trysteronet
 import (
 	"context"
 
+	"github.com/livesync-go/livesync-go/engine/livesyncrpc"
 	"github.com/livesync-go/livesync-go/engine/rpcroom"
 )
 
 // ActionRPC is the action LiveSync's RpcRoom speaks on.
-const ActionRPC = "rpc2"
+const ActionRPC = livesyncrpc.ActionRPC
+
+// A Room is the room a LiveSync peer attaches to (livesyncrpc.Attach).
+var _ livesyncrpc.RoomPort = (*Room)(nil)
 
 // RPCTransport returns the rpcroom.Transport that sends each wire
 // message as a JSON message on ActionRPC.
