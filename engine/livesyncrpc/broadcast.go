@@ -106,7 +106,9 @@ func (p *Peer) Broadcast(ctx context.Context) error {
 // them. The Room is the caller's to close.
 func (p *Peer) Close() error {
 	p.notifyMu.Lock()
+	p.progressMu.Lock()
 	p.cancel()
+	p.progressMu.Unlock()
 	p.notifyMu.Unlock()
 	p.wg.Wait()
 	return nil

@@ -1,15 +1,18 @@
 package livesyncrpc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/rpcroom"
+	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // DefaultBatchSize is ReplicatorShim's batch size: the limit of each
@@ -30,8 +33,11 @@ type ReplicateOptions struct {
 	Rewind bool
 	// BatchSize is the db.changes limit; 0 means DefaultBatchSize.
 	BatchSize int
-	// OnBatch, if set, is called after each written batch with the
-	// documents written and the progress.
+	// OnBatch, if set, is called after each page that had revisions
+	// this database lacked, as ReplicatorShim calls its progress
+	// callback: with the current winning revision here of each document
+	// of the page (deleted ones left out, without _revisions), in the
+	// order of their sequences on the source, and the progress.
 	OnBatch func(ctx context.Context, docs []json.RawMessage, info ProgressInfo)
 	// Now is the clock of the mark; time.Now if nil.
 	Now func() int64
@@ -43,7 +49,8 @@ type Result struct {
 	// target checkpoint now holds (the source's last_seq as sent).
 	Mark  string
 	Since json.RawMessage
-	// Batches counts the non-empty pages, Docs the revisions written.
+	// Batches counts the pages that had missing revisions, Docs the
+	// revisions written.
 	Batches, Docs int
 	// TweakMismatch lists the tweak keys on which the peer differs, other
 	// than the passphrase (a warning only, as in the plugin).
@@ -175,14 +182,15 @@ func replicate(ctx context.Context, r remote, local Local, ld *localDocs, opts R
 			return res, &engine.Error{Stage: engine.StageProtocol, Op: MethodChanges,
 				Err: fmt.Errorf("%w: a page of changes that does not advance", engine.ErrMalformed)}
 		}
-		docs, err := pullPage(ctx, r, local.DB, page.Results)
+		written, missing, err := pullPage(ctx, r, local.DB, page.Results)
 		if err != nil {
 			return res, err
 		}
-		if len(docs) > 0 {
+		if missing {
 			res.Batches++
-			res.Docs += len(docs)
+			res.Docs += written
 			if opts.OnBatch != nil {
+				docs := refreshed(ctx, local.DB, page.Results)
 				opts.OnBatch(ctx, docs, ProgressInfo{LastSeq: parseSeq(page.LastSeq), MaxSeqInBatch: maxSeq})
 			}
 		}
@@ -196,9 +204,47 @@ func replicate(ctx context.Context, r remote, local Local, ld *localDocs, opts R
 	return res, nil
 }
 
+// refreshed is ReplicatorShim's re-read of a page's documents from the
+// target: the winning revision of each id (bulkGet without revisions;
+// deleted or unreadable ones left out), sorted by the highest sequence
+// of the id in the page.
+func refreshed(ctx context.Context, db engine.Endpoint, rows []changeRow) []json.RawMessage {
+	g, ok := db.(docGetter)
+	if !ok {
+		return nil
+	}
+	maxSeq := map[string]int64{}
+	var order []string
+	for _, c := range rows {
+		s, seen := maxSeq[c.ID]
+		if !seen {
+			order = append(order, c.ID)
+		}
+		maxSeq[c.ID] = max(s, parseSeq(c.Seq))
+	}
+	type item struct {
+		seq int64
+		doc json.RawMessage
+	}
+	var items []item
+	for _, id := range order {
+		if doc, err := g.Get(ctx, id, store.GetOptions{}); err == nil {
+			items = append(items, item{maxSeq[id], doc})
+		}
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.seq, b.seq) })
+	docs := make([]json.RawMessage, len(items))
+	for i, it := range items {
+		docs[i] = it.doc
+	}
+	return docs
+}
+
 // pullPage fetches and writes the revisions of one page the local
-// database lacks, and returns the documents written.
-func pullPage(ctx context.Context, r remote, db engine.Endpoint, rows []changeRow) ([]json.RawMessage, error) {
+// database lacks. It returns how many it wrote and whether any were
+// missing (ReplicatorShim then writes whatever the source returned, and
+// reports progress, even if that is nothing).
+func pullPage(ctx context.Context, r remote, db engine.Endpoint, rows []changeRow) (int, bool, error) {
 	want := map[string][]string{}
 	var order []string
 	for _, c := range rows {
@@ -211,7 +257,7 @@ func pullPage(ctx context.Context, r remote, db engine.Endpoint, rows []changeRo
 	}
 	missing, err := db.RevsDiff(ctx, want)
 	if err != nil {
-		return nil, err
+		return 0, false, err
 	}
 	var reqs []map[string]string
 	for _, id := range order {
@@ -220,7 +266,7 @@ func pullPage(ctx context.Context, r remote, db engine.Endpoint, rows []changeRo
 		}
 	}
 	if len(reqs) == 0 {
-		return nil, nil
+		return 0, false, nil
 	}
 	var got struct {
 		Results []struct {
@@ -230,7 +276,7 @@ func pullPage(ctx context.Context, r remote, db engine.Endpoint, rows []changeRo
 		} `json:"results"`
 	}
 	if err := r.call(ctx, &got, MethodBulkGet, map[string]any{"docs": reqs, "revs": true}); err != nil {
-		return nil, err
+		return 0, true, err
 	}
 	var docs []json.RawMessage
 	for _, res := range got.Results {
@@ -241,12 +287,12 @@ func pullPage(ctx context.Context, r remote, db engine.Endpoint, rows []changeRo
 		}
 	}
 	if len(docs) == 0 {
-		return nil, nil
+		return 0, true, nil
 	}
 	if _, err := db.BulkDocs(ctx, docs); err != nil {
-		return nil, err
+		return 0, true, err
 	}
-	return docs, nil
+	return len(docs), true, nil
 }
 
 // markString renders a mark as a template string does.
@@ -265,18 +311,27 @@ func markString(raw json.RawMessage) (string, error) {
 		Err: fmt.Errorf("%w: mark %s", engine.ErrMalformed, raw)}
 }
 
+// loadCheckpoint is ReplicatorShim's upsert of the target checkpoint
+// at the start of a replication: the document is written back (created
+// with since "" when absent) and its since returned.
 func loadCheckpoint(ctx context.Context, ld *localDocs, id string) (json.RawMessage, error) {
 	doc, err := ld.get(ctx, id[len(LocalPrefix):])
-	if IsNotFound(err) {
-		return json.RawMessage(`""`), saveCheckpoint(ctx, ld, id, json.RawMessage(`""`))
-	}
-	if err != nil {
+	switch {
+	case IsNotFound(err):
+		doc = map[string]json.RawMessage{}
+		doc["_id"], _ = json.Marshal(id)
+	case err != nil:
 		return nil, err
 	}
-	if s, ok := doc["since"]; ok && string(s) != "null" {
-		return s, nil
+	since, ok := doc["since"]
+	if !ok || string(since) == "null" {
+		since = json.RawMessage(`""`)
 	}
-	return json.RawMessage(`""`), nil
+	doc["since"] = since
+	if _, err := ld.put(ctx, doc); err != nil {
+		return nil, err
+	}
+	return since, nil
 }
 
 func saveCheckpoint(ctx context.Context, ld *localDocs, id string, since json.RawMessage) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 )
 
 // callerMatches checks the caller id a legacy/ command names against the
@@ -54,9 +53,12 @@ func (p *Peer) handleReqSync(ctx context.Context, peer string, args []json.RawMe
 	return syncAnswer{OK: true}, nil
 }
 
-// handleOnProgress pulls from a followed peer that announces changes,
-// one pull per peer at a time, and answers (with no data, as the plugin)
-// when it is done.
+// handleOnProgress pulls from a followed peer that announces changes and
+// answers (with no data, as the plugin) when a pull that started after
+// the announcement has ended. The plugin runs one pull per announcement,
+// one after another (TrysteroReplicator.onUpdateDatabase); this peer
+// coalesces them, so a storm of announcements costs at most the pull
+// running and one more.
 func (p *Peer) handleOnProgress(ctx context.Context, peer string, args []json.RawMessage) (any, error) {
 	if err := callerMatches(args, peer); err != nil {
 		return nil, err
@@ -65,17 +67,60 @@ func (p *Peer) handleOnProgress(ctx context.Context, peer string, args []json.Ra
 	if !ok || !p.follow.Match(ad.Name) {
 		return nil, nil
 	}
-	p.progressMu.Lock()
-	mu := p.progressSerial[peer]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		p.progressSerial[peer] = mu
+	if done := p.followPull(peer); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 	}
-	p.progressMu.Unlock()
-	mu.Lock()
-	defer mu.Unlock()
-	_, _ = p.Pull(ctx, peer, PullOptions{})
 	return nil, nil
+}
+
+// follower holds the pulls that legacy/onProgress asked for from one
+// peer: cur is closed when the running pull ends, next when the one
+// queued after it ends.
+type follower struct {
+	cur, next chan struct{}
+}
+
+// followPull returns a channel closed when a pull from peer that starts
+// from now on has ended, starting one if none runs; nil after Close.
+func (p *Peer) followPull(peer string) <-chan struct{} {
+	p.progressMu.Lock()
+	defer p.progressMu.Unlock()
+	if p.ctx.Err() != nil {
+		return nil
+	}
+	if f := p.followers[peer]; f != nil {
+		if f.next == nil {
+			f.next = make(chan struct{})
+		}
+		return f.next
+	}
+	f := &follower{cur: make(chan struct{})}
+	p.followers[peer] = f
+	p.wg.Add(1)
+	go p.followLoop(peer, f)
+	return f.cur
+}
+
+func (p *Peer) followLoop(peer string, f *follower) {
+	defer p.wg.Done()
+	for {
+		_, _ = p.Pull(p.ctx, peer, PullOptions{})
+		p.progressMu.Lock()
+		close(f.cur)
+		if f.next == nil || p.ctx.Err() != nil {
+			if f.next != nil {
+				close(f.next)
+			}
+			delete(p.followers, peer)
+			p.progressMu.Unlock()
+			return
+		}
+		f.cur, f.next = f.next, nil
+		p.progressMu.Unlock()
+	}
 }
 
 func (p *Peer) handleAck(_ context.Context, peer string, args []json.RawMessage) (any, error) {

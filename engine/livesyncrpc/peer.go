@@ -103,22 +103,22 @@ type ProgressInfo struct {
 // Peer is LiveSync's P2P replicator over an rpcroom.Room, server and
 // client: it serves Config.DB to accepted peers and pulls from them.
 type Peer struct {
-	cfg            Config
-	accept, deny   Patterns
-	follow         Patterns
-	access         access
-	local          *localDocs
-	room           *rpcroom.Room
-	pullMu         sync.Mutex
-	pulling        map[string]bool
-	progressMu     sync.Mutex
-	progressSerial map[string]*sync.Mutex
-	broadcasting   atomic.Bool
-	notifyMu       sync.Mutex
-	notifiers      map[string]*notifier
-	ctx            context.Context // ends at Close
-	cancel         context.CancelFunc
-	wg             sync.WaitGroup
+	cfg          Config
+	accept, deny Patterns
+	follow       Patterns
+	access       access
+	local        *localDocs
+	room         *rpcroom.Room
+	pullMu       sync.Mutex
+	pulling      map[string]bool
+	progressMu   sync.Mutex
+	followers    map[string]*follower
+	broadcasting atomic.Bool
+	notifyMu     sync.Mutex
+	notifiers    map[string]*notifier
+	ctx          context.Context // ends at Close
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // Errors of a pull.
@@ -150,7 +150,7 @@ func New(cfg Config) (*Peer, error) {
 		cfg.Now = time.Now
 	}
 	p := &Peer{cfg: cfg, local: &localDocs{db: cfg.DB}, pulling: map[string]bool{},
-		progressSerial: map[string]*sync.Mutex{}, notifiers: map[string]*notifier{}}
+		followers: map[string]*follower{}, notifiers: map[string]*notifier{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.broadcasting.Store(cfg.Broadcasting)
 	p.access.ads = map[string]Advertisement{}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/jsstring"
 	"github.com/livesync-go/livesync-go/engine/rpcroom"
 )
 
@@ -20,12 +22,12 @@ const LocalPrefix = "_local/"
 // database's failures cross as REMOTE_ERROR whose message is the
 // PouchDB message ("missing" for an absent document), as LiveSync's
 // hosting database (commonlib src/replication/trystero/ProxiedDB.ts)
-// lets them through commonlib's asRpcErrorShape. The status, name and
-// reason also travel as details, as commonlib's RpcPouchDBServer sends
-// them; LiveSync peers look only at the message.
+// lets them through commonlib's asRpcErrorShape (src/rpc/errors.ts),
+// which keeps only an Error's message: no details. status and name
+// only document the PouchDB error meant.
 func pouchError(status int, name, message string) error {
-	details, _ := json.Marshal(map[string]any{"status": status, "name": name, "reason": message})
-	return &rpcroom.Error{Code: rpcroom.CodeRemoteError, Message: message, Details: details}
+	_, _ = status, name
+	return &rpcroom.Error{Code: rpcroom.CodeRemoteError, Message: message}
 }
 
 var (
@@ -91,8 +93,12 @@ func seqString(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("since %s is not a sequence", raw)
 }
 
-// parseSeq is ReplicatorShim's parseSeq: the integer before the first
-// "-" of a sequence's text, 0 when there is none.
+// parseSeq is ReplicatorShim's parseSeq, parseInt(String(seq).split("-")[0], 10):
+// the integer that starts the text of a sequence before its first "-",
+// after leading white space and an optional "+"; a number is written as
+// JavaScript's String writes it (1e21 and up, and below 1e-6, with an
+// exponent, so only their first digit counts). Where JavaScript gets NaN
+// this returns 0; values beyond int64 are clamped.
 func parseSeq(raw json.RawMessage) int64 {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
@@ -103,16 +109,31 @@ func parseSeq(raw json.RawMessage) int64 {
 	case string:
 		s = v
 	case float64:
-		s = strconv.FormatFloat(v, 'f', -1, 64)
+		switch {
+		case v < 0:
+			return 0
+		case v >= 1e21 || (v > 0 && v < 1e-6):
+			s = strconv.FormatFloat(v, 'e', -1, 64)
+		default:
+			s = strconv.FormatFloat(math.Trunc(v), 'f', -1, 64)
+		}
 	default:
 		return 0
 	}
 	s, _, _ = strings.Cut(s, "-")
+	s = strings.TrimLeftFunc(s, jsstring.IsSpace)
+	s = strings.TrimPrefix(s, "+")
 	end := 0
-	for end < len(s) && (s[end] >= '0' && s[end] <= '9' || end == 0 && (s[0] == '-' || s[0] == '+')) {
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
 		end++
 	}
-	n, _ := strconv.ParseInt(strings.TrimPrefix(s[:end], "+"), 10, 64)
+	if end == 0 {
+		return 0
+	}
+	n, err := strconv.ParseInt(s[:end], 10, 64)
+	if err != nil {
+		return math.MaxInt64
+	}
 	return n
 }
 

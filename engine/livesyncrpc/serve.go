@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/rpcroom"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -47,44 +48,84 @@ func dbErr(err error) error {
 	return err
 }
 
+// infoAnswer is db.info's answer in PouchDB's key order.
+type infoAnswer struct {
+	DocCount  int64           `json:"doc_count"`
+	UpdateSeq json.RawMessage `json:"update_seq"`
+	DBName    string          `json:"db_name"`
+}
+
 func (p *Peer) handleInfo(ctx context.Context, _ string, _ []json.RawMessage) (any, error) {
 	info, err := p.cfg.DB.Info(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{
-		"db_name": p.cfg.DBName, "doc_count": info.DocCount, "update_seq": seqJSON(info.UpdateSeq),
-	}, nil
+	return infoAnswer{info.DocCount, seqJSON(info.UpdateSeq), p.cfg.DBName}, nil
 }
 
+// changeRow is a row of PouchDB's changes result, in its key order.
 type changeRow struct {
 	ID      string          `json:"id"`
-	Seq     json.RawMessage `json:"seq"`
 	Changes []revRef        `json:"changes"`
 	Deleted bool            `json:"deleted,omitempty"`
+	Seq     json.RawMessage `json:"seq"`
 }
 
 type revRef struct {
 	Rev string `json:"rev"`
 }
 
+type changesAnswer struct {
+	Results []changeRow     `json:"results"`
+	LastSeq json.RawMessage `json:"last_seq"`
+}
+
+// MaxChangesRows bounds the rows of one db.changes answer, whatever limit
+// the caller asks for (or when it asks for none): a caller that follows
+// last_seq, as ReplicatorShim and PouchDB's replication do, reads the
+// rest in the next pages.
+const MaxChangesRows = 1000
+
+// changesLimit is PouchDB's treatment of the limit option (a limit of 0
+// means 1), bounded by MaxChangesRows; absent, negative or not a number
+// means no limit of the caller's own.
+func changesLimit(raw json.RawMessage) int {
+	var f float64
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &f) != nil || f < 0 || f >= MaxChangesRows {
+		return MaxChangesRows
+	}
+	if n := int(f); n > 0 {
+		return n
+	}
+	return 1 // PouchDB (pouchdb-core changes): a limit of 0 means 1
+}
+
 func (p *Peer) handleChanges(ctx context.Context, _ string, args []json.RawMessage) (any, error) {
 	var opts struct {
 		Since    json.RawMessage `json:"since"`
-		Limit    int             `json:"limit"`
+		Limit    json.RawMessage `json:"limit"`
 		Selector json.RawMessage `json:"selector"`
 	}
 	if err := arg(args, 0, &opts); err != nil {
 		return nil, err
 	}
+	if string(opts.Since) == `"now"` || string(opts.Since) == `"latest"` {
+		// PouchDB starts such a feed at the current update_seq.
+		info, err := p.cfg.DB.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		last := info.UpdateSeq
+		if last == "" {
+			last = "0"
+		}
+		return changesAnswer{Results: []changeRow{}, LastSeq: seqJSON(last)}, nil
+	}
 	since, err := seqString(opts.Since)
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	if opts.Limit < 0 {
-		opts.Limit = 0
-	}
-	page, err := p.cfg.DB.Changes(ctx, engine.ChangesRequest{Since: since, Limit: opts.Limit, Selector: opts.Selector})
+	page, err := p.cfg.DB.Changes(ctx, engine.ChangesRequest{Since: since, Limit: changesLimit(opts.Limit), Selector: opts.Selector})
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +144,7 @@ func (p *Peer) handleChanges(ctx context.Context, _ string, args []json.RawMessa
 	if last == "" {
 		last = "0"
 	}
-	return map[string]any{"results": rows, "last_seq": seqJSON(last)}, nil
+	return changesAnswer{Results: rows, LastSeq: seqJSON(last)}, nil
 }
 
 func (p *Peer) handleRevsDiff(ctx context.Context, _ string, args []json.RawMessage) (any, error) {
@@ -124,16 +165,33 @@ func (p *Peer) handleRevsDiff(ctx context.Context, _ string, args []json.RawMess
 	return out, nil
 }
 
+// MaxBulkGetDocs bounds the revisions one db.bulkGet may ask for;
+// ReplicatorShim asks for the missing revisions of 33 changes at a time.
+const MaxBulkGetDocs = 2000
+
+// MaxBulkGetBytes bounds the documents of one db.bulkGet answer; a
+// larger answer is refused (an rpcroom.Room with its default limits
+// would not accept it either).
+const MaxBulkGetBytes = rpcroom.DefaultMaxMessageBytes
+
+// bulkGetDoc is one entry of a bulkGet result: {ok: doc}, {missing: rev}
+// for a requested revision the database lacks, or {error} when the
+// document could not be read at all.
 type bulkGetDoc struct {
-	OK    json.RawMessage `json:"ok,omitempty"`
-	Error *bulkGetError   `json:"error,omitempty"`
+	OK      json.RawMessage `json:"ok,omitempty"`
+	Missing string          `json:"missing,omitempty"`
+	Error   *pouchErrorJSON `json:"error,omitempty"`
 }
 
-type bulkGetError struct {
-	ID     string `json:"id"`
-	Rev    string `json:"rev,omitempty"`
-	Error  string `json:"error"`
-	Reason string `json:"reason"`
+// pouchErrorJSON is a PouchDB error object as JSON.stringify writes it
+// (without the stack trace PouchDB also leaks).
+type pouchErrorJSON struct {
+	Status  int    `json:"status"`
+	Name    string `json:"name"`
+	Message string `json:"message"`
+	Error   bool   `json:"error"`
+	Reason  string `json:"reason,omitempty"`
+	DocID   string `json:"docId,omitempty"`
 }
 
 type bulkGetResult struct {
@@ -141,61 +199,140 @@ type bulkGetResult struct {
 	Docs []bulkGetDoc `json:"docs"`
 }
 
-// handleBulkGet answers PouchDB's bulkGet: one result per requested id
-// (in the order of first request), each with one entry per requested
-// revision, {ok: doc with _revisions} or {error: not_found}.
+// validRev is PouchDB's check of an open_revs entry: digits, then "-".
+func validRev(rev string) bool {
+	i := 0
+	for i < len(rev) && rev[i] >= '0' && rev[i] <= '9' {
+		i++
+	}
+	return i > 0 && i < len(rev) && rev[i] == '-'
+}
+
+// handleBulkGet answers as PouchDB's bulkGet (pouchdb-core's shim over
+// get with open_revs): the requests are grouped by id in order of first
+// appearance; an id with revisions gets one entry per requested revision
+// ({ok} once per distinct revision found, {missing: rev} otherwise, or
+// one {error} "Invalid rev format"), an id without any its winning
+// revision ({ok}, or {error} not_found); each entry is a result
+// {id, docs: [entry]} of its own. _revisions are included only with
+// revs:true.
 func (p *Peer) handleBulkGet(ctx context.Context, _ string, args []json.RawMessage) (any, error) {
 	var req struct {
 		Docs []struct {
 			ID  string `json:"id"`
 			Rev string `json:"rev"`
 		} `json:"docs"`
+		Revs bool `json:"revs"`
 	}
 	if err := arg(args, 0, &req); err != nil {
 		return nil, err
 	}
-	var revs []engine.DocRev
+	if len(req.Docs) > MaxBulkGetDocs {
+		return nil, badRequest("bulkGet of %d revisions; at most %d at a time", len(req.Docs), MaxBulkGetDocs)
+	}
+	var order []string
+	revsByID := map[string][]string{}
+	var wanted []engine.DocRev
 	for _, d := range req.Docs {
+		if _, ok := revsByID[d.ID]; !ok {
+			order = append(order, d.ID)
+			revsByID[d.ID] = []string{}
+		}
 		if d.Rev != "" {
-			revs = append(revs, engine.DocRev{ID: d.ID, Rev: d.Rev})
-		}
-	}
-	found := map[engine.DocRev]json.RawMessage{}
-	if len(revs) > 0 {
-		docs, err := p.cfg.DB.BulkGet(ctx, revs)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range docs {
-			var h struct {
-				ID  string `json:"_id"`
-				Rev string `json:"_rev"`
-			}
-			if json.Unmarshal(d, &h) == nil {
-				found[engine.DocRev{ID: h.ID, Rev: h.Rev}] = d
+			revsByID[d.ID] = append(revsByID[d.ID], d.Rev)
+			if validRev(d.Rev) {
+				wanted = append(wanted, engine.DocRev{ID: d.ID, Rev: d.Rev})
 			}
 		}
 	}
-	var results []*bulkGetResult
-	byID := map[string]*bulkGetResult{}
-	for _, d := range req.Docs {
-		r := byID[d.ID]
-		if r == nil {
-			r = &bulkGetResult{ID: d.ID, Docs: []bulkGetDoc{}}
-			byID[d.ID] = r
-			results = append(results, r)
-		}
-		doc, ok := found[engine.DocRev{ID: d.ID, Rev: d.Rev}]
-		if d.Rev == "" {
-			doc, ok = p.getWinner(ctx, d.ID)
-		}
-		if ok {
-			r.Docs = append(r.Docs, bulkGetDoc{OK: doc})
-		} else {
-			r.Docs = append(r.Docs, bulkGetDoc{Error: &bulkGetError{ID: d.ID, Rev: d.Rev, Error: "not_found", Reason: "missing"}})
+	found, err := p.fetchRevs(ctx, wanted)
+	if err != nil {
+		return nil, err
+	}
+	results := []bulkGetResult{}
+	size := 0
+	for _, id := range order {
+		entries := p.openRevs(ctx, id, revsByID[id], found)
+		for _, e := range entries {
+			if !req.Revs && e.OK != nil {
+				e.OK = withoutRevisions(e.OK)
+			}
+			if size += len(e.OK); size > MaxBulkGetBytes {
+				return nil, badRequest("bulkGet answer exceeds %d bytes; ask for fewer revisions", MaxBulkGetBytes)
+			}
+			results = append(results, bulkGetResult{ID: id, Docs: []bulkGetDoc{e}})
 		}
 	}
 	return map[string]any{"results": results}, nil
+}
+
+// fetchRevs reads the named revisions, keyed by id and revision.
+func (p *Peer) fetchRevs(ctx context.Context, wanted []engine.DocRev) (map[engine.DocRev]json.RawMessage, error) {
+	found := map[engine.DocRev]json.RawMessage{}
+	if len(wanted) == 0 {
+		return found, nil
+	}
+	docs, err := p.cfg.DB.BulkGet(ctx, wanted)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range docs {
+		var h struct {
+			ID  string `json:"_id"`
+			Rev string `json:"_rev"`
+		}
+		if json.Unmarshal(d, &h) == nil {
+			found[engine.DocRev{ID: h.ID, Rev: h.Rev}] = d
+		}
+	}
+	return found, nil
+}
+
+// openRevs is PouchDB's get(id, {open_revs: revs}) as bulkGet formats
+// it, or the winning revision when revs is empty.
+func (p *Peer) openRevs(ctx context.Context, id string, revs []string, found map[engine.DocRev]json.RawMessage) []bulkGetDoc {
+	if len(revs) == 0 {
+		if doc, ok := p.getWinner(ctx, id); ok {
+			return []bulkGetDoc{{OK: doc}}
+		}
+		return []bulkGetDoc{{Error: &pouchErrorJSON{Status: 404, Name: "not_found", Message: "missing",
+			Error: true, Reason: "missing", DocID: id}}}
+	}
+	for _, rev := range revs {
+		if !validRev(rev) {
+			return []bulkGetDoc{{Error: &pouchErrorJSON{Status: 400, Name: "bad_request", Message: "Invalid rev format", Error: true}}}
+		}
+	}
+	var out []bulkGetDoc
+	seen := map[string]bool{}
+	for _, rev := range revs {
+		doc, ok := found[engine.DocRev{ID: id, Rev: rev}]
+		switch {
+		case !ok:
+			out = append(out, bulkGetDoc{Missing: rev})
+		case !seen[rev]:
+			seen[rev] = true
+			out = append(out, bulkGetDoc{OK: doc})
+		}
+	}
+	return out
+}
+
+// withoutRevisions drops _revisions from a document.
+func withoutRevisions(doc json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(doc, &m) != nil {
+		return doc
+	}
+	if _, ok := m["_revisions"]; !ok {
+		return doc
+	}
+	delete(m, "_revisions")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return doc
+	}
+	return b
 }
 
 func (p *Peer) getWinner(ctx context.Context, id string) (json.RawMessage, bool) {
