@@ -42,6 +42,9 @@ const (
 	DefaultMaxMessageBytes   = 64 << 20
 	DefaultMaxParts          = 1 << 18
 	DefaultMaxStreamsPerPeer = 16
+	// DefaultMaxRequestsPerPeer bounds the requests of one peer being
+	// served at once (commonlib serves any number).
+	DefaultMaxRequestsPerPeer = 64
 )
 
 // Config configures a Room. The zero value of every field but Transport
@@ -69,6 +72,11 @@ type Config struct {
 	MaxMessageBytes   int
 	MaxParts          int
 	MaxStreamsPerPeer int
+	// MaxRequestsPerPeer bounds the requests of one peer being served at
+	// once, from their arrival (CanAccept included) to their answer
+	// (default 64); a request beyond it is dropped without an answer and
+	// reported as ErrLimit, so a flooding peer costs bounded goroutines.
+	MaxRequestsPerPeer int
 	// CanAccept, if set, decides whether a peer's request is served; a
 	// request it refuses is dropped without an answer, so the caller
 	// times out (commonlib's canAcceptRequest; LiveSync lets only
@@ -93,7 +101,7 @@ func (c Config) Validate() error {
 		return errors.New("rpcroom: Config.Transport is nil")
 	}
 	if c.ChunkMissingRetry < 0 || c.StreamIdleTimeout < 0 || c.MaxMessageBytes < 0 ||
-		c.MaxParts < 0 || c.MaxStreamsPerPeer < 0 {
+		c.MaxParts < 0 || c.MaxStreamsPerPeer < 0 || c.MaxRequestsPerPeer < 0 {
 		return errors.New("rpcroom: negative limit in Config")
 	}
 	return nil
@@ -118,6 +126,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStreamsPerPeer == 0 {
 		c.MaxStreamsPerPeer = DefaultMaxStreamsPerPeer
+	}
+	if c.MaxRequestsPerPeer == 0 {
+		c.MaxRequestsPerPeer = DefaultMaxRequestsPerPeer
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}

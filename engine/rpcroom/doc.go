@@ -60,6 +60,8 @@
 // leaving them to time out; a malformed request with a requestId is
 // answered PROTOCOL_ERROR instead of a JavaScript TypeError's
 // REMOTE_ERROR; incoming streams are bounded and remembered once
-// complete, so a duplicate part cannot deliver an envelope twice; the
-// "serial" registration option is not offered.
+// complete, so a duplicate part cannot deliver an envelope twice; at
+// most MaxRequestsPerPeer (64) requests of one peer are served at once,
+// more are dropped unanswered; the "serial" registration option is not
+// offered.
 package rpcroom

@@ -39,6 +39,7 @@ type Room struct {
 	inPerPeer map[string]int           // len of in per peer
 	done      map[string][]string      // recently completed stream ids per peer
 	versions  map[string]peerVersion   // from handshakes
+	serving   map[string]int           // requests being served per peer
 }
 
 // peerKey names a request or stream of one peer.
@@ -80,6 +81,7 @@ func New(cfg Config) (*Room, error) {
 		inPerPeer: map[string]int{},
 		done:      map[string][]string{},
 		versions:  map[string]peerVersion{},
+		serving:   map[string]int{},
 	}, nil
 }
 

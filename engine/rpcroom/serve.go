@@ -59,7 +59,29 @@ func (r *Room) dispatch(peer string, wtf8 []byte) {
 	case KindResponse:
 		r.onResponse(peer, env)
 	case KindRequest:
-		r.background(func(ctx context.Context) { r.serve(ctx, peer, env, err) })
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.serving[peer] >= r.cfg.MaxRequestsPerPeer {
+			r.warnLocked(peer, fmt.Errorf("%w: more than %d requests at once", ErrLimit, r.cfg.MaxRequestsPerPeer))
+			return
+		}
+		if r.closed {
+			return
+		}
+		r.serving[peer]++
+		r.backgroundLocked(func(ctx context.Context) {
+			defer r.served(peer)
+			r.serve(ctx, peer, env, err)
+		})
+	}
+}
+
+// served counts a request of peer as answered (or dropped).
+func (r *Room) served(peer string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.serving[peer]--; r.serving[peer] <= 0 {
+		delete(r.serving, peer)
 	}
 }
 
