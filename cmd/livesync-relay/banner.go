@@ -77,6 +77,7 @@ func (r *relay) printBanner(w io.Writer) {
 	p("Status:   %s/status    %s", r.url, access)
 	p("Metrics:  %s/metrics   %s", r.url, access)
 	r.p2pBanner(p)
+	r.lsp2pBanner(p)
 	p("Stop with Ctrl-C: feeds end and held documents are saved; the next start resumes them.")
 	p("")
 	io.WriteString(w, b.String())

@@ -123,6 +123,9 @@ type dbConfig struct {
 	Upstreams      []upstreamConfig `toml:"upstreams"`
 	// P2P are the peer-to-peer groups the relay joins for the database.
 	P2P []p2pGroupConfig `toml:"p2p"`
+	// LiveSyncP2P are the LiveSync P2P rooms (the plugin's own P2P
+	// mode) the relay joins for the database (lsp2p_config.go).
+	LiveSyncP2P []lsp2pConfig `toml:"livesync_p2p"`
 }
 
 // purgatoryConfig is the [purgatory] table; zero values mean the
@@ -330,6 +333,7 @@ func (c *fileConfig) validate() error {
 		errs = append(errs, fmt.Errorf("hunt: %w", err))
 	}
 	c.validateP2P(bad)
+	c.validateLiveSyncP2P(bad)
 	if len(errs) > 0 {
 		where := "configuration"
 		if c.path != "" {

@@ -59,7 +59,8 @@ type p2pConfig struct {
 // defaults.
 type nostrConfig struct {
 	// Enabled serves /_nostr; absent: on when a database has a
-	// [[databases.p2p]] group.
+	// [[databases.p2p]] group or a [[databases.livesync_p2p]] room
+	// signalling on it.
 	Enabled          *bool `toml:"enabled"`
 	MaxEvents        int   `toml:"max_events"`
 	MaxEventBytes    int   `toml:"max_event_bytes"`
@@ -69,8 +70,9 @@ type nostrConfig struct {
 	// ForwardEphemeral also carries Nostr's ephemeral events (kinds
 	// 20000-29999) to live subscribers without storing them: the
 	// signalling of LiveSync's own P2P mode (Trystero), so the plugin's
-	// devices can use /_nostr as their P2P relay.
-	ForwardEphemeral bool `toml:"forward_ephemeral"`
+	// devices can use /_nostr as their P2P relay. Absent: on when a
+	// [[databases.livesync_p2p]] room signals on /_nostr.
+	ForwardEphemeral *bool `toml:"forward_ephemeral"`
 }
 
 // p2pGroupConfig is one [[databases.p2p]] table: a sync group the relay
@@ -105,7 +107,7 @@ func (c *fileConfig) nostrEnabled() bool {
 	if c.Nostr.Enabled != nil {
 		return *c.Nostr.Enabled
 	}
-	return c.hasP2PGroups()
+	return c.hasP2PGroups() || c.lsp2pUsesSelf()
 }
 
 // validateP2P checks [p2p], [nostr] and every [[databases.p2p]]; bad
@@ -227,6 +229,8 @@ type p2pSettings struct {
 	nostr         bool
 	nostrLimits   nostrrelay.Config
 	groups        []p2pGroupSpec
+	// livesync are the LiveSync P2P rooms (lsp2p_config.go).
+	livesync []lsp2pSpec
 }
 
 // p2pGroupSpec is one group to join. passphrase is secret: never logged
@@ -252,13 +256,17 @@ func resolveP2P(fc *fileConfig, getenv func(string) string) (p2pSettings, error)
 		announceAddrs: fc.P2P.AnnounceAddrs, nostr: fc.nostrEnabled(),
 		nostrLimits: nostrrelay.Config{MaxEvents: fc.Nostr.MaxEvents, MaxEventSize: fc.Nostr.MaxEventBytes,
 			EventsPerMinute: fc.Nostr.EventsPerMinute, MaxSubscriptions: fc.Nostr.MaxSubscriptions, MaxConnections: fc.Nostr.MaxConnections,
-			ForwardEphemeral: fc.Nostr.ForwardEphemeral},
+			ForwardEphemeral: fc.forwardEphemeral()},
 	}
 	if len(s.listen) == 0 {
 		s.listen = defaultP2PListen
 	}
 	if fc.P2P.IdentityFile != "" {
 		s.identityPath = fc.resolvePath(fc.P2P.IdentityFile)
+	}
+	var err error
+	if s.livesync, err = resolveLiveSyncP2P(fc, getenv); err != nil {
+		return p2pSettings{}, err
 	}
 	for _, d := range fc.Databases {
 		for _, g := range d.P2P {

@@ -41,6 +41,7 @@ type relay struct {
 	uuid    string
 	unlock  func() // releases the data folder's lock
 	p2p     *p2pRuntime
+	lsp2p   *lsp2pRuntime // the LiveSync P2P rooms (lsp2p.go)
 
 	stopping atomic.Bool
 }
@@ -135,7 +136,7 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 	if err != nil {
 		return err
 	}
-	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log, r.uuid, withP2PHunts(s.upstreams, s.p2p.groups), s.huntConfig)
+	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log, r.uuid, withLSP2PHunts(withP2PHunts(s.upstreams, s.p2p.groups), s.p2p.livesync), s.huntConfig)
 	*cleanup = append(*cleanup, func() { dbs.Close() })
 	r.dbs = dbs
 	ctx := context.Background()
@@ -168,6 +169,10 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 		return err
 	}
 	r.metrics.reg.MustRegister(&p2pCollector{rt: r.p2p})
+	if err := r.startLiveSyncP2P(ctx); err != nil {
+		return err
+	}
+	r.metrics.reg.MustRegister(&lsp2pCollector{rt: r.lsp2p})
 	users := append([]couchapi.User(nil), s.users...)
 	if r.admin.source != adminConfigDefined {
 		users = append(users, couchapi.User{Name: r.admin.name, Password: r.admin.hash, Admin: true})
@@ -327,6 +332,7 @@ func (r *relay) serve(ctx context.Context) error {
 		r.log.Error("peer-to-peer", "err", err)
 		return errors.Join(err, r.shutdown())
 	}
+	r.runLiveSyncP2P()
 	select {
 	case <-ctx.Done():
 		r.log.Info("shutting down: ending changes feeds, draining requests, saving held documents")
@@ -343,7 +349,9 @@ func (r *relay) shutdown() error {
 	feedsDone := make(chan struct{})
 	go func() { r.api.Close(); close(feedsDone) }() // ends feeds; later requests get 503
 	var errs []error
-	// Peers stop being served before the databases close.
+	// Peers stop being served before the databases close (the LiveSync
+	// P2P rooms first: they may signal on /_nostr).
+	r.lsp2p.close()
 	if err := r.p2p.close(); err != nil {
 		errs = append(errs, err)
 	}

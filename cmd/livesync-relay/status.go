@@ -52,6 +52,9 @@ type dbStatus struct {
 	// P2P are the peer-to-peer groups the relay serves the database to
 	// (empty without any).
 	P2P []p2pStatus `json:"p2p"`
+	// LiveSyncP2P are the LiveSync P2P rooms the relay is a device of
+	// (empty without any).
+	LiveSyncP2P []lsp2pStatus `json:"livesync_p2p"`
 }
 
 // heldStatus is one held document: why it is not served yet.
@@ -140,6 +143,7 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 			},
 		}
 		d.P2P = r.p2p.statuses(v.Name)
+		d.LiveSyncP2P = r.lsp2p.statuses(v.Name)
 		if v.Bridge != nil {
 			ups, hs := v.Bridge.Snapshot()
 			d.Upstreams, d.Hunt = ups, &hs
