@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -22,11 +23,12 @@ const ThrottlePrefix = "livesync-p2p:"
 
 // chunkSource fetches chunk documents from one peer with db.bulkGet.
 type chunkSource struct {
-	n    *Node
-	peer string
+	n      *Node
+	peer   string
+	authed atomic.Bool // the peer has answered legacy/!reqAuth with true
 }
 
-var _ engine.ChunkSource = chunkSource{}
+var _ engine.ChunkSource = (*chunkSource)(nil)
 
 // ChunkSource returns an engine.ChunkSource that fetches chunks from
 // peer (a peer id) over the room: db.bulkGet of the chunk ids without
@@ -35,15 +37,19 @@ var _ engine.ChunkSource = chunkSource{}
 // documents are the peer's plaintext local form, so the chunks need no
 // decoding. An id the peer answers not_found (or deleted) is Missing; a
 // peer that is gone, does not answer (one that has not accepted this node
-// drops the request, so the call times out after 40 s) or answers
-// nonsense is an error.
-func (n *Node) ChunkSource(peer string) engine.ChunkSource { return chunkSource{n, peer} }
+// drops the request) or answers nonsense is an error. Before its first
+// fetch, the source asks the peer whether it accepts this node
+// (legacy/!reqAuth, which an interactive plugin turns into its prompt):
+// a refusal is an error wrapping livesyncrpc.ErrRejected at once rather
+// than a dropped request's 40-second timeout, and the question is asked
+// again on the next fetch.
+func (n *Node) ChunkSource(peer string) engine.ChunkSource { return &chunkSource{n: n, peer: peer} }
 
 // CanFetchDirect is true: a peer serves documents by id.
-func (s chunkSource) CanFetchDirect() bool { return true }
+func (s *chunkSource) CanFetchDirect() bool { return true }
 
 // ThrottleKey is ThrottlePrefix followed by the peer id.
-func (s chunkSource) ThrottleKey() string { return ThrottlePrefix + s.peer }
+func (s *chunkSource) ThrottleKey() string { return ThrottlePrefix + s.peer }
 
 type bulkGetAnswer struct {
 	Results []struct {
@@ -56,7 +62,7 @@ type bulkGetAnswer struct {
 }
 
 // FetchChunks asks the peer for ids (at most MaxChunkIDs, each once).
-func (s chunkSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
+func (s *chunkSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return engine.FetchResult{}, err
 	}
@@ -75,12 +81,12 @@ func (s chunkSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 		want[id] = true
 		reqs[i] = map[string]string{"id": id}
 	}
+	if err := s.auth(ctx); err != nil {
+		return engine.FetchResult{}, err
+	}
 	raw, err := s.n.hosted.RPC.Call(ctx, s.peer, livesyncrpc.MethodBulkGet, map[string]any{"docs": reqs})
 	if err != nil {
-		if ctx.Err() != nil {
-			return engine.FetchResult{}, fmt.Errorf("livesyncp2p: fetch chunks from %s: %w", s.peer, ctx.Err())
-		}
-		return engine.FetchResult{}, &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageTransport, Err: fmt.Errorf("peer %s: %w", s.peer, err)}
+		return engine.FetchResult{}, s.callError(ctx, err)
 	}
 	found, err := parseBulkGet(raw, want)
 	if err != nil {
@@ -95,6 +101,33 @@ func (s chunkSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (eng
 		}
 	}
 	return res, nil
+}
+
+// auth asks the peer once whether it accepts this node.
+func (s *chunkSource) auth(ctx context.Context) error {
+	if s.authed.Load() {
+		return nil
+	}
+	_ = s.n.hosted.Advertise(s.peer) // see Node.ready
+	raw, err := s.n.hosted.RPC.Call(ctx, s.peer, livesyncrpc.MethodReqAuth, s.n.SelfID())
+	if err != nil {
+		return s.callError(ctx, err)
+	}
+	if string(raw) != "true" {
+		return &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageAuth,
+			Err: fmt.Errorf("peer %s: %w", s.peer, livesyncrpc.ErrRejected)}
+	}
+	s.authed.Store(true)
+	return nil
+}
+
+// callError describes a failed call: ctx's end as itself, anything
+// else as a transport failure.
+func (s *chunkSource) callError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("livesyncp2p: fetch chunks from %s: %w", s.peer, ctx.Err())
+	}
+	return &engine.Error{Op: "p2p fetch chunks", Stage: engine.StageTransport, Err: fmt.Errorf("peer %s: %w", s.peer, err)}
 }
 
 // parseBulkGet reads a bulkGet answer: the chunks found among want. An

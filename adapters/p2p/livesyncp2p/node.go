@@ -33,6 +33,9 @@ type Config struct {
 	// Logger receives debug records of the room and the RPC layer (peer
 	// ids and errors, never documents or secrets); nil discards.
 	Logger *slog.Logger
+	// OnJoinError, if set, is registered before the room starts, so no
+	// join error is missed (see Node.OnJoinError).
+	OnJoinError func(peer string, err error)
 }
 
 // ErrAmbiguousPeer means a device name given to WaitPeer, Pull or Sync
@@ -73,6 +76,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.hosted = hosted
+	if cfg.OnJoinError != nil {
+		room.OnJoinError(cfg.OnJoinError)
+	}
 	if err := room.Start(ctx); err != nil {
 		return nil, errors.Join(err, hosted.Close(), room.Close())
 	}
@@ -170,7 +176,7 @@ func match(ads []livesyncrpc.Advertisement, idOrName string) (livesyncrpc.Advert
 // Pull waits for the peer (WaitPeer) and replicates from it into the
 // local database (livesyncrpc.Peer.Pull).
 func (n *Node) Pull(ctx context.Context, idOrName string, o livesyncrpc.PullOptions) (livesyncrpc.Result, error) {
-	ad, err := n.WaitPeer(ctx, idOrName)
+	ad, err := n.ready(ctx, idOrName)
 	if err != nil {
 		return livesyncrpc.Result{}, err
 	}
@@ -181,11 +187,25 @@ func (n *Node) Pull(ctx context.Context, idOrName string, o livesyncrpc.PullOpti
 // pull from this node (legacy/reqSync) and waits for that, as the
 // plugin's "sync" with a peer does.
 func (n *Node) Sync(ctx context.Context, idOrName string, o livesyncrpc.PullOptions) (livesyncrpc.Result, error) {
-	ad, err := n.WaitPeer(ctx, idOrName)
+	ad, err := n.ready(ctx, idOrName)
 	if err != nil {
 		return livesyncrpc.Result{}, err
 	}
 	return n.hosted.Sync(ctx, ad.PeerID, o)
+}
+
+// ready waits for the peer and sends it this node's advertisement again:
+// both sides advertise when they meet, but this node may hear the
+// peer's before the peer has heard this one's, and a peer refuses a
+// caller it has no advertisement of. The data channel is ordered, so
+// the advertisement arrives before the requests that follow it.
+func (n *Node) ready(ctx context.Context, idOrName string) (livesyncrpc.Advertisement, error) {
+	ad, err := n.WaitPeer(ctx, idOrName)
+	if err != nil {
+		return ad, err
+	}
+	_ = n.hosted.Advertise(ad.PeerID) // a peer that is gone fails the call that follows
+	return ad, nil
 }
 
 // notify wakes the waiters of WaitPeer.
