@@ -22,6 +22,7 @@ type config struct {
 	DeviceName    string                   `toml:"device_name"`
 	Remotes       map[string]*remoteConfig `toml:"remote"`
 	P2P           p2pConfig                `toml:"p2p"`
+	LiveSyncP2P   livesyncP2PConfig        `toml:"livesync_p2p"`
 
 	path string // the file it was read from ("" if none)
 }
@@ -130,6 +131,10 @@ func (e *cliEnv) loadConfig(flagValue string) (*config, error) {
 		return nil, usageError{fmt.Sprintf("configuration file %s: [p2p] %s", path, err)}
 	}
 	cfg.P2P.PassphraseFile = e.expandPath(cfg.P2P.PassphraseFile, dir)
+	if err := cfg.LiveSyncP2P.check(); err != nil {
+		return nil, usageError{fmt.Sprintf("configuration file %s: [livesync_p2p] %s", path, err)}
+	}
+	cfg.LiveSyncP2P.expand(e, dir)
 	if cfg.DefaultRemote != "" && cfg.Remotes[cfg.DefaultRemote] == nil {
 		return nil, usageError{fmt.Sprintf("configuration file %s: default_remote %q is not a [remote.%s] table", path, cfg.DefaultRemote, cfg.DefaultRemote)}
 	}

@@ -72,6 +72,11 @@ commands:
   import   a folder of files -> a remote, or a dump
   p2p      peer-to-peer: sync directly with the devices of a sync group
            (livesync p2p help)
+  p2p-peers  LiveSync's own P2P mode (the plugin's peers): list the
+             room's peers (--wait 10s)
+  p2p-sync   sync with one peer of the room: pull, then it pulls back
+  p2p-host   serve the local replica to the room's auto-accepted peers
+             until Ctrl-C
 
 A remote is a CouchDB URL (https://user@host:5984/database), an S3 journal
 bucket (s3://ACCESS_KEY@host:9000/bucket/prefix/?region=R&tls=1), the
@@ -80,7 +85,9 @@ name from the configuration file ($LIVESYNC_CONFIG, default
 ~/.config/livesync/config.toml).
 Secrets: the server password from $LIVESYNC_PASSWORD (a bucket's secret key
 from $LIVESYNC_S3_SECRET_KEY), --password-file or a prompt; the vault
-passphrase from $LIVESYNC_PASSPHRASE, --passphrase-file or a prompt. Never on
+passphrase from $LIVESYNC_PASSPHRASE, --passphrase-file or a prompt; the room
+passphrase of p2p-peers, p2p-sync and p2p-host from
+$LIVESYNC_P2P_ROOM_PASSPHRASE, --room-passphrase-file or a prompt. Never on
 the command line (unless --*-insecure-arg).
 
 Exit codes: 0 ok, 1 partial, 2 usage, 3 failed, 4 remote unreachable,
@@ -166,6 +173,10 @@ var commands = map[string]func(*cliEnv, []string) error{
 	"hunt":   runHunt,
 	"unlock": runUnlock,
 	"p2p":    runP2P,
+
+	"p2p-peers": runLSP2PPeers,
+	"p2p-sync":  runLSP2PSync,
+	"p2p-host":  runLSP2PHost,
 }
 
 // runEnv executes one command and returns the process exit code.
