@@ -243,9 +243,13 @@ func testUpstreamFailingSource(t *testing.T, bin string) {
 	if hb.Requests != hb.Failed || hb.Chunks != 0 || hc.Chunks != uint64(len(distinct)) {
 		t.Errorf("b %+v, c %+v", hb, hc)
 	}
-	// Each document asked B at most once in its one pass.
-	if hb.Failed > uint64(len(ids)+1) {
-		t.Errorf("B failed %d requests for %d documents in one pass", hb.Failed, len(ids)+1)
+	// Each document asked B at most once in a pass, never retried within
+	// it. The lost note may have started its second pass by the time
+	// /status answers on a loaded machine (one CI run saw 7 of 6), so
+	// allow two passes each: a retry within a pass (4 attempts) would
+	// still exceed it.
+	if hb.Failed > uint64(2*(len(ids)+1)) {
+		t.Errorf("B failed %d requests for %d documents in at most two passes", hb.Failed, len(ids)+1)
 	}
 	if ub := ups["b"]; ub.State != "backoff" || !strings.Contains(ub.LastError, "connection refused") {
 		t.Errorf("b: state %s, last error %q", ub.State, ub.LastError)
