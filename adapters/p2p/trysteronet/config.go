@@ -1,5 +1,3 @@
-//go:build !js
-
 package trysteronet
 
 import (
@@ -49,7 +47,8 @@ type Config struct {
 	// connection path "relay"); it needs a TURN server.
 	RelayOnly bool
 	// LoopbackOnly gathers host candidates on the loopback interface
-	// only, without mDNS: two peers on one machine, as in tests.
+	// only, without mDNS: two peers on one machine, as in tests. The js
+	// build cannot choose (the browser gathers), and ignores it.
 	LoopbackOnly bool
 
 	// HandshakeTimeout bounds a peer's password handshake; 0 means
@@ -65,6 +64,11 @@ type Config struct {
 	Rand io.Reader
 	// Logger receives debug records; nil discards.
 	Logger *slog.Logger
+
+	// Host is what the js build takes from its host: the
+	// RTCPeerConnection and WebSocket constructors (the global ones
+	// when unset). Natively it is empty.
+	Host Host
 }
 
 // Validate reports a missing or malformed field.

@@ -1,17 +1,12 @@
-//go:build !js
-
 package trysteronet
 
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine/trystero"
-	"github.com/pion/ice/v4"
-	"github.com/pion/webrtc/v4"
 )
 
 var sleep = time.Sleep
@@ -29,7 +24,7 @@ const maxPendingCandidates = 64
 type conn struct {
 	r       *Room
 	peer    string
-	pc      *webrtc.PeerConnection
+	pc      rtcPeer
 	offerID string // the offer it answers (answering side)
 	relay   int    // the relay that offer arrived on
 
@@ -40,9 +35,9 @@ type conn struct {
 	gone chan struct{} // closed by close
 
 	mu         sync.Mutex
-	dc         *webrtc.DataChannel
+	dc         rtcChannel
 	remoteSet  bool
-	candidates []webrtc.ICECandidateInit
+	candidates []trystero.ICECandidate
 	opened     bool
 	hs         *trystero.PeerHandshake
 	active     bool
@@ -55,32 +50,12 @@ type conn struct {
 // the offering side creates the "data" channel as trystero does
 // (default options: ordered, reliable, not negotiated).
 func (r *Room) newConn(peer string, offering bool) (*conn, error) {
-	cfg := r.cfg
-	var se webrtc.SettingEngine
-	if cfg.LoopbackOnly {
-		se.SetIncludeLoopbackCandidate(true)
-		se.SetIPFilter(func(ip net.IP) bool { return ip.IsLoopback() })
-		se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
-		se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
-	}
-	api := webrtc.NewAPI(webrtc.WithSettingEngine(se))
-	var servers []webrtc.ICEServer
-	for _, u := range cfg.STUN {
-		servers = append(servers, webrtc.ICEServer{URLs: []string{u}})
-	}
-	for _, t := range cfg.TURN {
-		servers = append(servers, webrtc.ICEServer{URLs: t.URLs, Username: t.Username, Credential: t.Credential})
-	}
-	rc := webrtc.Configuration{ICEServers: servers}
-	if cfg.RelayOnly {
-		rc.ICETransportPolicy = webrtc.ICETransportPolicyRelay
-	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	pc, err := api.NewPeerConnection(rc)
+	pc, err := newRTC(r.cfg)
 	if err != nil {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("trysteronet: peer connection: %w", err)
@@ -88,9 +63,9 @@ func (r *Room) newConn(peer string, offering bool) (*conn, error) {
 	c := &conn{r: r, peer: peer, pc: pc, low: make(chan struct{}, 1), gone: make(chan struct{})}
 	r.conns[c] = struct{}{}
 	r.mu.Unlock()
-	pc.OnConnectionStateChange(c.onState)
+	pc.OnStateChange(c.onState)
 	if offering {
-		dc, err := pc.CreateDataChannel("data", nil)
+		dc, err := pc.CreateDataChannel("data")
 		if err != nil {
 			c.close(false)
 			return nil, fmt.Errorf("trysteronet: data channel: %w", err)
@@ -102,7 +77,7 @@ func (r *Room) newConn(peer string, offering bool) (*conn, error) {
 	return c, nil
 }
 
-func (c *conn) setupChannel(dc *webrtc.DataChannel) {
+func (c *conn) setupChannel(dc rtcChannel) {
 	c.mu.Lock()
 	if c.dc != nil || c.closed {
 		c.mu.Unlock()
@@ -119,19 +94,19 @@ func (c *conn) setupChannel(dc *webrtc.DataChannel) {
 		}
 	})
 	dc.OnOpen(c.open)
-	dc.OnMessage(func(m webrtc.DataChannelMessage) { c.onData(m.Data) })
+	dc.OnMessage(c.onData)
 	dc.OnClose(func() { c.close(true) })
 }
 
-func (c *conn) onState(s webrtc.PeerConnectionState) {
+func (c *conn) onState(s rtcState) {
 	switch s {
-	case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
+	case rtcFailed, rtcClosed:
 		c.close(true)
-	case webrtc.PeerConnectionStateDisconnected:
+	case rtcDisconnected:
 		c.mu.Lock()
 		if c.discTimer == nil && !c.closed {
 			c.discTimer = time.AfterFunc(disconnectedClose, func() {
-				if c.pc.ConnectionState() == webrtc.PeerConnectionStateDisconnected {
+				if c.pc.State() == rtcDisconnected {
 					c.close(true)
 				}
 			})
@@ -149,8 +124,8 @@ func (c *conn) onState(s webrtc.PeerConnectionState) {
 
 // setRemote applies the peer's offer or answer, then the candidates that
 // came before it.
-func (c *conn) setRemote(typ webrtc.SDPType, sdp string) error {
-	if err := c.pc.SetRemoteDescription(webrtc.SessionDescription{Type: typ, SDP: sdp}); err != nil {
+func (c *conn) setRemote(offer bool, sdp string) error {
+	if err := c.pc.SetRemote(offer, sdp); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -159,7 +134,7 @@ func (c *conn) setRemote(typ webrtc.SDPType, sdp string) error {
 	c.candidates = nil
 	c.mu.Unlock()
 	for _, cand := range pending {
-		_ = c.pc.AddICECandidate(cand)
+		_ = c.pc.AddCandidate(cand)
 	}
 	return nil
 }
@@ -167,18 +142,16 @@ func (c *conn) setRemote(typ webrtc.SDPType, sdp string) error {
 // addCandidate applies a remote candidate, or keeps it until the remote
 // description is set.
 func (c *conn) addCandidate(cand trystero.ICECandidate) {
-	init := webrtc.ICECandidateInit{Candidate: cand.Candidate, SDPMid: cand.SDPMid,
-		SDPMLineIndex: cand.SDPMLineIndex, UsernameFragment: cand.UsernameFragment}
 	c.mu.Lock()
 	if !c.remoteSet {
 		if len(c.candidates) < maxPendingCandidates {
-			c.candidates = append(c.candidates, init)
+			c.candidates = append(c.candidates, cand)
 		}
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
-	if err := c.pc.AddICECandidate(init); err != nil {
+	if err := c.pc.AddCandidate(cand); err != nil {
 		c.r.log.Debug("trysteronet: remote candidate refused", "peer", c.peer, "err", err)
 	}
 }
@@ -275,7 +248,7 @@ func (c *conn) sendFrames(frames [][]byte) error {
 	return nil
 }
 
-func (c *conn) drain(dc *webrtc.DataChannel) error {
+func (c *conn) drain(dc rtcChannel) error {
 	if dc.BufferedAmount() <= bufferedLow {
 		return nil
 	}
@@ -410,7 +383,8 @@ func (c *conn) close(notify bool) {
 	if current {
 		r.reasm.DropPeer(c.peer)
 	}
-	// pion's Close waits for its goroutines, which may be the caller.
+	// pion's Close waits for its goroutines, which may be the caller;
+	// the js build's waits for the host.
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); _ = c.pc.Close() }()
 	r.post(func() { r.disconnected(c) })

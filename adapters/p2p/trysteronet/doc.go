@@ -1,5 +1,3 @@
-//go:build !js
-
 // Package trysteronet is a native Trystero 0.25.3 peer: it joins a room
 // the way Self-hosted LiveSync's P2P mode does (trystero's Nostr
 // strategy), so Go peers and the plug-in's peers meet in one room.
@@ -25,4 +23,12 @@
 //
 // A Room is the transport of an rpcroom.Room: AttachRPC feeds it the
 // "rpc2" action and the peer arrivals and departures.
+//
+// Built for GOOS=js, the same Room runs over its host's WebRTC and
+// websockets: the RTCPeerConnection and WebSocket constructors of
+// Config.Host (the global ones by default) stand in for pion and
+// gorilla/websocket, and internal/bip340 signs the Nostr events in place
+// of go-nostr's secp256k1. The browser gathers the ICE candidates
+// (LoopbackOnly means nothing there), and incoming events are checked
+// for their id but not their signature (see parseEvent in nostr_js.go).
 package trysteronet

@@ -1,23 +1,30 @@
-//go:build !js
-
 package trysteronet
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/livesync-go/livesync-go/engine/trystero"
-	"github.com/nbd-wtf/go-nostr"
 )
 
 // The Nostr side: one websocket per relay, our own client (as in package
-// discovery) because go-nostr's Relay connection races in Close. go-nostr
-// supplies the event type, the id check and the Schnorr signature.
+// discovery) because go-nostr's Relay connection races in Close. The
+// websocket, the key, the signature and the event parsing are the
+// platform's (nostr_native.go: gorilla/websocket and go-nostr;
+// nostr_js.go: the host's WebSocket and internal/bip340).
+
+// relayConn is one websocket connection to a relay.
+type relayConn interface {
+	// Read returns the next text message; an error ends the connection.
+	Read() ([]byte, error)
+	// Write sends a text message.
+	Write(msg []byte) error
+	// Close ends the connection, after sending bye (if not nil) and a
+	// normal closure. Only the first call does anything.
+	Close(bye []byte)
+}
 
 const (
 	maxRelayMessage = 256 << 10
@@ -38,7 +45,7 @@ type relayClient struct {
 	subID string
 
 	mu sync.Mutex // guards ws and its writes
-	ws *websocket.Conn
+	ws relayConn
 }
 
 // run connects, subscribes and announces until ctx ends, reconnecting
@@ -67,25 +74,20 @@ func (c *relayClient) run(ctx context.Context) {
 	}
 }
 
-func (c *relayClient) dial(ctx context.Context) (*websocket.Conn, error) {
+func (c *relayClient) dial(ctx context.Context) (relayConn, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	d := websocket.Dialer{HandshakeTimeout: dialTimeout, Proxy: http.ProxyFromEnvironment}
-	ws, resp, err := d.DialContext(dctx, c.url, nil)
-	if resp != nil && resp.Body != nil {
-		_ = resp.Body.Close()
-	}
+	ws, err := dialRelay(dctx, c.url, c.r.cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	ws.SetReadLimit(maxRelayMessage)
 	return ws, nil
 }
 
 // serve subscribes to the room's self and root topics (one REQ, as
 // trystero batches them), announces on trystero's schedule and hands the
 // events read to the room, until the connection or ctx ends.
-func (c *relayClient) serve(ctx context.Context, ws *websocket.Conn) {
+func (c *relayClient) serve(ctx context.Context, ws relayConn) {
 	c.mu.Lock()
 	c.ws = ws
 	c.mu.Unlock()
@@ -98,7 +100,7 @@ func (c *relayClient) serve(ctx context.Context, ws *websocket.Conn) {
 		c.mu.Lock()
 		c.ws = nil
 		c.mu.Unlock()
-		_ = ws.Close()
+		ws.Close(nil)
 		wg.Wait()
 	}()
 	r := c.r
@@ -106,14 +108,10 @@ func (c *relayClient) serve(ctx context.Context, ws *websocket.Conn) {
 	if c.write(ws, req) != nil {
 		return
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); announce(c.r.selfID, c.r.rootTopic, c.publish, done) }()
-	go func() { defer wg.Done(); c.ping(ws, done) }()
-	alive := func() { _ = ws.SetReadDeadline(time.Now().Add(relayPing * 5 / 2)) }
-	ws.SetPongHandler(func(string) error { alive(); return nil })
 	for {
-		alive()
-		_, b, err := ws.ReadMessage()
+		b, err := ws.Read()
 		if err != nil {
 			return
 		}
@@ -123,40 +121,18 @@ func (c *relayClient) serve(ctx context.Context, ws *websocket.Conn) {
 
 // shutdown closes the subscription and the connection when the room
 // leaves.
-func (c *relayClient) shutdown(ws *websocket.Conn) {
+func (c *relayClient) shutdown(ws relayConn) {
 	c.mu.Lock()
-	_ = ws.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = ws.WriteMessage(websocket.TextMessage, []byte(`["CLOSE",`+quote(c.subID)+`]`))
-	_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
-	c.mu.Unlock()
-	_ = ws.Close()
+	defer c.mu.Unlock()
+	ws.Close([]byte(`["CLOSE",` + quote(c.subID) + `]`))
 }
 
 func quote(s string) string { return `"` + s + `"` } // ids are alphanumeric
 
-func (c *relayClient) write(ws *websocket.Conn, msg []byte) error {
+func (c *relayClient) write(ws relayConn, msg []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_ = ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-	return ws.WriteMessage(websocket.TextMessage, msg)
-}
-
-func (c *relayClient) ping(ws *websocket.Conn, done <-chan struct{}) {
-	t := time.NewTicker(relayPing)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		c.mu.Lock()
-		err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout))
-		c.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
+	return ws.Write(msg)
 }
 
 // announce publishes {"peerId"} on the root topic at once and then after
@@ -182,18 +158,11 @@ func announce(selfID, rootTopic string, publish func(topic, content string) erro
 func (c *relayClient) publish(topic, content string) error {
 	r := c.r
 	now := time.Now().Unix()
-	ev := nostr.Event{
-		PubKey: r.pubKey, CreatedAt: nostr.Timestamp(now), Kind: trystero.TopicKind(topic),
-		Tags: nostr.Tags{{"x", topic}}, Content: content,
-	}
-	if err := ev.Sign(r.secKey); err != nil {
-		return fmt.Errorf("sign: %w", err)
-	}
-	sig, err := hex.DecodeString(ev.Sig)
+	sig, err := r.nostr.sign(now, topic, content)
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
-	msg := trystero.NostrEventMessage(r.pubKey, now, topic, content, sig)
+	msg := trystero.NostrEventMessage(r.nostr.pub, now, topic, content, sig)
 	c.mu.Lock()
 	ws := c.ws
 	c.mu.Unlock()
@@ -204,26 +173,18 @@ func (c *relayClient) publish(topic, content string) error {
 }
 
 // handle reads one relay message; events of our subscription on our
-// topics, with a valid id and signature, go to the room.
+// topics, of the topic's kind and with a valid id (and, natively,
+// signature), go to the room.
 func (c *relayClient) handle(b []byte) {
-	env, ok := nostr.ParseMessage(b).(*nostr.EventEnvelope)
-	if !ok || env.SubscriptionID == nil || *env.SubscriptionID != c.subID {
+	ev, ok := parseEvent(b, c.subID)
+	if !ok || (ev.topic != c.r.rootTopic && ev.topic != c.r.selfTopic) || ev.kind != trystero.TopicKind(ev.topic) {
 		return
 	}
-	ev := env.Event
-	tag := ev.Tags.GetFirst([]string{"x"})
-	if tag == nil || len(*tag) < 2 {
-		return
-	}
-	topic := (*tag)[1]
-	if topic != c.r.rootTopic && topic != c.r.selfTopic {
-		return
-	}
-	if ev.Kind != trystero.TopicKind(topic) || !ev.CheckID() {
-		return
-	}
-	if ok, err := ev.CheckSignature(); err != nil || !ok {
-		return // a relay may be hostile
-	}
-	c.r.post(func() { c.r.handleSignal(c.idx, []byte(ev.Content)) })
+	c.r.post(func() { c.r.handleSignal(c.idx, []byte(ev.content)) })
+}
+
+// nostrEvent is what the room reads of a relay's event.
+type nostrEvent struct {
+	topic, content string
+	kind           int
 }

@@ -1,5 +1,3 @@
-//go:build !js
-
 package trysteronet
 
 import (
@@ -13,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/livesync-go/livesync-go/engine/trystero"
-	"github.com/nbd-wtf/go-nostr"
 )
 
 // Errors of this package.
@@ -42,8 +39,7 @@ type Room struct {
 	selfTopic string
 	token     string
 	key       []byte
-	secKey    string
-	pubKey    string
+	nostr     nostrKey
 	relays    []*relayClient
 	reasm     *trystero.Reassembler
 
@@ -85,8 +81,7 @@ func New(cfg Config) (*Room, error) {
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	sk := nostr.GeneratePrivateKey()
-	pk, err := nostr.GetPublicKey(sk)
+	nk, err := newNostrKey(rnd)
 	if err != nil {
 		return nil, fmt.Errorf("trysteronet: nostr key: %w", err)
 	}
@@ -96,13 +91,13 @@ func New(cfg Config) (*Room, error) {
 		rootTopic: trystero.RootTopic(cfg.AppID, cfg.RoomID),
 		token:     trystero.RoomToken(cfg.AppID, cfg.RoomID),
 		key:       trystero.SDPKey(cfg.Password, cfg.AppID, cfg.RoomID),
-		secKey:    sk, pubKey: pk,
-		reasm:   trystero.NewReassembler(trystero.ReassemblerConfig{MaxMessageBytes: cfg.MaxMessageBytes}),
-		actions: map[string]ActionHandler{},
-		active:  map[string]*conn{},
-		conns:   map[*conn]struct{}{},
-		wake:    make(chan struct{}, 1),
-		states:  map[string]*peerState{},
+		nostr:     nk,
+		reasm:     trystero.NewReassembler(trystero.ReassemblerConfig{MaxMessageBytes: cfg.MaxMessageBytes}),
+		actions:   map[string]ActionHandler{},
+		active:    map[string]*conn{},
+		conns:     map[*conn]struct{}{},
+		wake:      make(chan struct{}, 1),
+		states:    map[string]*peerState{},
 	}
 	r.selfTopic = trystero.SelfTopic(cfg.AppID, cfg.RoomID, r.selfID)
 	for i, u := range cfg.Relays {

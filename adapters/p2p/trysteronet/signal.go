@@ -1,5 +1,3 @@
-//go:build !js
-
 package trysteronet
 
 import (
@@ -7,7 +5,6 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine/trystero"
-	"github.com/pion/webrtc/v4"
 )
 
 // peerState is what the signalling knows of one remote peer (trystero
@@ -125,11 +122,7 @@ func (r *Room) makeOffer(st *peerState) error {
 	if err != nil {
 		return err
 	}
-	c.pc.OnICECandidate(func(ic *webrtc.ICECandidate) {
-		if ic == nil {
-			return
-		}
-		cand := toCandidate(ic)
+	c.pc.OnICECandidate(func(cand trystero.ICECandidate) {
 		r.post(func() {
 			if st.offer != c || st.connected != nil {
 				return
@@ -140,13 +133,10 @@ func (r *Room) makeOffer(st *peerState) error {
 			}
 		})
 	})
-	offer, err := c.pc.CreateOffer(nil)
-	if err == nil {
-		err = c.pc.SetLocalDescription(offer)
-	}
+	offer, err := c.pc.Offer()
 	var sealed string
 	if err == nil {
-		sealed, err = r.seal(offer.SDP)
+		sealed, err = r.seal(offer)
 	}
 	if err != nil {
 		c.close(false)
@@ -220,11 +210,7 @@ func (r *Room) onOffer(relay int, st *peerState, s trystero.Signal) {
 		return
 	}
 	c.offerID, c.relay = s.OfferID, relay
-	c.pc.OnICECandidate(func(ic *webrtc.ICECandidate) {
-		if ic == nil {
-			return
-		}
-		cand := toCandidate(ic)
+	c.pc.OnICECandidate(func(cand trystero.ICECandidate) {
 		r.post(func() {
 			if st.answering == c {
 				r.publishCandidate(c.relay, st, cand, c.offerID, true)
@@ -256,17 +242,14 @@ func (r *Room) onOffer(relay int, st *peerState, s trystero.Signal) {
 
 // answer applies the offer and publishes the sealed answer.
 func (r *Room) answer(c *conn, offer string) error {
-	if err := c.setRemote(webrtc.SDPTypeOffer, offer); err != nil {
+	if err := c.setRemote(true, offer); err != nil {
 		return err
 	}
-	ans, err := c.pc.CreateAnswer(nil)
+	ans, err := c.pc.Answer()
 	if err != nil {
 		return err
 	}
-	if err := c.pc.SetLocalDescription(ans); err != nil {
-		return err
-	}
-	sealed, err := r.seal(ans.SDP)
+	sealed, err := r.seal(ans)
 	if err != nil {
 		return err
 	}
@@ -317,7 +300,7 @@ func (r *Room) onAnswer(st *peerState, s trystero.Signal) {
 	}
 	st.offerAnswered = true
 	r.armOfferTimer(st, trystero.OfferPostAnswerTTL)
-	if err := st.offer.setRemote(webrtc.SDPTypeAnswer, plain); err != nil {
+	if err := st.offer.setRemote(false, plain); err != nil {
 		r.log.Debug("trysteronet: answer refused", "peer", st.id, "err", err)
 	}
 }
@@ -364,9 +347,4 @@ func (r *Room) disconnected(c *conn) {
 		r.resetOffer(st)
 	}
 	r.prune(st)
-}
-
-func toCandidate(ic *webrtc.ICECandidate) trystero.ICECandidate {
-	j := ic.ToJSON()
-	return trystero.ICECandidate{Candidate: j.Candidate, SDPMid: j.SDPMid, SDPMLineIndex: j.SDPMLineIndex, UsernameFragment: j.UsernameFragment}
 }

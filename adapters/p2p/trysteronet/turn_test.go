@@ -80,7 +80,7 @@ func TestTURNRelayOnly(t *testing.T) {
 	a.room.mu.Lock()
 	c := a.room.active[b.room.SelfID()]
 	a.room.mu.Unlock()
-	pair, err := c.pc.SCTP().Transport().ICETransport().GetSelectedCandidatePair()
+	pair, err := c.pc.(pionPeer).SCTP().Transport().ICETransport().GetSelectedCandidatePair()
 	if err != nil || pair == nil {
 		t.Fatalf("no selected candidate pair: %v", err)
 	}
