@@ -193,6 +193,8 @@ export class LiveSyncPeer {
       const cur = await dst.get(cpId).catch(() => ({ _id: cpId }));
       await dst.put({ ...cur, since });
     }
+    // The end of the pull: an acknowledgement without progress.
+    this.rpc.call(peer, "legacy/onProgressAcknowledged", [this.selfId, undefined], 500).catch(() => {});
     return { mark, since, batches, docs: written };
   }
 
