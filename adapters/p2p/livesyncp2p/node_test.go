@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +51,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// meetLimit bounds how long a test's nodes may take to meet and finish:
+// a few seconds normally, but pion's DTLS handshakes under the race
+// detector have taken 13 s for three nodes on a shared 2-core machine.
+const meetLimit = 45 * time.Second
 
 // testNode is a Node over a memory store, recording its join errors and
 // progress reports.
@@ -162,6 +168,7 @@ func leaves(t *testing.T, st store.Store) map[string][]string {
 
 func TestSyncVaultBothWays(t *testing.T) {
 	relay := startRelay(t)
+	before := runtime.NumGoroutine()
 	a := openNode(t, relay, "room secret", "Alpha", nil)
 	b := openNode(t, relay, "room secret", "Beta", nil)
 	big := engine.Chunk{ID: "h:big", Data: bigText()}
@@ -175,7 +182,7 @@ func TestSyncVaultBothWays(t *testing.T) {
 	for i := range 5 {
 		putNote(t, b.st, fmt.Sprintf("beta/%02d.md", i), engine.Chunk{ID: fmt.Sprintf("h:b%02d", i), Data: fmt.Sprintf("note %d of beta", i)})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), meetLimit)
 	defer cancel()
 	start := time.Now()
 	res, err := a.Sync(ctx, "beta", livesyncrpc.PullOptions{}) // the device name, in another case
@@ -211,6 +218,13 @@ func TestSyncVaultBothWays(t *testing.T) {
 	if ad := a.Known(); len(ad) != 1 || ad[0].Name != "Beta" || ad[0].Platform != livesyncrpc.Platform || ad[0].PeerID != b.SelfID() {
 		t.Fatalf("a knows %+v", ad)
 	}
+	// Close ends every goroutine the nodes started.
+	if err := errors.Join(a.Close(), b.Close()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the nodes' goroutines to end", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
 }
 
 func TestWrongRoomPassword(t *testing.T) {
@@ -224,7 +238,7 @@ func TestWrongRoomPassword(t *testing.T) {
 	if trystero.IsLeader(b.SelfID(), a.SelfID()) {
 		answerer, leader = a, b
 	}
-	waitFor(t, 15*time.Second, "incorrect room password", func() bool {
+	waitFor(t, meetLimit, "incorrect room password", func() bool {
 		return slices.ContainsFunc(answerer.errs(), isIncorrect)
 	})
 	for _, err := range append(answerer.errs(), leader.errs()...) {
@@ -263,7 +277,8 @@ func TestUnacceptedPeerDropped(t *testing.T) {
 	trusted := openNode(t, relay, "room", "trusted-laptop", nil)
 	stranger := openNode(t, relay, "room", "stranger", nil)
 	putNote(t, hub.st, "shared.md", engine.Chunk{ID: "h:shared", Data: "shared"})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), meetLimit)
 	defer cancel()
 	adStranger, err := hub.WaitPeer(ctx, "stranger")
 	if err != nil {
@@ -272,6 +287,7 @@ func TestUnacceptedPeerDropped(t *testing.T) {
 	if _, err := stranger.WaitPeer(ctx, "hub"); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the hub and the stranger met after %s", time.Since(start))
 	if _, err := stranger.Pull(ctx, "hub", livesyncrpc.PullOptions{}); !errors.Is(err, livesyncrpc.ErrRejected) {
 		t.Fatalf("stranger's pull: %v, want ErrRejected", err)
 	}
@@ -287,6 +303,7 @@ func TestUnacceptedPeerDropped(t *testing.T) {
 	if _, err := trusted.Sync(ctx, "hub", livesyncrpc.PullOptions{}); err != nil {
 		t.Fatalf("trusted peer's sync: %v", err)
 	}
+	t.Logf("the trusted peer synced after %s", time.Since(start))
 	if _, ok := leaves(t, trusted.st)["shared.md"]; !ok {
 		t.Fatal("the trusted peer did not get the hub's note")
 	}
@@ -321,7 +338,7 @@ func TestChunkSource(t *testing.T) {
 	}
 	rev := leaves(t, a.st)[gone.ID][0]
 	put(t, a.st, fmt.Sprintf(`{"_id":%q,"_rev":%q,"_deleted":true}`, gone.ID, rev))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), meetLimit)
 	defer cancel()
 	ad, err := b.WaitPeer(ctx, a.SelfID()) // by id
 	if err != nil || ad.Name != "Alpha" {
