@@ -68,7 +68,13 @@ func TestLiveSyncP2PCLI(t *testing.T) {
 	// B hosts and writes a note; A writes one and syncs with B.
 	c.ok(t, b, env, "put", "notes/from-b.md", write(b, "in", "written on B\n"))
 	c.ok(t, a, env, "put", "notes/from-a2.md", write(a, "in", "A's second note\n"))
-	host = startHost(t, c, b, env, append([]string{"p2p-host", "--device", "laptop-b", "--auto-accept", "desktop-a, ~^fresh-"}, room...)...)
+	// B's room settings come from the plugin's settings (data.json).
+	plugin, err := json.Marshal(map[string]any{"P2P_Enabled": true, "P2P_roomID": "notes-group", "P2P_passphrase": roomPass,
+		"P2P_relays": nostrURL, "P2P_AutoAcceptingPeers": "desktop-a, ~^fresh-", "P2P_DevicePeerName": "laptop-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host = startHost(t, c, b, env, "p2p-host", "--plugin-settings", write(b, "data.json", string(plugin)))
 	host.waitFor(t, "serving the local replica")
 	r = c.run(t, a, env, append([]string{"p2p-sync", "laptop-b", "--device", "desktop-a", "--wait", "40s", "--json"}, room...)...)
 	var res struct {

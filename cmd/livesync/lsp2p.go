@@ -58,6 +58,9 @@ type livesyncP2PConfig struct {
 	TURN               lsp2pTURNConfig `toml:"turn"`
 	RelayOnly          bool            `toml:"relay_only"`      // P2P_connectionPath = "relay"
 	PassphraseFile     string          `toml:"passphrase_file"` // the vault's E2EE passphrase
+	// PluginSettingsFile is the plugin's settings (data.json, or a
+	// Setup URI): the P2P_* keys this table leaves unset come from it.
+	PluginSettingsFile string `toml:"plugin_settings_file"`
 }
 
 // lsp2pTURNConfig is the [livesync_p2p.turn] table: the TURN servers and
@@ -91,6 +94,7 @@ func (c *livesyncP2PConfig) expand(e *cliEnv, dir string) {
 	c.RoomPassphraseFile = e.expandPath(c.RoomPassphraseFile, dir)
 	c.TURN.CredentialFile = e.expandPath(c.TURN.CredentialFile, dir)
 	c.PassphraseFile = e.expandPath(c.PassphraseFile, dir)
+	c.PluginSettingsFile = e.expandPath(c.PluginSettingsFile, dir)
 }
 
 func checkRelays(relays []string) error {
@@ -154,6 +158,7 @@ type lsp2pFlags struct {
 	relays, stun, turn       commaList
 	turnUser, turnCredFile   string
 	roomPassFile             string
+	pluginSettings           string
 	relayOnly                bool
 	wait                     time.Duration
 	fs                       *flag.FlagSet
@@ -166,6 +171,7 @@ func addLSP2PFlags(fs *flag.FlagSet, f *lsp2pFlags, wait time.Duration, accept b
 	f.fs = fs
 	fs.StringVar(&f.group, "group", "", "the group id, the plugin's P2P_roomID (default: group in [livesync_p2p])")
 	fs.StringVar(&f.roomPassFile, "room-passphrase-file", "", "file holding the room passphrase, the plugin's P2P_passphrase (default: $"+lsp2pRoomPassphraseEnv+", room_passphrase_file, or a prompt)")
+	fs.StringVar(&f.pluginSettings, "plugin-settings", "", "the plugin's settings, its data.json or a Setup URI (with $"+lsp2pSetupPassphraseEnv+"), in a file: the P2P_* settings that neither flags nor [livesync_p2p] set come from it")
 	fs.Var(&f.relays, "relay", "a Nostr relay for signalling (ws:// or wss://), the plugin's P2P_relays; repeatable or a comma list (default: relays in [livesync_p2p])")
 	fs.StringVar(&f.appID, "app-id", "", "the plugin's P2P_AppID (default: app_id, else "+trystero.DefaultAppID+")")
 	fs.StringVar(&f.device, "device", "", "this device's name among the peers (default: device_name in [livesync_p2p], else the vault's name, as the plugin)")
@@ -194,6 +200,7 @@ type lsp2pSettings struct {
 	wait       time.Duration
 	dir        string // the replica's folder (decisions)
 	cfg        livesyncP2PConfig
+	plugin     pluginP2P // the plugin's settings, if given
 }
 
 // lsp2pSettings resolves the flags against [livesync_p2p]: a flag the
@@ -204,7 +211,17 @@ func (c *command) lsp2pSettings(f *lsp2pFlags) (lsp2pSettings, error) {
 		return lsp2pSettings{}, err
 	}
 	t := cfg.LiveSyncP2P
-	s := lsp2pSettings{cfg: t, wait: f.wait, device: cmpOr(f.device, t.DeviceName),
+	var plugin pluginP2P
+	if path := cmpOr(f.pluginSettings, t.PluginSettingsFile); path != "" {
+		if plugin, err = c.loadPluginSettings(path); err != nil {
+			return lsp2pSettings{}, err
+		}
+		t = plugin.under(t)
+		if err := t.check(); err != nil {
+			return lsp2pSettings{}, usageError{fmt.Sprintf("the plugin's settings in %s: %v", path, err)}
+		}
+	}
+	s := lsp2pSettings{cfg: t, plugin: plugin, wait: f.wait, device: cmpOr(f.device, t.DeviceName),
 		autoAccept: t.AutoAccept, autoDeny: t.AutoDeny}
 	if flagSet(f.fs, "auto-accept") {
 		s.autoAccept = f.autoAccept
@@ -228,7 +245,7 @@ func (c *command) lsp2pSettings(f *lsp2pFlags) (lsp2pSettings, error) {
 		return s, err
 	}
 	if turn := pick(f.turn, t.TURN.URLs); len(turn) > 0 {
-		cred, err := c.turnCredential(f, t)
+		cred, err := c.turnCredential(f, t, plugin)
 		if err != nil {
 			return s, err
 		}
@@ -276,9 +293,10 @@ func (s *lsp2pSettings) check(f *lsp2pFlags) error {
 // turnCredential reads the TURN credential: --turn-credential-file,
 // $LIVESYNC_P2P_TURN_CREDENTIAL, then credential_file in
 // [livesync_p2p.turn] ("" if none).
-func (c *command) turnCredential(f *lsp2pFlags, t livesyncP2PConfig) (string, error) {
-	return c.secret(secretSource{what: "TURN credential", file: f.turnCredFile, envVar: lsp2pTURNCredentialEnv,
+func (c *command) turnCredential(f *lsp2pFlags, t livesyncP2PConfig, plugin pluginP2P) (string, error) {
+	p, err := c.secret(secretSource{what: "TURN credential", file: f.turnCredFile, envVar: lsp2pTURNCredentialEnv,
 		configFile: t.TURN.CredentialFile})
+	return cmpOr(p, plugin.TURNCredential), err
 }
 
 // roomPassphrase resolves the room passphrase (the plugin's
@@ -286,14 +304,14 @@ func (c *command) turnCredential(f *lsp2pFlags, t livesyncP2PConfig) (string, er
 // --room-passphrase-file, room_passphrase_file, then a prompt. It
 // returns trystero's room password made from it.
 func (c *command) roomPassword(f *lsp2pFlags, s lsp2pSettings) (string, error) {
-	var p string
+	p := c.getenv(lsp2pRoomPassphraseEnv)
 	var err error
-	switch {
-	case c.getenv(lsp2pRoomPassphraseEnv) != "":
-		p = c.getenv(lsp2pRoomPassphraseEnv)
-	default:
-		p, err = c.secret(secretSource{what: "room passphrase", file: f.roomPassFile, configFile: s.cfg.RoomPassphraseFile,
-			prompt: "Room passphrase (the plugin's P2P_passphrase): "})
+	if p == "" {
+		p, err = c.secret(secretSource{what: "room passphrase", file: f.roomPassFile, configFile: s.cfg.RoomPassphraseFile})
+	}
+	p = cmpOr(p, s.plugin.Passphrase)
+	if p == "" && err == nil {
+		p, err = c.secret(secretSource{what: "room passphrase", prompt: "Room passphrase (the plugin's P2P_passphrase): "})
 	}
 	if err != nil {
 		return "", err
@@ -309,12 +327,13 @@ func (c *command) roomPassword(f *lsp2pFlags, s lsp2pSettings) (string, error) {
 // passphrase_file in [livesync_p2p], then (if prompt) a prompt. "" if
 // none.
 func (c *command) vaultPassphrase(s lsp2pSettings, prompt bool) (string, error) {
-	src := secretSource{what: "passphrase", insecureArg: c.cf.passphraseArg, file: c.cf.passphraseFile,
-		envVar: "LIVESYNC_PASSPHRASE", configFile: s.cfg.PassphraseFile}
-	if prompt {
-		src.prompt = "Vault passphrase: "
+	p, err := c.secret(secretSource{what: "passphrase", insecureArg: c.cf.passphraseArg, file: c.cf.passphraseFile,
+		envVar: "LIVESYNC_PASSPHRASE", configFile: s.cfg.PassphraseFile})
+	p = cmpOr(p, s.plugin.VaultPassphrase)
+	if p != "" || err != nil || !prompt {
+		return p, err
 	}
-	return c.secret(src)
+	return c.secret(secretSource{what: "passphrase", prompt: "Vault passphrase: "})
 }
 
 // decisionsPath is the decisions file beside the replica.
