@@ -108,7 +108,7 @@ func (s *chunkSource) auth(ctx context.Context) error {
 	if s.authed.Load() {
 		return nil
 	}
-	_ = s.n.hosted.Advertise(s.peer) // see Node.ready
+	_ = s.n.hosted.Advertise(s.peer) // see WaitPeer
 	raw, err := s.n.hosted.RPC.Call(ctx, s.peer, livesyncrpc.MethodReqAuth, s.n.SelfID())
 	if err != nil {
 		return s.callError(ctx, err)

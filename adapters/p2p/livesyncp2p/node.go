@@ -126,6 +126,13 @@ func (n *Node) Known() []livesyncrpc.Advertisement {
 // idOrName: its peer id exactly, else its device name ignoring case. A
 // name that more than one peer present goes by is ErrAmbiguousPeer
 // (the error lists their ids).
+//
+// Before it returns the peer, WaitPeer sends it this node's
+// advertisement again: both sides advertise as they meet, but this node
+// may hear the peer's before the peer has heard this one's, and a peer
+// refuses a caller it has no advertisement of (legacy/!reqAuth answers
+// false, other requests are dropped). The data channel is ordered, so
+// the advertisement arrives before any request that follows WaitPeer.
 func (n *Node) WaitPeer(ctx context.Context, idOrName string) (livesyncrpc.Advertisement, error) {
 	if idOrName == "" {
 		return livesyncrpc.Advertisement{}, errors.New("livesyncp2p: no peer named")
@@ -138,8 +145,12 @@ func (n *Node) WaitPeer(ctx context.Context, idOrName string) (livesyncrpc.Adver
 			return livesyncrpc.Advertisement{}, trysteronet.ErrClosed
 		}
 		ad, ok, err := match(n.Known(), idOrName)
-		if err != nil || ok {
+		if err != nil {
 			return ad, err
+		}
+		if ok {
+			_ = n.hosted.Advertise(ad.PeerID) // a peer that is gone fails the call that follows
+			return ad, nil
 		}
 		select {
 		case <-ch:
@@ -176,7 +187,7 @@ func match(ads []livesyncrpc.Advertisement, idOrName string) (livesyncrpc.Advert
 // Pull waits for the peer (WaitPeer) and replicates from it into the
 // local database (livesyncrpc.Peer.Pull).
 func (n *Node) Pull(ctx context.Context, idOrName string, o livesyncrpc.PullOptions) (livesyncrpc.Result, error) {
-	ad, err := n.ready(ctx, idOrName)
+	ad, err := n.WaitPeer(ctx, idOrName)
 	if err != nil {
 		return livesyncrpc.Result{}, err
 	}
@@ -187,25 +198,11 @@ func (n *Node) Pull(ctx context.Context, idOrName string, o livesyncrpc.PullOpti
 // pull from this node (legacy/reqSync) and waits for that, as the
 // plugin's "sync" with a peer does.
 func (n *Node) Sync(ctx context.Context, idOrName string, o livesyncrpc.PullOptions) (livesyncrpc.Result, error) {
-	ad, err := n.ready(ctx, idOrName)
+	ad, err := n.WaitPeer(ctx, idOrName)
 	if err != nil {
 		return livesyncrpc.Result{}, err
 	}
 	return n.hosted.Sync(ctx, ad.PeerID, o)
-}
-
-// ready waits for the peer and sends it this node's advertisement again:
-// both sides advertise when they meet, but this node may hear the
-// peer's before the peer has heard this one's, and a peer refuses a
-// caller it has no advertisement of. The data channel is ordered, so
-// the advertisement arrives before the requests that follow it.
-func (n *Node) ready(ctx context.Context, idOrName string) (livesyncrpc.Advertisement, error) {
-	ad, err := n.WaitPeer(ctx, idOrName)
-	if err != nil {
-		return ad, err
-	}
-	_ = n.hosted.Advertise(ad.PeerID) // a peer that is gone fails the call that follows
-	return ad, nil
 }
 
 // notify wakes the waiters of WaitPeer.
