@@ -216,8 +216,9 @@ test("onProgress makes the page pull; envelopes above 15,360 bytes cross chunked
   assert.ok(st.events.some((e) => e.kind === "onProgress" && e.peer === goId && e.following), "no legacy/onProgress from the Go peer");
   assert.ok(st.stats.receivedSplitPairs > before.receivedSplitPairs, `no received chunk ended inside a surrogate pair: ${JSON.stringify(st.stats)}`);
 
-  // page → Go: the page's document reaches the Go peer (its pull of the
-  // page), chunked with pairs split at part boundaries.
+  // page → Go: the page's document reaches the Go peer (its sync: a pull
+  // of the page, then legacy/reqSync, which the page serves by pulling),
+  // chunked with pairs split at part boundaries.
   const up = textUnits(60000, true).map((u, i) => (i % 1000 === 999 && u === 0x61 ? 0x62 : u));
   await page.evaluate((units) => {
     let s = "";
@@ -226,8 +227,9 @@ test("onProgress makes the page pull; envelopes above 15,360 bytes cross chunked
     }
     return window.lsp2p.put([{ _id: "h:surrogates-up", type: "leaf", data: s }]);
   }, up);
-  const pulled = await go.pull(g.id, selfId);
+  const pulled = await go.sync(g.id, selfId);
   assert.ok(!pulled.error && pulled.Docs >= 1, JSON.stringify(pulled));
+  assert.ok((await pageState(page)).events.some((e) => e.kind === "reqSync" && e.peer === goId), "the page served no legacy/reqSync");
   const doc = (await go.docs(g.id)).find((d) => d._id === "h:surrogates-up");
   assert.ok(doc, "the Go peer has no h:surrogates-up");
   assert.equal(doc.data.length, up.length);
