@@ -86,7 +86,7 @@ type node struct {
 
 // newNode makes a peer over an empty memory store, with the vault's
 // default tweaks and passphrase "pw", accepting every device name.
-func newNode(t *testing.T, n *network, id string, edit func(*Config)) *node {
+func newNode(t testing.TB, n *network, id string, edit func(*Config)) *node {
 	t.Helper()
 	st, err := store.NewMemory(store.Options{Name: id})
 	if err != nil {
@@ -124,7 +124,7 @@ func meet(a, b *node) {
 	b.OnAdvertisement(a.id, a.Advertisement())
 }
 
-func put(t *testing.T, st store.Store, id, body string) string {
+func put(t testing.TB, st store.Store, id, body string) string {
 	t.Helper()
 	rev, err := st.Put(context.Background(), json.RawMessage(fmt.Sprintf(`{"_id":%q,%s}`, id, body)))
 	if err != nil {
@@ -283,7 +283,7 @@ func TestCheckpointResume(t *testing.T) {
 	}
 }
 
-func mustMemory(t *testing.T) store.Store {
+func mustMemory(t testing.TB) store.Store {
 	t.Helper()
 	st, err := store.NewMemory(store.Options{})
 	if err != nil {

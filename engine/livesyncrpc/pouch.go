@@ -80,6 +80,9 @@ func seqString(raw json.RawMessage) (string, error) {
 	}
 	switch v := v.(type) {
 	case string:
+		if v == "0" {
+			return "", nil // the start, as the number 0
+		}
 		return v, nil
 	case float64:
 		if v < 0 || v != float64(int64(v)) {

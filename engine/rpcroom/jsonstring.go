@@ -186,7 +186,7 @@ func appendWTF8Unit(dst []byte, u uint16) []byte {
 
 // wtf8Surrogate reports the surrogate encoded at w[i:i+3], if any.
 func wtf8Surrogate(w []byte, i int) (uint16, bool) {
-	if i+3 > len(w) || w[i] != 0xED || w[i+1] < 0xA0 || w[i+1] > 0xBF {
+	if i+3 > len(w) || w[i] != 0xED || w[i+1] < 0xA0 || w[i+1] > 0xBF || w[i+2] < 0x80 || w[i+2] > 0xBF {
 		return 0, false
 	}
 	return 0xD000 | uint16(w[i+1]&0x3F)<<6 | uint16(w[i+2]&0x3F), true
