@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/p2p/nostrrelay"
 )
@@ -52,8 +53,11 @@ func TestLiveSyncP2PCLI(t *testing.T) {
 	// A hosts; B, a fresh replica, syncs with it by device name.
 	host := startHost(t, c, a, env, append([]string{"p2p-host", "--device", "desktop-a", "--auto-accept", "laptop-b"}, room...)...)
 	host.waitFor(t, "serving the local replica")
+	start := time.Now()
 	r := c.run(t, b, env, append([]string{"p2p-sync", "desktop-a", "--device", "laptop-b", "--wait", "40s"}, room...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "synced with peer desktop-a (") || !strings.Contains(r.stdout, "the peer pulled back") {
+	t.Logf("p2p-sync of a fresh replica with the plugin's vault (%d files): %s (joining, meeting, replicating both ways)", len(inputs), time.Since(start).Round(time.Millisecond))
+	if r.code != 0 || !strings.Contains(r.stdout, "synced with peer desktop-a (") || !strings.Contains(r.stdout, "the peer pulled back") ||
+		strings.Contains(r.stderr, "settings differ") {
 		t.Fatalf("p2p-sync from B: exit %d\nstdout: %s\nstderr: %s\nhost: %s", r.code, r.stdout, r.stderr, host.output())
 	}
 	c.noSecrets(t, r, secrets...)
@@ -78,14 +82,15 @@ func TestLiveSyncP2PCLI(t *testing.T) {
 	host.waitFor(t, "serving the local replica")
 	r = c.run(t, a, env, append([]string{"p2p-sync", "laptop-b", "--device", "desktop-a", "--wait", "40s", "--json"}, room...)...)
 	var res struct {
-		OK         bool   `json:"ok"`
-		Device     string `json:"device"`
-		Platform   string `json:"platform"`
-		DocsPulled int    `json:"docs_pulled"`
-		PulledBack bool   `json:"pulled_back"`
+		OK         bool     `json:"ok"`
+		Device     string   `json:"device"`
+		Platform   string   `json:"platform"`
+		DocsPulled int      `json:"docs_pulled"`
+		PulledBack bool     `json:"pulled_back"`
+		Mismatch   []string `json:"tweak_mismatch"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || !res.OK || res.Device != "laptop-b" ||
-		res.Platform != "server" || res.DocsPulled < 2 || !res.PulledBack {
+		res.Platform != "server" || res.DocsPulled < 2 || !res.PulledBack || len(res.Mismatch) != 0 {
 		t.Fatalf("p2p-sync from A: exit %d\nstdout: %s\nstderr: %s\nhost: %s", r.code, r.stdout, r.stderr, host.output())
 	}
 	checkCat(t, c, a, env, map[string]string{"notes/from-b.md": "written on B\n"})

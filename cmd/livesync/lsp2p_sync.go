@@ -27,6 +27,10 @@ type lsp2pSync struct {
 	device string
 	pass   string
 	ad     livesyncrpc.Advertisement
+	// adopted: the replica took the peer's vault settings in this run,
+	// after the room was joined without them (the peer's differences
+	// from "no settings" say nothing).
+	adopted bool
 }
 
 func runLSP2PSync(env *cliEnv, args []string) error {
@@ -84,6 +88,7 @@ func (r *lsp2pSync) run(target string) error {
 		if err := r.adoptVault(); err != nil {
 			return err
 		}
+		r.adopted = true
 	}
 	return r.sync()
 }
@@ -201,6 +206,9 @@ func (r *lsp2pSync) sync() error {
 	pr.finish()
 	if err != nil {
 		return r.syncErr(res.Docs, err)
+	}
+	if r.adopted {
+		res.TweakMismatch = nil
 	}
 	if len(res.TweakMismatch) > 0 && !r.cf.quiet {
 		fmt.Fprintf(r.stderr, "warning: peer %s's vault settings differ from this vault's: %s\n", r.peerName(), safe(strings.Join(res.TweakMismatch, ", ")))
