@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -240,12 +242,15 @@ func TestTweakCheck(t *testing.T) {
 func TestSyncAndReqSync(t *testing.T) {
 	ctx := context.Background()
 	n := &network{}
+	var acksMu sync.Mutex
 	var acks []Progress
 	a := newNode(t, n, "aaaa", nil)
 	b := newNode(t, n, "bbbb", func(c *Config) {
 		c.OnProgress = func(p Progress) {
 			if p.Sending {
+				acksMu.Lock()
 				acks = append(acks, p)
+				acksMu.Unlock()
 			}
 		}
 	})
@@ -259,9 +264,19 @@ func TestSyncAndReqSync(t *testing.T) {
 	if len(leaves(t, a.st)) != 2 {
 		t.Fatal("sync did not join both sides")
 	}
-	// b was told of a's progress: one batch, then the end.
-	if len(acks) != 2 || acks[0].Info == nil || acks[0].Peer != "aaaa" || acks[1].Info != nil {
-		t.Fatalf("acknowledgements %+v", acks)
+	// b was told of a's progress: one batch, then the end (sent in the
+	// background, as the plugin sends them).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		acksMu.Lock()
+		got := slices.Clone(acks)
+		acksMu.Unlock()
+		if len(got) == 2 && got[0].Info != nil && got[0].Peer == "aaaa" && got[1].Info == nil {
+			break
+		}
+		if len(got) > 2 || time.Now().After(deadline) {
+			t.Fatalf("acknowledgements %+v", got)
+		}
+		time.Sleep(2 * time.Millisecond) // poll
 	}
 	// a peer that refuses to pull answers {error}.
 	c := newNode(t, n, "cccc", nil)

@@ -381,6 +381,7 @@ func (p *Peer) Pull(ctx context.Context, peer string, opts PullOptions) (Result,
 		delete(p.pulling, peer)
 		p.pullMu.Unlock()
 	}()
+	ack := p.startAcks(peer)
 	ro := ReplicateOptions{Rewind: opts.Rewind, BatchSize: opts.BatchSize,
 		Now: func() int64 { return p.cfg.Now().UnixMilli() },
 		OnBatch: func(ctx context.Context, docs []json.RawMessage, info ProgressInfo) {
@@ -388,7 +389,7 @@ func (p *Peer) Pull(ctx context.Context, peer string, opts PullOptions) (Result,
 				opts.OnBatch(ctx, docs, info)
 			}
 			p.progress(Progress{Peer: peer, Info: &info})
-			p.acknowledge(ctx, peer, &info)
+			ack.send(&info)
 			if p.broadcasting.Load() {
 				p.NotifyProgress(peer)
 			}
@@ -396,10 +397,11 @@ func (p *Peer) Pull(ctx context.Context, peer string, opts PullOptions) (Result,
 	res, err := replicate(ctx, r, Local{DB: p.cfg.DB, Name: p.cfg.DBName}, p.local, ro)
 	res.TweakMismatch = mismatch
 	if err != nil {
+		ack.close()
 		return res, err
 	}
 	p.progress(Progress{Peer: peer})
-	p.acknowledge(ctx, peer, nil)
+	ack.end()
 	return res, nil
 }
 
@@ -410,15 +412,76 @@ type PullOptions struct {
 	OnBatch   func(ctx context.Context, docs []json.RawMessage, info ProgressInfo)
 }
 
-// acknowledge tells peer about this peer's progress in pulling from it
-// (legacy/onProgressAcknowledged with its 500 ms timeout); a failure only
-// loses the peer's progress display.
-func (p *Peer) acknowledge(ctx context.Context, peer string, info *ProgressInfo) {
-	var arg any // null, as JSON.stringify writes an undefined in an array
-	if info != nil {
-		arg = info
+// ackQueue bounds the acknowledgements of one pull waiting to be sent.
+const ackQueue = 4
+
+// acks sends one pull's acknowledgements to the peer pulled from
+// (legacy/onProgressAcknowledged with its 500 ms timeout) in order, in
+// the background: the plugin fires them and goes on (void
+// acknowledgeProgress in TrysteroReplicator.replicateFrom), so a peer
+// slow to answer does not hold the pull up. When the queue is full a
+// batch's acknowledgement is dropped (it only feeds the peer's progress
+// display); the final one is always sent.
+type acks struct {
+	ch chan *ProgressInfo // nil when the peer is closing
+}
+
+// startAcks starts the sender of a pull's acknowledgements to peer.
+func (p *Peer) startAcks(peer string) acks {
+	p.notifyMu.Lock() // Close cancels under it: no Add after its Wait
+	defer p.notifyMu.Unlock()
+	if p.ctx.Err() != nil {
+		return acks{}
 	}
-	_, _ = p.room.Call(ctx, peer, MethodOnProgressAcknowledged, p.cfg.SelfID, arg)
+	ch := make(chan *ProgressInfo, ackQueue)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for info := range ch {
+			var arg any // null, as JSON.stringify writes an undefined in an array
+			if info != nil {
+				arg = info
+			}
+			_, _ = p.room.Call(p.ctx, peer, MethodOnProgressAcknowledged, p.cfg.SelfID, arg)
+		}
+	}()
+	return acks{ch}
+}
+
+// send queues a batch's acknowledgement, or drops it if the queue is full.
+func (a acks) send(info *ProgressInfo) {
+	if a.ch == nil {
+		return
+	}
+	select {
+	case a.ch <- info:
+	default:
+	}
+}
+
+// end queues the acknowledgement without progress that ends the pull
+// (making room for it if needed) and closes the queue.
+func (a acks) end() {
+	if a.ch == nil {
+		return
+	}
+	select {
+	case a.ch <- nil:
+	default:
+		select { // the sender is the only other party: it only takes
+		case <-a.ch:
+		default:
+		}
+		a.ch <- nil
+	}
+	close(a.ch)
+}
+
+// close closes the queue without an end (a failed pull sends none).
+func (a acks) close() {
+	if a.ch != nil {
+		close(a.ch)
+	}
 }
 
 // checkTweaks is the plugin's checkTweakValues.

@@ -31,17 +31,31 @@
 //
 // # Served methods
 //
-// db.info answers {db_name, doc_count, update_seq}; db.changes
-// [{since, style:"all_docs", limit}] answers {results:[{id, seq,
-// changes:[{rev}], deleted?}], last_seq}; db.revsDiff, db.bulkGet
-// ({docs:[{id, rev}], revs:true} → {results:[{id, docs:[{ok} or
-// {error}]}]}), db.get, db.put and db.bulkDocs answer as PouchDB does.
+// The shapes are PouchDB 9's. db.info answers {doc_count, update_seq,
+// db_name}; db.changes [{since, style:"all_docs", limit}] answers
+// {results:[{id, changes:[{rev}], deleted?, seq}], last_seq} (a limit of
+// 0 means 1, since "now" starts at update_seq); db.revsDiff; db.bulkGet
+// ({docs:[{id, rev?}], revs} → {results:[{id, docs:[one entry]}]} with
+// one result per entry: {ok: doc}, {missing: rev}, or {error: PouchDB
+// error object}); db.get, db.put and db.bulkDocs.
 // Sequences are the store's decimal sequences sent as JSON numbers, as
 // PouchDB's are. _local documents keep PouchDB's "0-N" revisions and
 // conflict rule (a write must name the current revision), so the
 // plugin's replication marks work unchanged. Errors cross as REMOTE_ERROR
 // with PouchDB's message ("missing" for an absent document,
-// "Document update conflict") and {status, name, reason} details.
+// "Document update conflict") and no details, as commonlib's
+// asRpcErrorShape sends a PouchDB error.
+//
+// # Bounds on a peer's requests
+//
+// An accepted peer is still treated as hostile: db.changes answers at
+// most MaxChangesRows (1,000) rows whatever limit it asks for (callers
+// follow last_seq); db.bulkGet takes at most MaxBulkGetDocs (2,000)
+// revisions and answers at most MaxBulkGetBytes; legacy/onProgress
+// announcements are coalesced (at most the pull running and one more per
+// peer); the rpcroom.Room serves at most 64 requests of one peer at a
+// time and bounds reassembled messages; JSON nested deeper than
+// encoding/json's limit is refused.
 //
 // The legacy/ commands take the caller's peer id as first argument:
 // !reqAuth (whether this peer accepts the caller), getTweakSettings
@@ -76,5 +90,6 @@
 // of 33 changes (revsDiff locally, db.bulkGet of the missing revisions,
 // BulkDocs with new_edits=false locally, then the checkpoint) until an
 // empty page. Each batch is acknowledged with
-// legacy/onProgressAcknowledged. Sync is Pull then legacy/reqSync.
+// legacy/onProgressAcknowledged, in the background as the plugin does.
+// Sync is Pull then legacy/reqSync.
 package livesyncrpc

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/livesync-go/livesync-go/engine/rpcroom"
 )
@@ -121,4 +122,42 @@ func repeat(s string, n int) string {
 		b = append(b, s...)
 	}
 	return string(b)
+}
+
+// A source that never answers legacy/onProgressAcknowledged does not
+// hold a pull up: the plugin fires its acknowledgements and goes on.
+func TestSlowAcknowledgementsDoNotHoldPull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &network{}
+		a, b := newNode(t, n, "aaaa", nil), newNode(t, n, "bbbb", nil)
+		meet(a, b)
+		for i := range 70 {
+			put(t, b.st, fmt.Sprintf("d%02d", i), `"v":1`)
+		}
+		release := make(chan struct{})
+		var acks int
+		var mu sync.Mutex
+		b.room.Handle(MethodOnProgressAcknowledged, func(context.Context, string, []json.RawMessage) (any, error) {
+			mu.Lock()
+			acks++
+			mu.Unlock()
+			<-release
+			return nil, nil
+		})
+		start := time.Now()
+		res, err := a.Pull(t.Context(), "bbbb", PullOptions{})
+		if err != nil || res.Batches != 3 {
+			t.Fatalf("pull %+v, %v", res, err)
+		}
+		if took := time.Since(start); took >= 500*time.Millisecond {
+			t.Fatalf("the pull took %v waiting for acknowledgements", took)
+		}
+		time.Sleep(4 * 500 * time.Millisecond) // each unanswered acknowledgement times out
+		synctest.Wait()
+		close(release)
+		a.Close()
+		if acks != 4 {
+			t.Fatalf("%d acknowledgements sent, want 3 batches and the end", acks)
+		}
+	})
 }
