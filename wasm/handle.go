@@ -29,11 +29,38 @@ type handle struct {
 	// passphrase is the vault's E2EE passphrase ("" if none), which
 	// doctor checks the remote's data with.
 	passphrase string
+	// closers run first when the handle shuts down (the P2P peers
+	// serving its replica).
+	closersMu sync.Mutex
+	closers   []func()
+}
+
+// handleExtensions add the methods of optional parts of the build (a
+// build tag may leave their files out) to each handle's object.
+var handleExtensions []func(h *handle, o js.Value)
+
+// onShutdown registers fn to run when the handle shuts down; false if it
+// has already.
+func (h *handle) onShutdown(fn func()) bool {
+	h.closersMu.Lock()
+	defer h.closersMu.Unlock()
+	if h.closed.Load() {
+		return false
+	}
+	h.closers = append(h.closers, fn)
+	return true
 }
 
 // shutdown releases everything open opened, in reverse order.
 func (h *handle) shutdown() {
+	h.closersMu.Lock()
 	h.closed.Store(true)
+	closers := h.closers
+	h.closers = nil
+	h.closersMu.Unlock()
+	for _, fn := range closers {
+		fn()
+	}
 	openHandles.remove(h)
 	h.cancel()
 	if h.events != nil {
@@ -96,6 +123,9 @@ func (h *handle) object() js.Value {
 		return func() (any, error) { h.shutdown(); return nil, nil }, nil
 	}))
 	o.Set("on", js.FuncOf(h.on))
+	for _, ext := range handleExtensions {
+		ext(h, o)
+	}
 	return o
 }
 

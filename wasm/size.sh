@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the three variants of livesync.wasm, shrinks each with wasm-opt
+# Builds the four variants of livesync.wasm, shrinks each with wasm-opt
 # when that makes it smaller, checks that each still loads and runs
 # (variant-check.mjs), prints their sizes (raw, gzip -9, brotli -q 11) and
 # fails when one is over its budget (brotli bytes):
@@ -7,17 +7,20 @@
 #   core   -tags nocouchdb,nos3   engine, storage, no remote   ≤ 1,200,000
 #   couch  -tags nos3             core + the CouchDB remote    (no budget)
 #   full   (no tags)              core + CouchDB and S3        ≤ 3,000,000
+#   p2p    -tags p2p              full + LiveSync P2P          ≤ 3,100,000
 #
 # Needs go, node, gzip, brotli and wasm-opt (binaryen; Debian's 108 works).
 # SIZE_OUT=DIR keeps the modules there (default: a temporary folder);
 # SIZE_WASM_OPT=0 skips wasm-opt (one to three minutes per variant);
-# SIZE_BUDGET_CORE and SIZE_BUDGET_FULL replace the budgets.
+# SIZE_BUDGET_CORE, SIZE_BUDGET_FULL and SIZE_BUDGET_P2P replace the
+# budgets.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./buildflags.sh
 
 budget_core=${SIZE_BUDGET_CORE:-1200000}
 budget_full=${SIZE_BUDGET_FULL:-3000000}
+budget_p2p=${SIZE_BUDGET_P2P:-3100000}
 
 for tool in go node gzip brotli; do
 	command -v "$tool" >/dev/null || { echo "size.sh: $tool is not installed" >&2; exit 2; }
@@ -45,7 +48,7 @@ opt_flags=(-Oz --enable-sign-ext --enable-nontrapping-float-to-int --enable-bulk
 
 rows=()
 failed=0
-for spec in core:nocouchdb,nos3 couch:nos3 full:; do
+for spec in core:nocouchdb,nos3 couch:nos3 full: p2p:p2p; do
 	name=${spec%%:*} tags=${spec#*:}
 	mod="$out/livesync-$name.wasm"
 	wasm_build "$mod" "$tags"
@@ -69,6 +72,7 @@ for spec in core:nocouchdb,nos3 couch:nos3 full:; do
 	case $name in
 	core) budget=$budget_core ;;
 	full) budget=$budget_full ;;
+	p2p) budget=$budget_p2p ;;
 	esac
 	verdict=ok
 	if [ "$budget" != - ] && [ "$b" -gt "$budget" ]; then

@@ -197,6 +197,83 @@ export interface LiveSync {
   done: Promise<void>;
 }
 
+/** vault.p2p()'s options: the plugin's P2P settings. */
+export interface P2POptions {
+  /** The room (the plugin's P2P_roomID, its group). */
+  roomId: string;
+  /** The room's passphrase (P2P_passphrase); "" or absent for none. */
+  passphrase?: string;
+  /** Nostr relays for the signalling (P2P_relays): ws:// or wss:// URLs. */
+  relays: string[];
+  /** Trystero's appId (P2P_AppID); default "self-hosted-livesync". */
+  appId?: string;
+  /** The advertised device name (default "livesync-go-wasm"). */
+  deviceName?: string;
+  /** The vault's name: the database is NAME-livesync-v2 (default "livesync-go"). */
+  vaultName?: string;
+  /** The advertised platform (default "server"). */
+  platform?: string;
+  /** Patterns (comma-separated regular expressions) of device names accepted or denied without asking. */
+  autoAccept?: string;
+  autoDeny?: string;
+  /** Patterns of device names whose legacy/onProgress makes this peer pull from them. */
+  follow?: string;
+  /**
+   * Asked about a peer no pattern or earlier answer covers: true/false (for this session), or
+   * {accept, temporary: false} to remember it by device name while the peer object lives.
+   * Without it, such peers are refused.
+   */
+  ask?: (ad: P2PAdvertisement) => boolean | { accept: boolean; temporary?: boolean } | Promise<boolean | { accept: boolean; temporary?: boolean }>;
+  /** STUN server URLs; default trystero's list, [] for none (host candidates only). */
+  stun?: string[];
+  turn?: { urls: string | string[]; username?: string; credential?: string }[];
+  /** ICE transport policy "relay" (needs a TURN server). */
+  relayOnly?: boolean;
+  /** The host's constructors; default globalThis.RTCPeerConnection and globalThis.WebSocket. */
+  host?: { RTCPeerConnection?: unknown; WebSocket?: unknown };
+}
+
+export interface P2PAdvertisement { peerId: string; name: string; platform: string }
+
+export interface P2PPeerEvent {
+  kind: "join" | "leave" | "error";
+  peerId: string;
+  /** On "error": "wrong_room_passphrase" when the peer's room passphrase differs. */
+  error?: { message: string; code: ErrorCode | "wrong_room_passphrase"; stage: string; docId: string };
+}
+
+export interface P2PProgressEvent {
+  peerId: string;
+  /** false: this peer pulls from peerId; true: peerId acknowledged pulling from this peer. */
+  sending: boolean;
+  /** The replication ended (no lastSeq then). */
+  done: boolean;
+  lastSeq?: number;
+  maxSeqInBatch?: number;
+}
+
+export interface P2PResult { peerId: string; docs: number; batches: number; tweakMismatch: string[] }
+
+/** A vault's P2P peer (livesync-p2p.wasm only). */
+export interface P2PPeer {
+  /** This peer's Trystero id. */
+  id: string;
+  /** The peers present that advertised themselves. */
+  peers(): Promise<P2PAdvertisement[]>;
+  /**
+   * The plugin's sync with a peer named by id or device name (waiting up to wait ms, default
+   * 30 s, for it): pull from it, then ask it to pull from this vault (legacy/reqSync).
+   */
+  sync(peer: string, options?: { wait?: number; rewind?: boolean }): Promise<P2PResult>;
+  pull(peer: string, options?: { wait?: number; rewind?: boolean }): Promise<P2PResult>;
+  /** Tells the peers that this vault changed (legacy/onProgress); followers pull. */
+  notify(): Promise<void>;
+  on(topic: "peer", fn: (e: P2PPeerEvent) => void): () => void;
+  on(topic: "progress", fn: (e: P2PProgressEvent) => void): () => void;
+  /** Leaves the room (closing the vault does too). */
+  close(): Promise<void>;
+}
+
 export interface Vault {
   /**
    * sync(), pull(), push() and live() first check the remote again, as the plugin does: a remote
@@ -228,6 +305,12 @@ export interface Vault {
    * "status": every event that is not a file event (held-count, hunt-found, sync-*).
    */
   on(topic: "file" | "held" | "status", fn: (e: VaultEvent) => void): () => void;
+  /**
+   * Joins a LiveSync P2P room (the plugin's P2P mode) and serves this vault's replica to the
+   * peers there, in the plugin's plaintext local form, over the host's RTCPeerConnection and
+   * WebSocket. Only in livesync-p2p.wasm (absent from the other builds).
+   */
+  p2p?(options: P2POptions): Promise<P2PPeer>;
   close(): Promise<void>;
 }
 

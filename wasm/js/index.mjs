@@ -46,18 +46,28 @@ async function instantiate(src, imports) {
   return (await WebAssembly.instantiate(src, imports)).instance;
 }
 
-// wrapVault makes on() throw the Error the module returns for wrong
+// wrapOn makes on() throw the Error the module returns for wrong
 // arguments (a Go function cannot throw).
-function wrapVault(vault) {
-  const on = vault.on;
-  vault.on = (topic, fn) => {
+function wrapOn(obj) {
+  const on = obj.on;
+  obj.on = (topic, fn) => {
     const off = on(topic, fn);
     if (off instanceof Error) {
       throw off;
     }
     return off;
   };
-  return vault;
+  return obj;
+}
+
+// wrapVault wraps the vault's on() and that of the P2P peers it joins
+// (a module built without P2P has no p2p method).
+function wrapVault(vault) {
+  const p2p = vault.p2p;
+  if (p2p) {
+    vault.p2p = async (opts) => wrapOn(await p2p(opts));
+  }
+  return wrapOn(vault);
 }
 
 /**
