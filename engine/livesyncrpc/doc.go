@@ -51,7 +51,9 @@
 // An accepted peer is still treated as hostile: db.changes answers at
 // most MaxChangesRows (1,000) rows whatever limit it asks for (callers
 // follow last_seq); db.bulkGet takes at most MaxBulkGetDocs (2,000)
-// revisions and answers at most MaxBulkGetBytes; legacy/onProgress
+// revisions and answers at most MaxBulkGetBytes; db.revsDiff takes at
+// most MaxRevsDiffRevs (10,000) revisions, db.bulkDocs at most
+// MaxBulkDocs (2,000) documents; legacy/onProgress
 // announcements are coalesced (at most the pull running and one more per
 // peer); the rpcroom.Room serves at most 64 requests of one peer at a
 // time and bounds reassembled messages; JSON nested deeper than

@@ -104,6 +104,21 @@ func TestHostileBounds(t *testing.T) {
 	if err != nil || len(got) < MaxBulkGetDocs*10 {
 		t.Fatalf("bulkGet of %d revisions: %d bytes, %v", MaxBulkGetDocs, len(got), err)
 	}
+	diff := map[string][]string{}
+	for i := range MaxRevsDiffRevs + 1 {
+		diff[fmt.Sprint(i)] = []string{"1-a"}
+	}
+	if _, err := call(t, b, MethodRevsDiff, diff); err == nil || !strings.Contains(err.Error(), "more than 10000") {
+		t.Fatalf("revsDiff of %d revisions: %v", len(diff), err)
+	}
+	many := make([]json.RawMessage, MaxBulkDocs+1)
+	for i := range many {
+		many[i] = json.RawMessage(fmt.Sprintf(`{"_id":"m%05d","_rev":"1-a"}`, i))
+	}
+	if _, err := call(t, b, MethodBulkDocs, many, map[string]bool{"new_edits": false}); err == nil ||
+		!strings.Contains(err.Error(), "at most 2000") {
+		t.Fatalf("bulkDocs of %d documents: %v", MaxBulkDocs+1, err)
+	}
 	// Deep nesting is refused by the JSON decoder, not by a crash.
 	deep := json.RawMessage(fmt.Sprintf("%s1%s", repeat("[", 20000), repeat("]", 20000)))
 	for _, m := range []string{MethodChanges, MethodBulkGet, MethodRevsDiff, MethodBulkDocs, MethodPut} {

@@ -147,10 +147,23 @@ func (p *Peer) handleChanges(ctx context.Context, _ string, args []json.RawMessa
 	return changesAnswer{Results: rows, LastSeq: seqJSON(last)}, nil
 }
 
+// MaxRevsDiffRevs bounds the revisions one db.revsDiff may name, and
+// MaxBulkDocs the documents one db.bulkDocs may write.
+const (
+	MaxRevsDiffRevs = 10000
+	MaxBulkDocs     = MaxBulkGetDocs
+)
+
 func (p *Peer) handleRevsDiff(ctx context.Context, _ string, args []json.RawMessage) (any, error) {
 	var req map[string][]string
 	if err := arg(args, 0, &req); err != nil {
 		return nil, err
+	}
+	total := 0
+	for _, revs := range req {
+		if total += max(1, len(revs)); total > MaxRevsDiffRevs {
+			return nil, badRequest("revsDiff of more than %d revisions", MaxRevsDiffRevs)
+		}
 	}
 	missing, err := p.cfg.DB.RevsDiff(ctx, req)
 	if err != nil {
@@ -439,6 +452,9 @@ func (p *Peer) handleBulkDocs(ctx context.Context, _ string, args []json.RawMess
 	}
 	if opts.NewEdits != nil {
 		newEdits = *opts.NewEdits
+	}
+	if len(docs) > MaxBulkDocs {
+		return nil, badRequest("bulkDocs of %d documents; at most %d at a time", len(docs), MaxBulkDocs)
 	}
 	var res []engine.BulkDocResult
 	var err error
