@@ -46,7 +46,7 @@ const lsp2pUserPrefix = "livesync-p2p:"
 const (
 	lsp2pOpenTimeout  = 30 * time.Second
 	lsp2pHuntInterval = 2 * time.Second  // the hunt's sources follow the devices present
-	lsp2pCheckEvery   = 5                // hunt intervals between checks of the vault's codec and settings
+	lsp2pCheckEvery   = 1                // hunt intervals between checks of the vault's codec and settings
 	lsp2pMaxRetry     = 60 * time.Second // the longest wait before joining again after a failure
 )
 
@@ -355,7 +355,7 @@ func (rm *lsp2pRoom) open(ctx context.Context) (string, error) {
 			STUN: stun, TURN: turn, RelayOnly: sp.relayOnly, LoopbackOnly: sp.loopbackOnly},
 		Peer: livesyncrpc.Config{DB: decorate.CodecView(db, v.codec, decorate.CodecOptions{Plain: plainErr}),
 			DBName: livesyncrpc.DBName(sp.db), DeviceName: sp.device, Tweaks: v.tweaks, Passphrase: rm.passphrase,
-			AutoAccept: sp.autoAccept, AutoDeny: sp.autoDeny, Follow: "~.*", Broadcasting: sp.broadcast,
+			AutoAccept: sp.autoAccept, AutoDeny: sp.autoDeny, Follow: "~.*",
 			OnProgress: rm.onProgress},
 		Logger: rm.log,
 	}
@@ -377,7 +377,7 @@ func (rm *lsp2pRoom) open(ctx context.Context) (string, error) {
 		go func() {
 			// Ends when the node closes.
 			if err := h.Broadcast(context.Background()); err != nil && !errors.Is(err, context.Canceled) {
-				rm.log.Debug("broadcasting changes ended", "err", err)
+				rm.log.Warn("broadcasting changes to the devices ended", "err", err)
 			}
 		}()
 	}

@@ -69,7 +69,8 @@ func openUnitPeer(t *testing.T, rn *running, name string, db store.Store) *lives
 	n, err := livesyncp2p.Open(ctx, livesyncp2p.Config{
 		Room: trysteronet.Config{RoomID: unitRoom, Password: trystero.RoomPassword(unitRoomPass),
 			Relays: []string{"ws" + strings.TrimPrefix(rn.url, "http") + nostrPath}, STUN: []string{}, LoopbackOnly: true},
-		Peer: livesyncrpc.Config{DB: db, DBName: livesyncrpc.DBName("vault"), DeviceName: name, AutoAccept: defaultLSP2PDevice},
+		Peer: livesyncrpc.Config{DB: db, DBName: livesyncrpc.DBName("vault"), DeviceName: name, AutoAccept: defaultLSP2PDevice,
+			Follow: defaultLSP2PDevice},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +134,14 @@ func TestLiveSyncP2PRoomSyncs(t *testing.T) {
 	if ids := rn.changedIDs("vault"); !slices.Contains(ids, peerMeta.ID()) {
 		t.Fatalf("the relay lacks the device's note: %v", ids)
 	}
+	// The relay announces a CouchDB client's later note; the device,
+	// which watches it, pulls.
+	laterMeta, laterChunks := note(t, codec, "Later.md", "pushed after the sync\n")
+	rn.pushDocs("vault", append([]livesync.Doc{laterMeta}, laterChunks...)...)
+	waitUntil(t, "the device to pull the relay's change", func() bool {
+		_, err := db.Get(ctx, laterMeta.ID(), store.GetOptions{})
+		return err == nil
+	}, rn.out.String)
 	st := rn.lsp2pStatus()
 	if len(st.Peers) != 1 || st.Peers[0].Name != "go-peer" || !st.Peers[0].Accepted || st.PullsServed < 1 || st.PullsMade < 1 ||
 		st.DocumentsIn < 1 || st.DocumentsOut < 1 || st.SelfID == "" || st.DeviceName != defaultLSP2PDevice {
