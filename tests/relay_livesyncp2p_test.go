@@ -202,14 +202,17 @@ func decodedMap(t *testing.T, docs []json.RawMessage, codec *livesync.Codec) map
 
 // TestRelayLiveSyncP2P runs the relay binary as an always-on device of a
 // LiveSync P2P room on its own /_nostr. A CouchDB client sets the vault
-// up (handshake with the plugin's E2EE settings) and pushes a note; a Go
+// up (handshake with the plugin's E2EE settings) and pushes a note. A Go
 // LiveSync device holding the plugin's E2EE vault dump in plaintext
-// syncs with the relay (pull, then the relay pulls through reqSync):
-// the CouchDB client then reads the whole dump, encrypted with the
-// vault's codec, and the device the client's note, and both hold the
-// same documents and revisions. A note the device has without its
-// chunks is held on the relay, served neither over HTTP nor to another
-// device, until the hunt fetches the chunks from the device.
+// syncs with the relay (pull, then the relay pulls through reqSync)
+// while a PouchDB device (the plugin's replication) syncs its own note
+// over HTTP at the same time. Then the CouchDB side reads the whole
+// dump, encrypted with the vault's codec, the P2P device has both HTTP
+// clients' notes, and all hold the same documents and revisions. A later
+// HTTP write reaches the device through the relay's broadcast. A note
+// the device has without its chunks is held on the relay, served
+// neither over HTTP nor to another device, until the hunt fetches the
+// chunks from the device.
 func TestRelayLiveSyncP2P(t *testing.T) {
 	d := readVaultDump(t)
 	pass := d.FixedValues.Passphrase
@@ -230,11 +233,13 @@ func TestRelayLiveSyncP2P(t *testing.T) {
 		return s.Rejoins >= 1 && s.State == "joined"
 	}, func() string { return r.p.output() })
 	t.Logf("it joined again with the vault's settings %v after the start", time.Since(t0).Round(time.Millisecond))
-	httpMeta, httpChunks := relayMainNote(t, codec, "From CouchDB.md", "# Written by a CouchDB client\n")
-	if res, err := db.BulkDocs(ctx, append([]json.RawMessage{httpMeta}, httpChunks...)); err != nil || slices.ContainsFunc(res, func(r engine.BulkDocResult) bool { return r.Error != "" }) {
-		t.Fatalf("push over HTTP: %v %+v", err, res)
-	}
+	want := dumpInputs(t, d)
+	httpMeta := lsp2pPush(t, db, codec, want, "From CouchDB.md", "# Written by a CouchDB client\n")
 
+	pouch := startDevice(t, couchEnv{url: r.p.url, user: "admin", password: lsp2pAdminPass}, "vault", "pouch")
+	pouchMeta, pouchChunks := relayMainNote(t, codec, "From PouchDB.md", "# Written on a PouchDB device\n")
+	want["From PouchDB.md"] = []byte("# Written on a PouchDB device\n")
+	pouch.load(append([]json.RawMessage{pouchMeta}, pouchChunks...))
 	dev := newMemoryStore(t)
 	dump := plainDump(t, d)
 	if _, err := dev.BulkDocs(ctx, dump); err != nil {
@@ -242,40 +247,76 @@ func TestRelayLiveSyncP2P(t *testing.T) {
 	}
 	n := lsp2pDevice(t, r, "go-device", pass, dev)
 	start := time.Now()
-	res, err := n.Sync(ctx, "relay", livesyncrpc.PullOptions{})
-	if err != nil {
-		t.Fatalf("the device's sync with the relay: %v", err)
+	type syncRes struct {
+		res livesyncrpc.Result
+		err error
 	}
-	t.Logf("sync in %v: the device pulled %d documents, the relay the %d of the dump; tweak differences %v",
-		time.Since(start).Round(time.Millisecond), res.Docs, len(dump), res.TweakMismatch)
-	if !slices.ContainsFunc(storeDocs(t, dev), func(d json.RawMessage) bool { return strings.Contains(string(d), httpMeta1(t, httpMeta)) }) {
-		t.Error("the device lacks the CouchDB client's note")
+	done := make(chan syncRes, 1)
+	go func() {
+		res, err := n.Sync(ctx, "relay", livesyncrpc.PullOptions{})
+		done <- syncRes{res, err}
+	}()
+	pr := pouch.sync()
+	sr := <-done
+	if sr.err != nil {
+		t.Fatalf("the device's sync with the relay: %v", sr.err)
 	}
+	t.Logf("at once in %v: the P2P device pulled %d documents, the relay the %d of the dump; the PouchDB device pushed %d, pulled %d; tweak differences %v",
+		time.Since(start).Round(time.Millisecond), sr.res.Docs, len(dump), pr.Push.DocsWritten, pr.Pull.DocsWritten, sr.res.TweakMismatch)
 	// A note whose chunks came in a later batch is released once they
-	// are stored.
+	// are stored; the P2P device gets the PouchDB note by its sync or the
+	// relay's broadcast.
 	upPoll(t, "no note held on the relay", func() bool { return r.lsp2pStatus(t).Databases[0].HeldDocuments == 0 }, nil)
+	lsp2pWaitDoc(t, dev, httpMeta, httpMeta1(t, pouchMeta))
 
 	// A CouchDB client's later note reaches the device without a sync of
 	// its own: the relay announces the change and the device pulls.
-	laterMeta, laterChunks := relayMainNote(t, codec, "Later.md", "written over HTTP after the sync\n")
 	start = time.Now()
-	if res, err := db.BulkDocs(ctx, append([]json.RawMessage{laterMeta}, laterChunks...)); err != nil || slices.ContainsFunc(res, func(r engine.BulkDocResult) bool { return r.Error != "" }) {
-		t.Fatalf("push over HTTP: %v %+v", err, res)
-	}
-	upPoll(t, "the device to pull the relay's change", func() bool {
-		_, err := dev.Get(ctx, httpMeta1(t, laterMeta), store.GetOptions{})
-		return err == nil
-	}, nil)
+	lsp2pWaitDoc(t, dev, lsp2pPush(t, db, codec, want, "Later.md", "written over HTTP after the sync\n"))
 	t.Logf("the relay's broadcast brought a CouchDB client's note to the device in %v", time.Since(start).Round(time.Millisecond))
-	relayDocs := decodedMap(t, dbDocs(t, db), codec)
-	sameDocs(t, "the device and the CouchDB client", docMap(t, storeDocs(t, dev)), relayDocs)
-	files, _ := decodeDocs(t, dbDocs(t, db), codec)
-	want := dumpInputs(t, d)
-	want["From CouchDB.md"] = []byte("# Written by a CouchDB client\n")
-	want["Later.md"] = []byte("written over HTTP after the sync\n")
-	sameFiles(t, files, want)
+	pouch.sync()
+	pouch.fetchChunks(codec)
+
+	devDocs := docMap(t, storeDocs(t, dev))
+	sameDocs(t, "the P2P device and the relay over HTTP", devDocs, decodedMap(t, dbDocs(t, db), codec))
+	pouchDocs := decodedMap(t, pouch.docs(), codec)
+	for id, doc := range devDocs {
+		if p, ok := pouchDocs[id]; (ok || !strings.HasPrefix(id, "h:")) && p != doc {
+			t.Fatalf("the P2P device and the PouchDB device: %s differs:\n%s\n%s", id, doc, p)
+		}
+	}
+	for _, docs := range [][]json.RawMessage{dbDocs(t, db), pouch.docs()} {
+		files, _ := decodeDocs(t, docs, codec)
+		sameFiles(t, files, want)
+	}
 
 	testLSP2PHeldUntilChunks(t, r, n, db, dev, codec)
+}
+
+// lsp2pPush writes a note over HTTP and adds it to want; it returns its
+// metadata's id.
+func lsp2pPush(t *testing.T, db *couchdb.DB, codec *livesync.Codec, want map[string][]byte, path, text string) string {
+	t.Helper()
+	meta, chunks := relayMainNote(t, codec, path, text)
+	res, err := db.BulkDocs(ctxT(t), append([]json.RawMessage{meta}, chunks...))
+	if err != nil || slices.ContainsFunc(res, func(r engine.BulkDocResult) bool { return r.Error != "" }) {
+		t.Fatalf("push over HTTP: %v %+v", err, res)
+	}
+	want[path] = []byte(text)
+	return httpMeta1(t, meta)
+}
+
+// lsp2pWaitDoc waits until st has every id.
+func lsp2pWaitDoc(t *testing.T, st store.Store, ids ...string) {
+	t.Helper()
+	upPoll(t, "the P2P device to have "+strings.Join(ids, ", "), func() bool {
+		for _, id := range ids {
+			if _, err := st.Get(ctxT(t), id, store.GetOptions{}); err != nil {
+				return false
+			}
+		}
+		return true
+	}, nil)
 }
 
 // testLSP2PHeldUntilChunks: the device's new note crosses metadata first
