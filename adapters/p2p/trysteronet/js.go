@@ -121,10 +121,23 @@ func newSerial() *serial {
 	return s
 }
 
-func (s *serial) post(fn func()) {
+func (s *serial) post(fn func()) { s.postBounded(fn, -1) }
+
+// postBounded posts fn unless limit (>= 0) functions wait already; it
+// reports whether it did.
+func (s *serial) postBounded(fn func(), limit int) bool {
 	s.mu.Lock()
+	if limit >= 0 && len(s.q) >= limit {
+		s.mu.Unlock()
+		return false
+	}
 	s.q = append(s.q, fn)
 	s.mu.Unlock()
+	s.notify()
+	return true
+}
+
+func (s *serial) notify() {
 	select {
 	case s.wake <- struct{}{}:
 	default:

@@ -4,6 +4,7 @@ package trysteronet
 
 import (
 	"errors"
+	"sync"
 	"syscall/js"
 
 	"github.com/livesync-go/livesync-go/engine/trystero"
@@ -47,7 +48,14 @@ type jsPeer struct {
 	pc     js.Value
 	events *serial
 	h      handlers
+	mu     sync.Mutex
+	chans  []*jsChannel
 }
+
+// maxQueuedMessages bounds the messages received and not handled yet
+// (the browser does not push back on the sender once JS has taken them):
+// past it, a peer flooding the channel loses its own messages.
+const maxQueuedMessages = 1024
 
 func (p *jsPeer) CreateDataChannel(label string) (rtcChannel, error) {
 	var dc js.Value
@@ -59,7 +67,11 @@ func (p *jsPeer) CreateDataChannel(label string) (rtcChannel, error) {
 
 func (p *jsPeer) channel(dc js.Value) *jsChannel {
 	dc.Set("binaryType", "arraybuffer")
-	return &jsChannel{p: p, dc: dc}
+	c := &jsChannel{p: p, dc: dc}
+	p.mu.Lock()
+	p.chans = append(p.chans, c)
+	p.mu.Unlock()
+	return c
 }
 
 func (p *jsPeer) OnDataChannel(fn func(rtcChannel)) {
@@ -172,6 +184,12 @@ func (p *jsPeer) AddCandidate(c trystero.ICECandidate) error {
 func (p *jsPeer) Close() error {
 	err := try(func() { p.pc.Call("close") })
 	p.h.release()
+	p.mu.Lock()
+	for _, c := range p.chans {
+		c.h.release()
+	}
+	p.chans = nil
+	p.mu.Unlock()
 	p.events.stop()
 	return err
 }
@@ -201,7 +219,7 @@ func (c *jsChannel) OnOpen(fn func()) {
 func (c *jsChannel) OnMessage(fn func([]byte)) {
 	c.h.set(c.dc, "onmessage", func(ev js.Value) {
 		if b, ok := bytesOf(ev.Get("data")); ok {
-			c.p.events.post(func() { fn(b) })
+			c.p.events.postBounded(func() { fn(b) }, maxQueuedMessages)
 		}
 	})
 }
