@@ -66,7 +66,8 @@ type Config struct {
 	// (default 60 s).
 	StreamIdleTimeout time.Duration
 	// MaxMessageBytes bounds the reassembled size of one incoming
-	// stream (default 64 MiB); MaxParts bounds its number of parts
+	// stream, and of all of one peer's incomplete streams together
+	// (default 64 MiB); MaxParts bounds its number of parts
 	// (default 262144); MaxStreamsPerPeer bounds the incomplete streams
 	// a peer may have open at once (default 16).
 	MaxMessageBytes   int

@@ -29,7 +29,8 @@
 // writes such halves as \udxxx escapes. The receiver keeps parts by
 // stream, asks for missing indices after ChunkMissingRetry (150 ms) of
 // quiet, and acknowledges a complete stream with an empty list; streams
-// are bounded in parts, bytes, number per peer and idle time.
+// are bounded in parts, bytes (per stream and per peer), number per
+// peer and idle time.
 //
 // encoding/json would turn each lone \udxxx into U+FFFD and break such a
 // pair. This package decodes payload strings itself into WTF-8 (UTF-8

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,3 +69,32 @@ func TestRequestFloodBounded(t *testing.T) {
 }
 
 func isTimeout(err error) bool { return errors.Is(err, ErrTimeout) }
+
+// A peer's incomplete streams together hold at most MaxMessageBytes:
+// a peer cannot pile MaxStreamsPerPeer streams of MaxMessageBytes each.
+func TestPeerStreamBytesBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, n, wb := pair(t, func(c *Config) { c.MaxStreamsPerPeer, c.MaxMessageBytes = 4, 1000 })
+		c, _ := New(Config{Transport: endpoint{n, "C"}})
+		n.rooms["C"] = c
+		defer c.Close()
+		_ = a
+		b.Receive("A", chunkMsg("s1", 0, 2, strings.Repeat("x", 600)))
+		b.Receive("A", chunkMsg("s2", 0, 2, strings.Repeat("x", 600)))
+		if got := wb.count(ErrLimit); got != 1 {
+			t.Fatalf("%d limit warnings for 1,200 bytes held, want 1", got)
+		}
+		// Another peer has its own allowance.
+		b.Receive("C", chunkMsg("s3", 0, 2, strings.Repeat("x", 600)))
+		if got := wb.count(ErrLimit); got != 1 {
+			t.Fatalf("another peer's stream was refused")
+		}
+		b.PeerLeft("A")
+		b.PeerLeft("C")
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(b.inBytes) != 0 {
+			t.Fatalf("bytes still counted after the peers left: %v", b.inBytes)
+		}
+	})
+}

@@ -37,6 +37,7 @@ type Room struct {
 	out       map[string]*outStream    // chunked envelopes sent, by stream id
 	in        map[peerKey]*inStream    // chunked envelopes arriving
 	inPerPeer map[string]int           // len of in per peer
+	inBytes   map[string]int           // bytes held in in per peer
 	done      map[string][]string      // recently completed stream ids per peer
 	versions  map[string]peerVersion   // from handshakes
 	serving   map[string]int           // requests being served per peer
@@ -79,6 +80,7 @@ func New(cfg Config) (*Room, error) {
 		out:       map[string]*outStream{},
 		in:        map[peerKey]*inStream{},
 		inPerPeer: map[string]int{},
+		inBytes:   map[string]int{},
 		done:      map[string][]string{},
 		versions:  map[string]peerVersion{},
 		serving:   map[string]int{},
@@ -225,6 +227,7 @@ func (r *Room) PeerLeft(peer string) {
 		}
 	}
 	delete(r.inPerPeer, peer)
+	delete(r.inBytes, peer)
 	delete(r.done, peer)
 	for id, o := range r.out {
 		if o.peer == peer {

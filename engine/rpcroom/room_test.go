@@ -527,7 +527,7 @@ func TestHostileStreams(t *testing.T) {
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if len(b.in) != 0 || len(b.inPerPeer) != 0 {
+		if len(b.in) != 0 || len(b.inPerPeer) != 0 || len(b.inBytes) != 0 {
 			t.Errorf("B still holds %d streams", len(b.in))
 		}
 	})

@@ -150,8 +150,10 @@ func (r *Room) onChunk(peer string, w Wire) ([]byte, bool) {
 		r.warnLocked(peer, fmt.Errorf("%w: part says %d parts, stream has %d", ErrMalformed, w.Total, s.total))
 		return nil, false
 	}
-	s.size += len(w.Payload) - len(s.parts[w.Index])
-	if s.size > r.cfg.MaxMessageBytes {
+	delta := len(w.Payload) - len(s.parts[w.Index])
+	s.size += delta
+	r.inBytes[peer] += delta
+	if s.size > r.cfg.MaxMessageBytes || r.inBytes[peer] > r.cfg.MaxMessageBytes {
 		r.dropInLocked(k, s)
 		r.warnLocked(peer, fmt.Errorf("%w: more than %d bytes", ErrLimit, r.cfg.MaxMessageBytes))
 		return nil, false
@@ -182,6 +184,9 @@ func (r *Room) onChunk(peer string, w Wire) ([]byte, bool) {
 func (r *Room) dropInLocked(k peerKey, s *inStream) {
 	s.stop()
 	delete(r.in, k)
+	if r.inBytes[k.peer] -= s.size; r.inBytes[k.peer] <= 0 {
+		delete(r.inBytes, k.peer)
+	}
 	if r.inPerPeer[k.peer]--; r.inPerPeer[k.peer] <= 0 {
 		delete(r.inPerPeer, k.peer)
 	}
