@@ -516,8 +516,9 @@ func (p *Peer) checkTweaks(ctx context.Context, r remote) ([]string, error) {
 var ErrRemoteSync = errors.New("livesyncrpc: the peer could not pull from this one")
 
 // Sync is the plugin's "sync" with peer: Pull, then legacy/reqSync, which
-// asks the peer to pull from this one and waits for it (no timeout). The
-// peer's {error} answer is an error wrapping ErrRemoteSync.
+// asks the peer to pull from this one and waits for it (no timeout). An
+// answer other than {ok:true} is an error wrapping ErrRemoteSync, as in
+// the plugin's p2p-sync command (src/apps/cli/commands/p2p.ts).
 func (p *Peer) Sync(ctx context.Context, peer string, opts PullOptions) (Result, error) {
 	res, err := p.Pull(ctx, peer, opts)
 	if err != nil {
@@ -534,11 +535,16 @@ func (p *Peer) Sync(ctx context.Context, peer string, opts PullOptions) (Result,
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		return res, &engine.Error{Stage: engine.StageProtocol, Op: MethodReqSync, Err: fmt.Errorf("%w: %v", engine.ErrMalformed, err)}
 	}
-	if len(ans.Error) > 0 && string(ans.Error) != "null" && string(ans.Error) != "false" {
+	if !ans.OK {
+		// As the plugin's p2p-sync command: anything but ok:true fails
+		// (an Error object arrives as {}; this peer's carry a message).
 		var e struct {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(ans.Error, &e)
+		if e.Message == "" {
+			return res, ErrRemoteSync
+		}
 		return res, fmt.Errorf("%w: %s", ErrRemoteSync, e.Message)
 	}
 	return res, nil

@@ -192,3 +192,21 @@ func TestParseSeqAsJavaScript(t *testing.T) {
 		}
 	}
 }
+
+// Sync fails unless the peer answers legacy/reqSync with ok:true, as the
+// plugin's p2p-sync command does; the plugin's Error objects arrive as {}.
+func TestSyncNeedsOK(t *testing.T) {
+	for answer, ok := range map[string]bool{`{"ok":true}`: true, `{"error":{}}`: false, `{}`: false,
+		`{"ok":false}`: false, `{"error":{"message":"busy"}}`: false} {
+		n := &network{}
+		a, b := newNode(t, n, "aaaa", nil), newNode(t, n, "bbbb", nil)
+		meet(a, b)
+		b.room.Handle(MethodReqSync, func(context.Context, string, []json.RawMessage) (any, error) {
+			return json.RawMessage(answer), nil
+		})
+		_, err := a.Sync(t.Context(), "bbbb", PullOptions{})
+		if ok != (err == nil) || (!ok && !errors.Is(err, ErrRemoteSync)) {
+			t.Errorf("reqSync answered %s: %v", answer, err)
+		}
+	}
+}
