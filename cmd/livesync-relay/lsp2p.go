@@ -136,13 +136,16 @@ func (r *relay) runLiveSyncP2P() {
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.cancel = cancel
 	for _, rm := range rt.rooms {
-		rm.relays = nil
+		var relays []string
 		for _, u := range rm.spec.relays {
 			if u == selfNostr {
 				u = self
 			}
-			rm.relays = append(rm.relays, u)
+			relays = append(relays, u)
 		}
+		rm.mu.Lock() // /status reads it: the server serves already
+		rm.relays = relays
+		rm.mu.Unlock()
 		rt.wg.Add(1)
 		go func() {
 			defer rt.wg.Done()
@@ -195,7 +198,8 @@ func (rm *lsp2pRoom) run(ctx context.Context) {
 }
 
 // keep follows the devices present into the hunt until ctx ends or the
-// vault's codec or settings no longer give key.
+// vault's codec or settings no longer give key (or say it is encrypted
+// while the database has no passphrase).
 func (rm *lsp2pRoom) keep(ctx context.Context, key string) {
 	t := time.NewTicker(lsp2pHuntInterval)
 	defer t.Stop()
@@ -207,7 +211,8 @@ func (rm *lsp2pRoom) keep(ctx context.Context, key string) {
 		}
 		rm.syncHunt(ctx)
 		if n%lsp2pCheckEvery == 0 {
-			if v, err := rm.vault(ctx); err == nil && v.key != key {
+			v, err := rm.vault(ctx)
+			if err == nil && v.key != key || errors.Is(err, errVaultNeedsPassphrase) {
 				return
 			}
 		}

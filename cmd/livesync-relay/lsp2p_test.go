@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/adapters/p2p/livesyncp2p"
 	"github.com/livesync-go/livesync-go/adapters/p2p/trysteronet"
 	"github.com/livesync-go/livesync-go/engine/livesync"
@@ -177,5 +178,27 @@ func TestLiveSyncP2PRoomRefuses(t *testing.T) {
 	waitUntil(t, "the stranger in /status", func() bool {
 		st := rn.lsp2pStatus()
 		return len(st.Peers) == 1 && st.Peers[0].Name == "stranger" && !st.Peers[0].Accepted
+	})
+}
+
+// A vault whose settings say end-to-end encrypted cannot be served
+// without the database's passphrase: the room leaves and /status says
+// why.
+func TestLiveSyncP2PEncryptedVaultNeedsPassphrase(t *testing.T) {
+	rn := startLSP2PRelay(t, "go-peer")
+	db, err := couchdb.New(couchdb.Config{URL: rn.url, Database: "vault", User: rn.user, Password: rn.pass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	settings := livesync.Settings{Encrypt: true, Passphrase: "vault passphrase"}
+	if _, _, err := db.Handshake(ctx, couchdb.HandshakeOptions{NodeID: "lsp2p-unit", Settings: settings.TweakValues()}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the room to stop for want of the passphrase", func() bool {
+		st := rn.lsp2pStatus()
+		return st.State == lsp2pError && strings.Contains(st.Error, "passphrase_file or passphrase_env")
 	})
 }
