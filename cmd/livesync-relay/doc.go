@@ -75,6 +75,18 @@
 // (data folder p2p/<db>/<group>/p2p-peers.json) at start; peers that
 // knocked unapproved are listed pending in /status.
 //
+// A database may also join rooms of the plugin's own P2P mode
+// ([[databases.livesync_p2p]], lsp2p.go): the relay is an always-on
+// LiveSync device of the room (adapters/p2p/livesyncp2p: Trystero over
+// WebRTC, signalled by default on its own /_nostr, which then forwards
+// Trystero's ephemeral events). Documents cross in the plugin's
+// plaintext form, so the relay serves the database through the vault's
+// codec (an encrypted vault needs the database's passphrase); it serves
+// the devices auto_accept names, pulls from a device that syncs with it
+// or announces changes, tells the devices about its changes (broadcast),
+// holds their writes back like a CouchDB client's (user
+// "livesync-p2p:GROUP") and asks them for held notes' chunks.
+//
 // # What is served
 //
 // Everything CouchDB-shaped is couchapi's (package
@@ -90,7 +102,8 @@
 //	GET /metrics   Prometheus text format. Admin credentials unless metrics_public.
 //	GET /status    JSON: databases, hold-back mode, held documents and why, upstreams
 //	               (state, lag_push, lag_pull, lag, resets, last error) and the hunt's counters per source,
-//	               P2P groups (peer id, addresses, peers with their counters, pending peers). Same access.
+//	               P2P groups (peer id, addresses, peers with their counters, pending peers),
+//	               LiveSync P2P rooms (state, devices present, pulls and documents counted). Same access.
 //	/_nostr        the discovery relay (websocket; NIP-11 for Accept: application/nostr+json). Open.
 //	PUT|POST|DELETE /_p2p/{db}/{group}/peers/{id}
 //	               approve (optional body {"device":"name"}) or revoke a peer at run time;
@@ -116,7 +129,12 @@
 // groups p2p_peers_connected, p2p_peers_approved and
 // p2p_pending_peers{db,group}, p2p_bytes_total, p2p_documents_total and
 // p2p_chunks_total{db,group,peer,direction},
-// p2p_hunt_requests_total{db,group,peer}; with /_nostr
+// p2p_hunt_requests_total{db,group,peer}; for LiveSync P2P rooms
+// livesync_p2p_joined, livesync_p2p_peers{db,group,accepted},
+// livesync_p2p_pulls_total{db,group,kind},
+// livesync_p2p_documents_total{db,group,direction},
+// livesync_p2p_join_errors_total and livesync_p2p_hunt_sources{db,group};
+// with /_nostr
 // nostr_connections, nostr_events_stored, nostr_events_total{outcome}
 // and nostr_connections_closed_total{reason}; plus the Go runtime and
 // process collectors.
