@@ -134,16 +134,13 @@ async function goRead(path) {
 }
 
 test("a page's wasm P2P peer and a native Go peer replicate a vault both ways", { timeout: 120000 }, async () => {
-  const t0 = Date.now();
   const { page, ctx } = await joinPage("page-peer", roomPassphrase);
-  console.error("joined", Date.now() - t0);
   await page.evaluate(() => vaults.v.write("from-page.md", "written in the page\n"));
   await goPeer.cmd({ op: "write", path: "from-go.md", text: "written in Go\n" });
 
   // The page syncs: it pulls the Go peer's note, then asks the Go peer to
   // pull (legacy/reqSync), which it does from the page's replica.
   const res = await page.evaluate(() => window.p2p.sync("go-peer", { wait: 60000 }));
-  console.error("synced", Date.now() - t0);
   assert.equal(res.peerId, goPeer.id);
   assert.ok(res.docs >= 2, `the page pulled ${res.docs} documents`);
   assert.equal(await page.evaluate(() => vaults.v.read("from-go.md", { text: true })), "written in Go\n");
