@@ -202,3 +202,28 @@ func TestLiveSyncP2PEncryptedVaultNeedsPassphrase(t *testing.T) {
 		return st.State == lsp2pError && strings.Contains(st.Error, "passphrase_file or passphrase_env")
 	})
 }
+
+// A device with another room passphrase fails the handshake: the relay
+// counts it and never lists it.
+func TestLiveSyncP2PWrongRoomPassphrase(t *testing.T) {
+	rn := startLSP2PRelay(t, "go-peer")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := livesyncp2p.Open(ctx, livesyncp2p.Config{
+		Room: trysteronet.Config{RoomID: unitRoom, Password: trystero.RoomPassword("another passphrase"),
+			Relays: []string{"ws" + strings.TrimPrefix(rn.url, "http") + nostrPath}, STUN: []string{}, LoopbackOnly: true},
+		Peer: livesyncrpc.Config{DB: memStore(t), DBName: livesyncrpc.DBName("vault"), DeviceName: "go-peer", AutoAccept: defaultLSP2PDevice},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	waitUntil(t, "the relay to count the failed handshake", func() bool { return rn.lsp2pStatus().JoinErrors >= 1 }, rn.out.String)
+	if st := rn.lsp2pStatus(); len(st.Peers) != 0 {
+		t.Fatalf("a device with the wrong passphrase is listed: %+v", st.Peers)
+	}
+	metrics := string(rn.admin("GET", "/metrics", nil, 200))
+	if !strings.Contains(metrics, `livesync_relay_livesync_p2p_join_errors_total{db="vault",group="unit-room"} `) {
+		t.Error("/metrics lacks the join errors")
+	}
+}
