@@ -10,8 +10,10 @@
 // peer's note into the page's vault and the page's note into the Go
 // peer's; the Go peer's sync does the same from its side, the page
 // serving its replica and pulling when asked; progress and peer events
-// reach the page; a page with a wrong room passphrase is told
-// "incorrect room password" and never meets the Go peer.
+// reach the page; with a wrong room passphrase the page and the Go peers
+// each refuse the other's sealed offer ("incorrect room password") and
+// never meet; an end-to-end encrypted vault syncs in local form with the
+// same vault passphrase and is refused with another.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
@@ -112,19 +114,19 @@ after(async () => {
 
 // joinPage opens a vault in a fresh page and joins the room with it; the
 // page keeps its peer and events in window.p2p and window.p2pEvents.
-async function joinPage(name, passphrase, relays = [goPeer.relay]) {
+async function joinPage(name, passphrase, relays = [goPeer.relay], vault = { settings: {} }) {
   const ctx = await browser.newContext();
   const page = await newPage(ctx, site.url("/"), { name });
   await page.evaluate(
-    async ({ name, room, passphrase, relays }) => {
-      await openVault("v", { settings: {} });
+    async ({ name, room, passphrase, relays, vault }) => {
+      await openVault("v", vault);
       window.p2pEvents = [];
       window.p2p = await vaults.v.p2p({ roomId: room, passphrase, relays, deviceName: name, autoAccept: "^go-peer$", stun: [] });
       for (const topic of ["peer", "progress"]) {
         window.p2p.on(topic, (e) => window.p2pEvents.push({ topic, ...e, error: e.error ? { ...e.error } : undefined }));
       }
     },
-    { name, room, passphrase, relays },
+    { name, room, passphrase, relays, vault },
   );
   return { page, ctx };
 }
@@ -227,5 +229,34 @@ test("a page with a wrong room passphrase is told, and tells, and never meets th
     await ctx.close();
   } finally {
     await Promise.all([low.stop(), high.stop()]);
+  }
+});
+
+// An end-to-end encrypted vault crosses in the plugin's local form (its
+// chunk ids keyed by the passphrase): a page with the vault's passphrase
+// syncs with the Go peer; one with another passphrase is refused before
+// anything is replicated (the peers compare a hash of it).
+test("an end-to-end encrypted vault syncs with the same passphrase and is refused with another", { timeout: 90000 }, async () => {
+  const vaultPass = "vault passphrase of the e2ee test";
+  const e2ee = await startGoPeer("go-peer", ["-passphrase", vaultPass]);
+  try {
+    await e2ee.cmd({ op: "write", path: "secret-go.md", text: "encrypted vault, from Go\n" });
+    const { page, ctx } = await joinPage("e2ee-page", roomPassphrase, [e2ee.relay], { settings: { encrypt: true }, passphrase: vaultPass });
+    await page.evaluate(() => vaults.v.write("secret-page.md", "encrypted vault, from the page\n"));
+    const res = await page.evaluate(() => window.p2p.sync("go-peer", { wait: 60000 }));
+    assert.ok(res.docs >= 2, `the page pulled ${res.docs} documents`);
+    assert.equal(await page.evaluate(() => vaults.v.read("secret-go.md", { text: true })), "encrypted vault, from Go\n");
+    assert.equal((await e2ee.cmd({ op: "read", path: "secret-page.md" })).text, "encrypted vault, from the page\n");
+    await page.evaluate(() => vaults.v.close());
+    await ctx.close();
+
+    const other = await joinPage("wrong-vault", roomPassphrase, [e2ee.relay], { settings: { encrypt: true }, passphrase: "another passphrase" });
+    const failed = await other.page.evaluate(() => errorOf(window.p2p.sync("go-peer", { wait: 60000 })));
+    assert.match(failed?.message ?? "", /passphrase does not match/);
+    assert.deepEqual(await other.page.evaluate(async () => (await vaults.v.list()).map((f) => f.path)), []);
+    await other.page.evaluate(() => vaults.v.close());
+    await other.ctx.close();
+  } finally {
+    await e2ee.stop();
   }
 });

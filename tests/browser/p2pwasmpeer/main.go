@@ -17,6 +17,7 @@
 //	{"op": "errors"}                 → {"errors": [{peer, error}]}: the
 //	                                 room's join errors so far
 //
+// -passphrase makes the vault end-to-end encrypted with that passphrase.
 // -id low (or high) makes its Trystero id "000…" ("zzz…"), so that it
 // leads every pairing (or none): trystero's leader sends the offer.
 //
@@ -54,6 +55,7 @@ func main() {
 	pass := flag.String("room-passphrase", "", "the room's passphrase (LiveSync's P2P passphrase)")
 	name := flag.String("name", "go-peer", "the advertised device name")
 	vaultName := flag.String("vault", "livesync-go", "the vault's name (its database is NAME-livesync-v2)")
+	vaultPass := flag.String("passphrase", "", "the vault's E2EE passphrase; empty: a plain vault")
 	id := flag.String("id", "", `"low" or "high": an id that sorts before (after) any other; "" a random one`)
 	verbose := flag.Bool("v", false, "log debug records to stderr")
 	flag.Parse()
@@ -73,7 +75,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "p2pwasmpeer: -id must be low or high")
 		os.Exit(2)
 	}
-	if err := run(*room, *pass, *name, *vaultName, rnd, logger); err != nil {
+	if err := run(*room, *pass, *name, *vaultName, *vaultPass, rnd, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "p2pwasmpeer:", err)
 		os.Exit(1)
 	}
@@ -107,7 +109,7 @@ func (f *fixedFirst) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func run(roomID, pass, name, vaultName string, rnd io.Reader, logger *slog.Logger) error {
+func run(roomID, pass, name, vaultName, vaultPass string, rnd io.Reader, logger *slog.Logger) error {
 	if roomID == "" {
 		return errors.New("-room is required")
 	}
@@ -127,7 +129,8 @@ func run(roomID, pass, name, vaultName string, rnd io.Reader, logger *slog.Logge
 	}
 	defer st.Close()
 	settings := vault.DefaultSettings(false)
-	v, err := vault.Open(ctx, st, vault.Options{Settings: &settings, Device: negotiate.DeviceInfo{DeviceName: name}})
+	settings.Encrypt = vaultPass != ""
+	v, err := vault.Open(ctx, st, vault.Options{Settings: &settings, Passphrase: vaultPass, Device: negotiate.DeviceInfo{DeviceName: name}})
 	if err != nil {
 		return err
 	}
@@ -146,7 +149,7 @@ func run(roomID, pass, name, vaultName string, rnd io.Reader, logger *slog.Logge
 	}
 	defer room.Close()
 	hosted, err := livesyncrpc.Attach(room, livesyncrpc.Config{DB: st, DBName: livesyncrpc.DBName(vaultName), DeviceName: name,
-		Tweaks: tweaks, AutoAccept: ".*"}, rpcroom.Config{})
+		Tweaks: tweaks, Passphrase: vaultPass, AutoAccept: ".*"}, rpcroom.Config{})
 	if err != nil {
 		return err
 	}
