@@ -121,7 +121,23 @@ async function joinPage(name, passphrase, relays = [goPeer.relay], vault = { set
     async ({ name, room, passphrase, relays, vault }) => {
       await openVault("v", vault);
       window.p2pEvents = [];
-      window.p2p = await vaults.v.p2p({ roomId: room, passphrase, relays, deviceName: name, autoAccept: "^go-peer$", stun: [] });
+      // The host's constructors, passed explicitly (counted, to show they are the ones used).
+      window.made = { pc: 0, ws: 0 };
+      const host = {
+        RTCPeerConnection: class extends RTCPeerConnection {
+          constructor(config) {
+            super(config);
+            window.made.pc++;
+          }
+        },
+        WebSocket: class extends WebSocket {
+          constructor(url) {
+            super(url);
+            window.made.ws++;
+          }
+        },
+      };
+      window.p2p = await vaults.v.p2p({ roomId: room, passphrase, relays, deviceName: name, autoAccept: "^go-peer$", stun: [], host });
       for (const topic of ["peer", "progress"]) {
         window.p2p.on(topic, (e) => window.p2pEvents.push({ topic, ...e, error: e.error ? { ...e.error } : undefined }));
       }
@@ -171,6 +187,8 @@ test("a page's wasm P2P peer and a native Go peer replicate a vault both ways", 
   assert.ok(events.some((e) => e.topic === "peer" && e.kind === "join" && e.peerId === goPeer.id), "no join event");
   assert.ok(events.some((e) => e.topic === "progress" && e.peerId === goPeer.id && !e.sending && e.done), "no progress of the page's pull");
   assert.ok(events.some((e) => e.topic === "progress" && e.peerId === goPeer.id && e.sending), "no acknowledged progress of the Go peer's pull");
+  const made = await page.evaluate(() => window.made);
+  assert.ok(made.pc >= 1 && made.ws >= 1, `the host's constructors made ${JSON.stringify(made)}`);
   const peersSeen = await page.evaluate(() => window.p2p.peers());
   assert.deepEqual(peersSeen, [{ peerId: goPeer.id, name: "go-peer", platform: "server" }]);
 
