@@ -36,8 +36,9 @@ type lsp2pStatus struct {
 	PullsMade    uint64 `json:"pulls_made"`
 	DocumentsIn  uint64 `json:"documents_in"`
 	DocumentsOut uint64 `json:"documents_out"`
-	// JoinErrors counts devices that failed the room's password
-	// handshake; Rejoins the joins after the vault's codec or settings
+	// JoinErrors counts the join errors the relay's side saw (a device
+	// with another room passphrase, when the relay is the side that
+	// opens its sealed offer; a connection that failed); Rejoins the joins after the vault's codec or settings
 	// changed; UnusableChunks chunks a device served the hunt that the
 	// relay could not encode.
 	JoinErrors     uint64 `json:"join_errors"`
@@ -107,7 +108,7 @@ var (
 		"Pulls that ended: served (a device pulled from the relay) or made (the relay pulled from a device, asked by its sync or change notice).", "db", "group", "kind")
 	descLSP2PDocs = p2pDesc("livesync_p2p_documents_total",
 		"Documents written to the relay by its pulls from devices (in) and served to devices' pulls (out).", "db", "group", "direction")
-	descLSP2PJoinErrors = p2pDesc("livesync_p2p_join_errors_total", "Devices that failed the room's password handshake (a wrong room passphrase on either side).", "db", "group")
+	descLSP2PJoinErrors = p2pDesc("livesync_p2p_join_errors_total", "Join errors the relay's side of the room saw: a device's sealed signalling it could not open (another room passphrase) or a connection that failed.", "db", "group")
 	descLSP2PHunt       = p2pDesc("livesync_p2p_hunt_sources", "Devices of the room that are chunk sources of the database's hunt now.", "db", "group")
 )
 

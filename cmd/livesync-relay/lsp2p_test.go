@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,8 +204,8 @@ func TestLiveSyncP2PEncryptedVaultNeedsPassphrase(t *testing.T) {
 	})
 }
 
-// A device with another room passphrase fails the handshake: the relay
-// counts it and never lists it.
+// A device with another room passphrase fails the handshake (the relay
+// counts it when it is the side that finds out) and is never listed.
 func TestLiveSyncP2PWrongRoomPassphrase(t *testing.T) {
 	rn := startLSP2PRelay(t, "go-peer")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -218,7 +219,16 @@ func TestLiveSyncP2PWrongRoomPassphrase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	waitUntil(t, "the relay to count the failed handshake", func() bool { return rn.lsp2pStatus().JoinErrors >= 1 }, rn.out.String)
+	// The side that receives the other's sealed offer finds the wrong
+	// password; which side offers depends on the peer ids.
+	var mu sync.Mutex
+	var deviceErr error
+	n.OnJoinError(func(_ string, err error) { mu.Lock(); deviceErr = err; mu.Unlock() })
+	waitUntil(t, "a side to find the wrong passphrase", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return rn.lsp2pStatus().JoinErrors >= 1 || errors.Is(deviceErr, trystero.ErrIncorrectPassword)
+	}, rn.out.String)
 	if st := rn.lsp2pStatus(); len(st.Peers) != 0 {
 		t.Fatalf("a device with the wrong passphrase is listed: %+v", st.Peers)
 	}
