@@ -12,7 +12,12 @@
 //
 // The module owns no I/O: HTTP goes through the fetch-compatible
 // function the host passes (host.fetch, else the global fetch), and the
-// replica is kept in memory.
+// replica is kept in memory or in IndexedDB.
+//
+// Built with -tags p2p (livesync-p2p.wasm), a vault also has p2p(options),
+// which joins a LiveSync P2P room over the host's RTCPeerConnection and
+// WebSocket (passed in options.host, else the globals) and serves the
+// vault's replica to the peers there (p2p.go).
 //
 // Built for another platform, the command only says how to build it.
 package main
