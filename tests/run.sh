@@ -52,12 +52,13 @@ go test -count=1 -timeout 30m ./...
 echo "== the circuit relay between network namespaces (adapters/p2p TestCircuitNamespaces)"
 go test -count=1 -v -run 'TestCircuitNamespaces$' ./adapters/p2p/ | grep -E '^(--- |ok|FAIL|    netns_test)'
 
-echo "== go test -race (the concurrent cores: retrieval, hunt, purgatory, replication, store, hold-back, journal sync, the vault client, the bridge, the decorators, the handshake, the relay API, peer-to-peer)"
+echo "== go test -race (the concurrent cores: retrieval, hunt, purgatory, replication, store, hold-back, journal sync, the vault client, the bridge, the decorators, the handshake, the relay API, peer-to-peer, LiveSync's P2P protocol)"
 # adapters/p2p/nostrrelay is left out: its interop tests drive go-nostr's own
 # client, whose Close races its cleanup goroutine inside that library (the
 # discovery client is our own for that reason).
 go test -race -count=1 ./engine/activity/ ./engine/fetch/ ./engine/hunt/ ./engine/purgatory/ ./engine/replicate/ ./engine/store/... ./engine/holdback/ ./engine/journalsync/ ./engine/vault/... ./engine/bridge/ ./engine/decorate/ ./engine/negotiate/... ./adapters/couchdb/couchapi/ \
-	./adapters/p2p/ ./adapters/p2p/discovery/ ./tests/p2p/
+	./adapters/p2p/ ./adapters/p2p/discovery/ ./tests/p2p/ \
+	./engine/rpcroom/ ./engine/livesyncrpc/ ./adapters/p2p/livesyncp2p/ ./adapters/p2p/trysteronet/
 
 echo "== the native Trystero transport against a real trystero 0.25.3 peer in Node (tests/trysteronode)"
 go test -count=1 -tags trysteronode -run Node ./adapters/p2p/trysteronet/
@@ -68,14 +69,16 @@ GOOS=js GOARCH=wasm go build ./engine/...
 echo "== go test (js/wasm under $(node --version 2>/dev/null || echo 'no node'))"
 GOOS=js GOARCH=wasm go test -count=1 ./engine/...
 
-echo "== the wasm main package and its IndexedDB backend under js/wasm (fake-indexeddb in Node)"
+echo "== the wasm main package and its IndexedDB backend under js/wasm (fake-indexeddb in Node), without and with the LiveSync P2P peer (-tags p2p), and the Trystero transport over the host's WebRTC"
 GOOS=js GOARCH=wasm go test -count=1 ./wasm/...
+GOOS=js GOARCH=wasm go test -count=1 -tags p2p ./wasm/...
+GOOS=js GOARCH=wasm go test -count=1 ./adapters/p2p/trysteronet/...
 
 echo "== wasm module (wasm/build.sh) and its loader under Node's test runner"
 bash wasm/build.sh
 node --test wasm/js/test/
 
-echo "== the wasm module's size budget: core ≤ 1,200,000 and full ≤ 3,000,000 bytes brotli (wasm/size.sh; wasm-opt, which never made Go's output smaller after brotli, is measured by running it without SIZE_WASM_OPT=0)"
+echo "== the wasm module's size budget: core ≤ 1,200,000, full ≤ 3,000,000 and p2p ≤ 3,100,000 bytes brotli (wasm/size.sh; wasm-opt, which never made Go's output smaller after brotli, is measured by running it without SIZE_WASM_OPT=0)"
 SIZE_WASM_OPT=0 bash wasm/size.sh
 
 echo "== the example plugin: type-checked against the obsidian package, bundled with esbuild"
