@@ -174,7 +174,7 @@ func addLSP2PFlags(fs *flag.FlagSet, f *lsp2pFlags, wait time.Duration, accept b
 	fs.StringVar(&f.pluginSettings, "plugin-settings", "", "the plugin's settings, its data.json or a Setup URI (with $"+lsp2pSetupPassphraseEnv+"), in a file: the P2P_* settings that neither flags nor [livesync_p2p] set come from it")
 	fs.Var(&f.relays, "relay", "a Nostr relay for signalling (ws:// or wss://), the plugin's P2P_relays; repeatable or a comma list (default: relays in [livesync_p2p])")
 	fs.StringVar(&f.appID, "app-id", "", "the plugin's P2P_AppID (default: app_id, else "+trystero.DefaultAppID+")")
-	fs.StringVar(&f.device, "device", "", "this device's name among the peers (default: device_name in [livesync_p2p], else the vault's name, as the plugin)")
+	fs.StringVar(&f.device, "device", "", "this device's name among the peers (default: device_name in [livesync_p2p], else the vault's folder name, as the plugin falls back on its vault's name)")
 	fs.Var(&f.stun, "stun", "a STUN server URL, repeatable (default: stun in [livesync_p2p], else trystero's list)")
 	fs.Var(&f.turn, "turn", "a TURN server URL (turn: or turns:), the plugin's P2P_turnServers; repeatable or a comma list")
 	fs.StringVar(&f.turnUser, "turn-username", "", "the TURN servers' user name, the plugin's P2P_turnUsername")

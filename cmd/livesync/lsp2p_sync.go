@@ -14,6 +14,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/livesyncrpc"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/replicate"
+	"github.com/livesync-go/livesync-go/engine/rpcroom"
 	"github.com/livesync-go/livesync-go/engine/vault"
 )
 
@@ -133,6 +134,8 @@ func (r *lsp2pSync) accepted() error {
 		switch {
 		case err == nil && ok:
 			return nil
+		case errors.Is(err, rpcroom.ErrTimeout):
+			return exitError{exitRefused, fmt.Sprintf("peer %s did not say in time whether it accepts this device: a plugin asks its user, so accept %q there (or add it to its auto-accepting peers) and run p2p-sync again", r.peerName(), r.device)}
 		case err != nil:
 			return r.syncErr(0, err)
 		case time.Now().After(deadline):
