@@ -144,6 +144,18 @@ func TestLiveSyncP2PRoomSyncs(t *testing.T) {
 		_, err := db.Get(ctx, laterMeta.ID(), store.GetOptions{})
 		return err == nil
 	}, rn.out.String)
+	// The device announces its own change (the plugin's broadcasting
+	// device); the relay, which follows every device it accepts, pulls.
+	bctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go n.Hosted().Broadcast(bctx)
+	devMeta, devChunks := note(t, codec, "Announced.md", "announced by the device\n")
+	if _, err := db.BulkDocs(ctx, docsJSON(t, append([]livesync.Doc{devMeta}, devChunks...)...)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the relay to pull the device's announced change", func() bool {
+		return slices.Contains(rn.changedIDs("vault"), devMeta.ID())
+	}, rn.out.String)
 	st := rn.lsp2pStatus()
 	if len(st.Peers) != 1 || st.Peers[0].Name != "go-peer" || !st.Peers[0].Accepted || st.PullsServed < 1 || st.PullsMade < 1 ||
 		st.DocumentsIn < 1 || st.DocumentsOut < 1 || st.SelfID == "" || st.DeviceName != defaultLSP2PDevice {
