@@ -123,7 +123,7 @@ func (n *Node) Known() []livesyncrpc.Advertisement {
 }
 
 // WaitPeer waits until a peer present has advertised itself as
-// idOrName: its peer id exactly, else its device name ignoring case. A
+// idOrName: its peer id exactly, else its device name exactly. A
 // name that more than one peer present goes by is ErrAmbiguousPeer
 // (the error lists their ids).
 //
@@ -167,7 +167,7 @@ func match(ads []livesyncrpc.Advertisement, idOrName string) (livesyncrpc.Advert
 		if ad.PeerID == idOrName {
 			return ad, true, nil
 		}
-		if strings.EqualFold(ad.Name, idOrName) {
+		if ad.Name == idOrName { // exact, as the plugin's CLI resolvePeer (src/apps/cli/commands/p2p.ts)
 			byName = append(byName, ad)
 		}
 	}

@@ -185,7 +185,7 @@ func TestSyncVaultBothWays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), meetLimit)
 	defer cancel()
 	start := time.Now()
-	res, err := a.Sync(ctx, "beta", livesyncrpc.PullOptions{}) // the device name, in another case
+	res, err := a.Sync(ctx, "Beta", livesyncrpc.PullOptions{}) // the device name
 	if err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -403,15 +403,19 @@ func TestWaitPeerEndsAtClose(t *testing.T) {
 
 func TestMatch(t *testing.T) {
 	ads := []livesyncrpc.Advertisement{
-		{PeerID: "id1", Name: "Laptop"}, {PeerID: "id2", Name: "laptop"}, {PeerID: "id3", Name: "id1"}, {PeerID: "id4", Name: "Phone"},
+		{PeerID: "id1", Name: "Laptop"}, {PeerID: "id2", Name: "Laptop"}, {PeerID: "id3", Name: "id1"}, {PeerID: "id4", Name: "Phone"},
 	}
-	if ad, ok, err := match(ads, "PHONE"); !ok || err != nil || ad.PeerID != "id4" {
+	if ad, ok, err := match(ads, "Phone"); !ok || err != nil || ad.PeerID != "id4" {
 		t.Fatalf("by name: %+v %v %v", ad, ok, err)
+	}
+	// Names match exactly, as the plugin's CLI resolves them.
+	if _, ok, err := match(ads, "PHONE"); ok || err != nil {
+		t.Fatalf("a name in another case: %v %v", ok, err)
 	}
 	if ad, ok, err := match(ads, "id1"); !ok || err != nil || ad.PeerID != "id1" {
 		t.Fatalf("an id wins over a name: %+v %v %v", ad, ok, err)
 	}
-	_, ok, err := match(ads, "laptop")
+	_, ok, err := match(ads, "Laptop")
 	if ok || !errors.Is(err, ErrAmbiguousPeer) || !strings.Contains(err.Error(), "id1, id2") {
 		t.Fatalf("ambiguous name: %v %v", ok, err)
 	}
