@@ -83,7 +83,8 @@ func TestLiveSyncP2PCLI(t *testing.T) {
 	c.ok(t, a, env, "put", "notes/from-a2.md", write(a, "in", "A's second note\n"))
 	// B's room settings come from the plugin's settings (data.json).
 	plugin, err := json.Marshal(map[string]any{"P2P_Enabled": true, "P2P_roomID": "notes-group", "P2P_passphrase": roomPass,
-		"P2P_relays": nostrURL, "P2P_AutoAcceptingPeers": "desktop-a, ~^fresh-", "P2P_DevicePeerName": "laptop-b"})
+		"P2P_relays": nostrURL, "P2P_AutoAcceptingPeers": "desktop-a, ~^fresh-", "P2P_DevicePeerName": "laptop-b",
+		"P2P_AutoBroadcast": true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +105,27 @@ func TestLiveSyncP2PCLI(t *testing.T) {
 	}
 	checkCat(t, c, a, env, map[string]string{"notes/from-b.md": "written on B\n"})
 	host.waitFor(t, "peer finished pulling from this device")
+	checkLiveSyncP2PFollow(t, c, a, env, room, write)
 	checkLiveSyncP2PRefusals(t, c, host, env, room, secrets)
 	checkNoSecret(t, host.stop(t), secrets)
 	checkCat(t, c, b, env, map[string]string{"notes/from-a2.md": "A's second note\n", "notes/from-a.md": "written on A\n"})
+}
+
+// checkLiveSyncP2PFollow: C, a third device, takes the vault from the
+// running host laptop-b (which broadcasts) and hosts it following
+// laptop-b; what A then syncs to laptop-b reaches C without C asking.
+func checkLiveSyncP2PFollow(t *testing.T, c *cliRunner, a string, env map[string]string, room []string, write func(dir, name, body string) string) {
+	t.Helper()
+	dir := t.TempDir()
+	c.ok(t, dir, env, append([]string{"p2p-sync", "laptop-b", "--device", "fresh-c", "--wait", "40s"}, room...)...)
+	follower := startHost(t, c, dir, env, append([]string{"p2p-host", "--device", "fresh-c", "--auto-accept", "laptop-b", "--follow", "laptop-b"}, room...)...)
+	follower.waitFor(t, "peer arrived, served", "laptop-b")
+	follower.mark() // laptop-b has announced no change since C took the vault
+	c.ok(t, a, env, "put", "notes/from-a3.md", write(a, "in", "A's third note\n"))
+	c.ok(t, a, env, append([]string{"p2p-sync", "laptop-b", "--device", "desktop-a", "--wait", "40s"}, room...)...)
+	follower.waitFor(t, "pulled from peer", "laptop-b")
+	follower.stop(t)
+	checkCat(t, c, dir, env, map[string]string{"notes/from-a3.md": "A's third note\n", "notes/from-a.md": "written on A\n"})
 }
 
 // checkLiveSyncP2PRefusals runs the failures against the running host

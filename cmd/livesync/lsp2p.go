@@ -54,6 +54,8 @@ type livesyncP2PConfig struct {
 	DeviceName         string          `toml:"device_name"`          // the device's P2P name (p2p_device_name)
 	AutoAccept         string          `toml:"auto_accept"`          // P2P_AutoAcceptingPeers
 	AutoDeny           string          `toml:"auto_deny"`            // P2P_AutoDenyingPeers
+	Follow             string          `toml:"follow"`               // P2P_AutoWatchPeers: p2p-host pulls when they announce changes
+	Broadcast          bool            `toml:"broadcast"`            // P2P_AutoBroadcast: p2p-host announces its changes
 	STUN               []string        `toml:"stun"`                 // default: trystero's list; [] for none
 	TURN               lsp2pTURNConfig `toml:"turn"`
 	RelayOnly          bool            `toml:"relay_only"`      // P2P_connectionPath = "relay"
@@ -78,6 +80,9 @@ func (c livesyncP2PConfig) check() error {
 	}
 	if err := checkPatterns(c.AutoAccept, c.AutoDeny); err != nil {
 		return err
+	}
+	if _, err := livesyncrpc.ParsePatterns(c.Follow); err != nil {
+		return fmt.Errorf("follow: %v", err)
 	}
 	if err := checkICE(c.STUN, "stun:", "stuns:"); err != nil {
 		return fmt.Errorf("stun: %w", err)

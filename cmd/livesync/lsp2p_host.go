@@ -16,6 +16,8 @@ func runLSP2PHost(env *cliEnv, args []string) error {
 	c := env.newCommand("p2p-host", "p2p-host [--group ID] [--relay URL] [--auto-accept NAMES] [flags]")
 	var f lsp2pFlags
 	addLSP2PFlags(c.fs, &f, 0, true)
+	follow := c.fs.String("follow", "", "the peers to pull from when they announce changes: device names as --auto-accept takes them (the plugin's P2P_AutoWatchPeers; default: follow)")
+	broadcast := c.fs.Bool("broadcast", false, "announce this replica's changes to the accepted peers, so that those following it pull (the plugin's P2P_AutoBroadcast; default: broadcast)")
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -46,6 +48,16 @@ func runLSP2PHost(env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	peer.Follow = set.cfg.Follow
+	if flagSet(c.fs, "follow") {
+		peer.Follow = *follow
+	}
+	if _, err := livesyncrpc.ParsePatterns(peer.Follow); err != nil {
+		return usageError{"--follow: " + err.Error()}
+	}
+	if !flagSet(c.fs, "broadcast") {
+		*broadcast = set.cfg.Broadcast
+	}
 	log := c.hostLogger()
 	n, err := c.joinRoom(&f, set, peer, log)
 	if err != nil {
@@ -55,13 +67,22 @@ func runLSP2PHost(env *cliEnv, args []string) error {
 	ctx, stop := signal.NotifyContext(c.ctx, syscall.SIGTERM)
 	defer stop()
 	log.Info("p2p-host: serving the local replica", "group", set.room.RoomID, "device", device, "peer_id", n.SelfID(),
-		"relays", set.relayHosts(), "replica", rep.path)
+		"relays", set.relayHosts(), "replica", rep.path, "broadcast", *broadcast, "follow", peer.Follow)
 	if set.autoAccept == "" {
 		log.Warn("p2p-host: no auto-accept pattern, so no peer is served: a headless peer serves only the devices --auto-accept (auto_accept, the plugin's P2P_AutoAcceptingPeers) names")
 	}
 	n.onProgress(func(p livesyncrpc.Progress) { hostProgress(log, p, n) })
 	w := &peerWatch{n: n, log: log, names: map[string]string{}}
 	w.start(ctx)
+	if *broadcast {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			if err := n.Hosted().Broadcast(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("p2p-host: announcing changes stopped", "err", err)
+			}
+		}()
+	}
 	<-ctx.Done()
 	log.Info("p2p-host: leaving the room")
 	err = n.Close()

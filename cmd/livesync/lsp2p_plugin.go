@@ -30,6 +30,8 @@ type pluginP2P struct {
 	AppID           string `json:"P2P_AppID"`
 	AutoAccept      string `json:"P2P_AutoAcceptingPeers"`
 	AutoDeny        string `json:"P2P_AutoDenyingPeers"`
+	Follow          string `json:"P2P_AutoWatchPeers"`
+	Broadcast       bool   `json:"P2P_AutoBroadcast"`
 	TURNServers     string `json:"P2P_turnServers"`
 	TURNUsername    string `json:"P2P_turnUsername"`
 	TURNCredential  string `json:"P2P_turnCredential"`
@@ -104,6 +106,8 @@ func (p pluginP2P) under(t livesyncP2PConfig) livesyncP2PConfig {
 	t.DeviceName = cmpOr(t.DeviceName, p.DeviceName)
 	t.AutoAccept = cmpOr(t.AutoAccept, p.AutoAccept)
 	t.AutoDeny = cmpOr(t.AutoDeny, p.AutoDeny)
+	t.Follow = cmpOr(t.Follow, p.Follow)
+	t.Broadcast = t.Broadcast || p.Broadcast
 	if len(t.Relays) == 0 {
 		t.Relays = splitComma(p.Relays)
 	}
