@@ -53,6 +53,8 @@ relays = ["wss://relay.one/", "ws://127.0.0.1:7777/_nostr"]
 device_name = "server"
 auto_accept = "laptop, ~^phone-"
 auto_deny = "phone-old"
+follow = "laptop"
+broadcast = true
 stun = []
 relay_only = true
 [livesync_p2p.turn]
@@ -68,7 +70,8 @@ credential_file = "turn.cred"
 	r := s.room
 	if r.RoomID != "g1" || r.AppID != trystero.DefaultAppID || len(r.Relays) != 2 || r.STUN == nil || len(r.STUN) != 0 ||
 		!r.RelayOnly || r.LoopbackOnly || len(r.TURN) != 1 || r.TURN[0].Username != "me" || r.TURN[0].Credential != "turn secret" ||
-		s.device != "server" || s.autoAccept != "laptop, ~^phone-" || s.autoDeny != "phone-old" || s.wait != lsp2pSyncWait {
+		s.device != "server" || s.autoAccept != "laptop, ~^phone-" || s.autoDeny != "phone-old" || s.wait != lsp2pSyncWait ||
+		s.cfg.Follow != "laptop" || !s.cfg.Broadcast {
 		t.Errorf("settings from the configuration: %+v", s)
 	}
 	if pw, err := c.roomPassword(f, s); err != nil || pw != trystero.RoomPassword("room secret") {
@@ -112,6 +115,7 @@ func TestLiveSyncP2PSettingsErrors(t *testing.T) {
 		"zero wait":      {config: base, args: []string{"--wait", "0s"}, want: "--wait must be positive"},
 		"config pattern": {config: base + "auto_deny = \"~[\"\n", want: "auto_deny"},
 		"config relay":   {config: "[livesync_p2p]\nrelays = [\"relay.example\"]\n", want: "relays"},
+		"config follow":  {config: base + "follow = \"~(\"\n", want: "follow"},
 		"unknown key":    {config: base + "passphrase = \"x\"\n", want: "unknown keys livesync_p2p.passphrase"},
 	} {
 		cfg := writeFile(t, dir, strings.ReplaceAll(name, " ", "-")+".toml", tc.config)
