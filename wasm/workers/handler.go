@@ -1,0 +1,71 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+)
+
+// newHandler serves the CouchDB protocol from dbs with the Worker's
+// settings. A Workers request cannot hold a feed open forever: each runs
+// in its own Go instance that ends with the answer, and nothing wakes a
+// waiting feed when another request writes. So _changes never keeps a
+// heartbeat going: a longpoll answers when it finds changes or after the
+// changes timeout, and a continuous feed keeps its line format but ends
+// the same way (it degrades to a longpoll); the plugin's PouchDB asks
+// again. No goroutine or timer outlives the request.
+func newHandler(s settings, dbs couchapi.Databases) (http.Handler, error) {
+	cfg := s.cfg
+	cfg.Databases = dbs
+	srv, err := couchapi.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/_changes") {
+			boundFeed(r)
+		}
+		srv.ServeHTTP(w, r)
+	}), nil
+}
+
+// boundFeed drops a _changes request's heartbeat, so the server's changes
+// timeout ends the feed.
+func boundFeed(r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("heartbeat") {
+		return
+	}
+	q.Del("heartbeat")
+	r.URL.RawQuery = q.Encode()
+}
+
+// failing answers every request 500 with a fixed reason, for a Worker
+// whose settings are wrong (the reason names the setting, never a value).
+func failing(err error) http.Handler {
+	msg := `{"error":"misconfigured","reason":` + quote(err.Error()) + "}\n"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(msg))
+	})
+}
+
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20:
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
