@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -58,7 +57,7 @@ func (rm *lsp2pRoom) syncHunt(ctx context.Context) {
 			continue
 		}
 		rm.sources[id] = true
-		h.AddSource(&lsp2pSource{node: node, peer: id, codec: v.codec, plain: v.plain, unusable: &rm.unusable}, nil)
+		h.AddSource(&lsp2pSource{chunks: node.ChunkClient(id), codec: v.codec, plain: v.plain, unusable: &rm.unusable}, nil)
 		rm.log.Info("a LiveSync P2P device is a source of the hunt for held notes' chunks", "peer", id)
 	}
 	for id := range rm.sources {
@@ -95,15 +94,15 @@ func (rm *lsp2pRoom) huntSources() map[string]bool {
 }
 
 // lsp2pSource is a device as a chunk source of the bridge's hunt: its
-// chunk documents, fetched by id over db.bulkGet with their revisions
-// and encoded into the remote form with the vault's codec, in the
-// bridge's envelopes. The device's own revision is kept (a chunk the
-// hunt stores and the device's replication later brings are the same
-// revision, not two), the one LiveSync gives a new chunk when it sent
-// none.
+// chunks, fetched by id with their revisions by the node's chunk client
+// (which asks the device first whether it accepts the relay, so a
+// refusal fails at once) and encoded into the remote form with the
+// vault's codec, in the bridge's envelopes. The device's own revision is
+// kept (a chunk the hunt stores and the device's replication later
+// brings are the same revision, not two), the one LiveSync gives a new
+// chunk when it sent none.
 type lsp2pSource struct {
-	node     *livesyncp2p.Node
-	peer     string
+	chunks   *livesyncp2p.ChunkClient
 	codec    *livesync.Codec
 	plain    bool
 	unusable *atomic.Uint64
@@ -113,61 +112,27 @@ var _ engine.ChunkSource = (*lsp2pSource)(nil)
 
 func (s *lsp2pSource) CanFetchDirect() bool { return true }
 
-func (s *lsp2pSource) ThrottleKey() string { return livesyncp2p.ThrottlePrefix + s.peer }
-
-// lsp2pBulkGet is a db.bulkGet answer.
-type lsp2pBulkGet struct {
-	Results []struct {
-		ID   string `json:"id"`
-		Docs []struct {
-			OK json.RawMessage `json:"ok"`
-		} `json:"docs"`
-	} `json:"results"`
-}
+func (s *lsp2pSource) ThrottleKey() string { return livesyncp2p.ThrottlePrefix + s.chunks.Peer() }
 
 // FetchChunks asks the device for ids. A chunk that cannot be stored (an
 // encrypted vault's chunk while the database has no passphrase, a
-// malformed document) counts as missing from it.
+// malformed revision) counts as missing from it.
 func (s *lsp2pSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (engine.FetchResult, error) {
-	if len(ids) == 0 {
-		return engine.FetchResult{}, nil
-	}
-	if len(ids) > livesyncp2p.MaxChunkIDs {
-		return engine.FetchResult{}, fmt.Errorf("fetch chunks: %d ids, at most %d per request", len(ids), livesyncp2p.MaxChunkIDs)
-	}
-	want := make(map[string]bool, len(ids))
-	reqs := make([]map[string]string, len(ids))
-	for i, id := range ids {
-		want[id] = true
-		reqs[i] = map[string]string{"id": id}
-	}
-	raw, err := s.node.Hosted().RPC.Call(ctx, s.peer, livesyncrpc.MethodBulkGet, map[string]any{"docs": reqs})
+	got, _, err := s.chunks.FetchRaw(ctx, ids)
 	if err != nil {
-		return engine.FetchResult{}, &engine.Error{Op: "livesync p2p fetch chunks", Stage: engine.StageTransport, Err: fmt.Errorf("device %s: %w", s.peer, err)}
+		return engine.FetchResult{}, err
 	}
-	var a lsp2pBulkGet
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return engine.FetchResult{}, &engine.Error{Op: "livesync p2p fetch chunks", Stage: engine.StageProtocol, Err: fmt.Errorf("%w: %v", engine.ErrMalformed, err)}
-	}
-	found := map[string]json.RawMessage{}
-	for _, r := range a.Results {
-		if !want[r.ID] {
-			continue
-		}
-		for _, d := range r.Docs {
-			if len(d.OK) == 0 || string(d.OK) == "null" || found[r.ID] != nil {
-				continue
-			}
-			if doc, err := s.remote(r.ID, d.OK); err == nil {
-				found[r.ID] = doc
-			} else if !errors.Is(err, errGone) {
-				s.unusable.Add(1)
-			}
+	docs := make(map[engine.ChunkID]json.RawMessage, len(got))
+	for _, r := range got {
+		if doc, err := s.remote(r); err == nil {
+			docs[r.Chunk.ID] = doc
+		} else {
+			s.unusable.Add(1)
 		}
 	}
 	var res engine.FetchResult
 	for _, id := range ids {
-		if doc, ok := found[id]; ok {
+		if doc, ok := docs[id]; ok {
 			res.Found = append(res.Found, ebridge.RawChunk{ID: id, Doc: doc}.Envelope())
 		} else {
 			res.Missing = append(res.Missing, id)
@@ -176,36 +141,17 @@ func (s *lsp2pSource) FetchChunks(ctx context.Context, ids []engine.ChunkID) (en
 	return res, nil
 }
 
-// errGone: the device's document is deleted.
-var errGone = errors.New("deleted")
-
-// remote checks a device's plaintext chunk document for id and encodes
-// it into the remote form, keeping its revision.
-func (s *lsp2pSource) remote(id string, raw json.RawMessage) (json.RawMessage, error) {
-	doc, err := livesync.ParseDoc(raw)
-	if err != nil {
-		return nil, err
-	}
-	if doc.ID() != id {
-		return nil, fmt.Errorf("%w: document %q for id %q", engine.ErrMalformed, doc.ID(), id)
-	}
-	if doc.Deleted() {
-		return nil, errGone
-	}
-	c, err := livesync.ParseChunk(doc)
-	if err != nil {
-		return nil, err
-	}
-	if s.plain && decorate.IsE2EEChunkID(id) {
+// remote encodes a device's plaintext chunk into the remote form, with
+// the device's revision or, when it sent none, LiveSync's for a new
+// chunk.
+func (s *lsp2pSource) remote(r livesyncp2p.RawChunk) (json.RawMessage, error) {
+	c := r.Chunk
+	if s.plain && decorate.IsE2EEChunkID(c.ID) {
 		return nil, errPlainVault
 	}
-	var head struct {
-		Rev string `json:"_rev"`
-	}
-	_ = json.Unmarshal(raw, &head)
-	rev := head.Rev
+	rev := r.Rev
 	if rev == "" {
-		rev = store.ChunkRev(id, c.Data)
+		rev = store.ChunkRev(c.ID, c.Data)
 	} else if !validRev(rev) {
 		return nil, fmt.Errorf("%w: revision %q", engine.ErrMalformed, rev)
 	}
