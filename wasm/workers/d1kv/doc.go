@@ -1,0 +1,49 @@
+// Package d1kv is a store.Backend kept in SQL tables of Cloudflare D1
+// (SQLite), so that the Workers build serves CouchDB databases whose
+// data outlives an isolate and is shared by all of them.
+//
+// The backend reaches the database only through Exec: one SELECT at a
+// time (Query) and an atomic batch of writes (Batch), which is what D1's
+// binding offers to a Worker (prepare(…).bind(…).all() and batch([…]));
+// D1 has no interactive transactions. NewD1 (js builds) adapts the D1
+// binding; the tests adapt an SQLite file (modernc.org/sqlite).
+//
+// Tables (Migrations, or the same as one script in Schema):
+//
+//	livesync_kv(db TEXT, b INTEGER, k BLOB, v BLOB, PRIMARY KEY(db, b, k)) WITHOUT ROWID
+//	livesync_head(db TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID
+//	livesync_databases(name TEXT PRIMARY KEY, created INTEGER NOT NULL) WITHOUT ROWID
+//
+// Every database's keys live in livesync_kv under its name (db) and the
+// store's bucket number (b); keys and values are BLOBs, so SQLite orders
+// keys by their bytes as the store expects. livesync_head holds each
+// database's commit version.
+//
+// Consistency. Update runs fn against D1's rows overlaid with fn's own
+// writes, which are buffered; when fn returns nil the writes go to D1 in
+// one batch, all or nothing. The batch starts by moving the database's
+// commit version from the one read when the Update began to the next; if
+// another isolate committed in between, that statement fails (NOT NULL),
+// D1 rolls the whole batch back, and Update runs fn again on the new
+// state (up to MaxAttempts times, then ErrContention). Updates are
+// therefore serialisable across isolates, and within one backend they
+// also wait for each other (a mutex). A View reads D1 directly, statement
+// by statement: each read sees every Update committed before it, but a
+// View is not a snapshot, and may see an Update another isolate commits
+// while it runs in its later reads but not its earlier ones. The store
+// copes with that the way it copes with a crash-free reader: a changes
+// scan may list a document under a newer sequence, never a torn write.
+//
+// Reads cost round trips, so the backend is a store.Prefetcher: the keys
+// a transaction is about to Get are read in one statement per 99 keys;
+// an Update's prefetched rows are used only if no other commit happened
+// since they were read. Writes are grouped into multi-row statements of
+// at most 100 bound parameters (D1's limit per statement).
+//
+// Limits that apply (D1, as documented by Cloudflare): a value (a
+// document's revision tree with its bodies, a chunk, a kept body) of at
+// most 2,000,000 bytes; 100 bound parameters and 100 KB of SQL per
+// statement; 30 s per statement; 50 queries per Worker invocation on the
+// free plan, 1000 on the paid plan; 500 MB per database on the free
+// plan, 10 GB on the paid plan.
+package d1kv
