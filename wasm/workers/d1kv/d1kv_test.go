@@ -251,11 +251,12 @@ func TestBulkWrite10k(t *testing.T) {
 		}
 	}
 	read := time.Since(start)
+	rq := x.queries.Load() - q
 	if count != n {
 		t.Fatalf("%d changes, want %d", count, n)
 	}
-	t.Logf("10k docs in batches of %d: written in %v (%.0f docs/s; %.1f queries and %.1f batched statements per batch); changes read in %v (%.0f docs/s)",
-		batch, write.Round(time.Millisecond), n/write.Seconds(), float64(q)/(n/batch), float64(s)/(n/batch), read.Round(time.Millisecond), n/read.Seconds())
+	t.Logf("10k docs in batches of %d: written in %v (%.0f docs/s; %.1f queries and %.1f batched statements per batch); changes read in %v (%.0f docs/s, %d queries)",
+		batch, write.Round(time.Millisecond), n/write.Seconds(), float64(q)/(n/batch), float64(s)/(n/batch), read.Round(time.Millisecond), n/read.Seconds(), rq)
 }
 
 // countingQueries counts the queries and batched statements.

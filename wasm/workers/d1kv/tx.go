@@ -31,6 +31,9 @@ type tx struct {
 	read   [store.NumBuckets]map[string][]byte // nil value: known absent
 	full   [store.NumBuckets]bool              // read holds every key of the bucket
 	writes [store.NumBuckets]map[string][]byte // nil value: deleted
+	// named holds the document records the current page of a BucketSeqs
+	// scan names, read with the page (see page).
+	named map[string][]byte
 }
 
 func (b *Backend) newTx(write bool) *tx {
@@ -93,6 +96,9 @@ func (t *tx) Get(b store.Bucket, key []byte) []byte {
 	if v, ok := t.read[b][string(key)]; ok || t.full[b] || t.err != nil {
 		return v
 	}
+	if v, ok := t.named[string(key)]; ok && b == store.BucketDocs {
+		return v
+	}
 	rows, err := t.b.x.Query(t.ctx, `SELECT v FROM livesync_kv WHERE db = ?1 AND b = ?2 AND k = ?3`,
 		t.b.db, int64(b), nonNil(key))
 	if err != nil {
@@ -127,7 +133,7 @@ func (t *tx) Delete(b store.Bucket, key []byte) error {
 }
 
 // Ascend pages through the bucket's rows in key order, growing the page
-// from 100 to 1000 rows, and in an Update merges the buffered writes in.
+// from 100 to 1000 rows (BucketSeqs: 100), and in an Update merges the buffered writes in.
 func (t *tx) Ascend(b store.Bucket, from []byte, fn func(k, v []byte) bool) error {
 	var over []string // buffered keys ≥ from, sorted
 	for k := range t.writes[b] {
@@ -149,7 +155,11 @@ func (t *tx) Ascend(b store.Bucket, from []byte, fn func(k, v []byte) bool) erro
 		return true
 	}
 	after, inclusive := from, true
-	for page := 100; ; page = min(page*2, 1000) {
+	grow := 2
+	if b == store.BucketSeqs {
+		grow = 1 // its pages carry whole document records
+	}
+	for page := 100; ; page = min(page*grow, 1000) {
 		rows, err := t.page(b, after, inclusive, page)
 		if err != nil {
 			return fmt.Errorf("d1kv: ascend: %w", err)
@@ -178,25 +188,39 @@ func (t *tx) Ascend(b store.Bucket, from []byte, fn func(k, v []byte) bool) erro
 	return nil
 }
 
-// page reads up to n rows of bucket b with keys from after on.
+// page reads up to n rows of bucket b with keys from after on. A page of
+// BucketSeqs also reads the document records its values name (the store
+// keeps sequence → document id there, engine/store/kv.go) in the same
+// statement, into t.named, so a changes scan costs one query per page
+// instead of one per change, and sees each change's record as of the page.
 func (t *tx) page(b store.Bucket, after []byte, inclusive bool, n int) ([][2][]byte, error) {
-	q := `SELECT k, v FROM livesync_kv WHERE db = ?1 AND b = ?2 ORDER BY k LIMIT ?3`
+	p, cols, join := ``, `k, v`, ``
+	if b == store.BucketSeqs {
+		p, cols = `s.`, `s.k, s.v, d.v`
+		join = ` s LEFT JOIN livesync_kv d ON d.db = s.db AND d.b = ` + strconv.Itoa(int(store.BucketDocs)) + ` AND d.k = s.v`
+	}
+	where := ``
 	args := []any{t.b.db, int64(b), int64(n)}
 	switch {
 	case inclusive && len(after) > 0:
-		q = `SELECT k, v FROM livesync_kv WHERE db = ?1 AND b = ?2 AND k >= ?4 ORDER BY k LIMIT ?3`
+		where = ` AND ` + p + `k >= ?4`
 		args = append(args, after)
 	case !inclusive:
-		q = `SELECT k, v FROM livesync_kv WHERE db = ?1 AND b = ?2 AND k > ?4 ORDER BY k LIMIT ?3`
+		where = ` AND ` + p + `k > ?4`
 		args = append(args, nonNil(after))
 	}
+	q := `SELECT ` + cols + ` FROM livesync_kv` + join + ` WHERE ` + p + `db = ?1 AND ` + p + `b = ?2` + where +
+		` ORDER BY ` + p + `k LIMIT ?3`
 	rows, err := t.b.x.Query(t.ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
+	if join != `` {
+		t.named = make(map[string][]byte, len(rows))
+	}
 	out := make([][2][]byte, len(rows))
 	for i, r := range rows {
-		if len(r) != 2 {
+		if len(r) < 2 {
 			return nil, fmt.Errorf("a row of %d columns", len(r))
 		}
 		k, err1 := asBytes(r[0])
@@ -205,6 +229,13 @@ func (t *tx) page(b store.Bucket, after []byte, inclusive bool, n int) ([][2][]b
 			return nil, err
 		}
 		out[i] = [2][]byte{k, v}
+		if join != `` && len(r) == 3 && r[2] != nil {
+			d, err := asBytes(r[2])
+			if err != nil {
+				return nil, err
+			}
+			t.named[string(v)] = d
+		}
 	}
 	return out, nil
 }
