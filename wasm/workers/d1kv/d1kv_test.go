@@ -274,3 +274,59 @@ func (c *countingQueries) Batch(ctx context.Context, stmts []d1kv.Stmt) error {
 	c.stmts.Add(int64(len(stmts)))
 	return c.Exec.Batch(ctx, stmts)
 }
+
+// The requests of a replication cost a few D1 queries each, whatever
+// their size up to 100 documents (the free plan allows 50 queries per
+// Worker invocation).
+func TestQueriesPerRequest(t *testing.T) {
+	x := &countingQueries{Exec: openDB(t, filepath.Join(t.TempDir(), "d1.sqlite"))}
+	st, err := store.Open(newBackend(t, x, "q"), store.Options{KeepBodies: store.KeepAllBodies, RevsLimit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	const n = 100
+	gen := func(g int) []json.RawMessage {
+		docs := make([]json.RawMessage, n)
+		for i := range docs {
+			ids := `"` + fmt.Sprintf("%031x%d", i, g) + `"`
+			if g == 2 {
+				ids += `,"` + fmt.Sprintf("%031x1", i) + `"`
+			}
+			docs[i] = json.RawMessage(fmt.Sprintf(`{"_id":"doc%03d","_rev":"%d-%031x%d","_revisions":{"start":%d,"ids":[%s]},"g":%d}`, i, g, i, g, g, ids, g))
+		}
+		return docs
+	}
+	revs := map[string][]string{}
+	var drs []engine.DocRev
+	for i := range n {
+		id := fmt.Sprintf("doc%03d", i)
+		revs[id] = []string{fmt.Sprintf("2-%031x2", i)}
+		drs = append(drs, engine.DocRev{ID: id, Rev: fmt.Sprintf("2-%031x2", i)})
+	}
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"BulkDocs of 100 new documents", func() error { _, err := st.BulkDocs(ctx, gen(1)); return err }},
+		{"RevsDiff of 100", func() error { _, err := st.RevsDiff(ctx, revs); return err }},
+		{"BulkDocs of their 100 second revisions", func() error { _, err := st.BulkDocs(ctx, gen(2)); return err }},
+		{"BulkGet of 100", func() error { _, err := st.BulkGet(ctx, drs); return err }},
+		{"Changes, 100 per page", func() error {
+			_, err := st.Changes(ctx, engine.ChangesRequest{Limit: n})
+			return err
+		}},
+	}
+	for _, s := range steps {
+		q0, b0 := x.queries.Load(), x.stmts.Load()
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		q, b := x.queries.Load()-q0, x.stmts.Load()-b0
+		t.Logf("%s: %d queries, %d statements in its batch", s.name, q, b)
+		if q > 4 {
+			t.Errorf("%s took %d queries, want at most 4", s.name, q)
+		}
+	}
+}

@@ -35,10 +35,14 @@
 // scan may list a document under a newer sequence, never a torn write.
 //
 // Reads cost round trips, so the backend is a store.Prefetcher: the keys
-// a transaction is about to Get are read in one statement per 99 keys;
-// an Update's prefetched rows are used only if no other commit happened
-// since they were read. Writes are grouped into multi-row statements of
-// at most 100 bound parameters (D1's limit per statement).
+// a transaction is about to Get are read in one statement per 98 keys,
+// and used only if no commit happened since they were read. A scan of
+// the changes sequence reads each page's document records in the same
+// statement (a join), so a changes page of 100 costs one query. Writes
+// are grouped into multi-row statements of at most 100 bound parameters
+// (D1's limit per statement). A replication request of 100 documents
+// (_revs_diff, _bulk_docs, _bulk_get, a _changes page) costs 3 queries
+// and one batch, plus the check that the database exists.
 //
 // Limits that apply (D1, as documented by Cloudflare): a value (a
 // document's revision tree with its bodies, a chunk, a kept body) of at
