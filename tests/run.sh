@@ -32,9 +32,9 @@ if [ -z "${LIVESYNC_TEST_S3_ENDPOINT:-}" ] && [ -z "${CI:-}" ]; then
 fi
 
 # The npm packages the tests use (PouchDB 9, playwright-core,
-# fake-indexeddb), from their lockfiles, where not installed yet (.ci/run
+# fake-indexeddb, trystero, miniflare), from their lockfiles, where not installed yet (.ci/run
 # installs them first).
-for dir in tests/pouchdb tests/browser wasm/internal/idb/testdata tests/trysteronode; do
+for dir in tests/pouchdb tests/browser wasm/internal/idb/testdata tests/trysteronode tests/workers; do
 	if [ ! -d "$dir/node_modules" ]; then
 		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 	fi
