@@ -137,11 +137,13 @@ func (b *Backend) View(fn func(store.Tx) error) error {
 	}
 	defer b.leave()
 	t := b.newTx(false)
-	if p := b.takePrefetched(); p != nil && p.version >= 0 {
-		// The rows are current if no commit happened since they were read.
-		if now, found, err := b.headVersion(t.ctx); err == nil && found && now == p.version {
-			t.adopt(p)
-		}
+	// The counters first: what the View reads after them is as new or
+	// newer, so a changes scan never ends past a change it did not see.
+	if err := t.begin(t.ctx); err != nil {
+		return err
+	}
+	if p := b.takePrefetched(); p != nil && p.version == t.version {
+		t.adopt(p) // no commit since the rows were read: they are current
 	}
 	err := fn(t)
 	return cmp.Or(t.err, err)

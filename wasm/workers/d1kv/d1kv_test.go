@@ -330,3 +330,35 @@ func TestQueriesPerRequest(t *testing.T) {
 		}
 	}
 }
+
+// A View reads the counters before anything else: a commit landing
+// between its scan and its read of the last sequence cannot make it
+// report a sequence past a change its scan did not see (a longpoll
+// would then wait past that change for good).
+func TestViewReadsCountersFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d1.sqlite")
+	a := newBackend(t, openDB(t, path), "db")
+	b := newBackend(t, openDB(t, path), "db")
+	var scanned int
+	var seq []byte
+	err := a.View(func(tx store.Tx) error {
+		err := tx.Ascend(store.BucketSeqs, nil, func(k, v []byte) bool { scanned++; return true })
+		if err != nil {
+			return err
+		}
+		err = b.Update(func(tx store.Tx) error {
+			if err := tx.Put(store.BucketSeqs, []byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte("doc")); err != nil {
+				return err
+			}
+			return tx.Put(store.BucketMeta, []byte("seq"), []byte{0, 0, 0, 0, 0, 0, 0, 1})
+		})
+		seq = tx.Get(store.BucketMeta, []byte("seq"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned != 0 || seq != nil {
+		t.Fatalf("the View scanned %d changes and then read last sequence %v, a commit it did not scan", scanned, seq)
+	}
+}

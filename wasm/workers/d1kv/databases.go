@@ -41,6 +41,16 @@ func OpenDatabases(ctx context.Context, x Exec, opts store.Options) (*Databases,
 	if err := Migrate(ctx, x); err != nil {
 		return nil, err
 	}
+	return NewDatabases(x, opts)
+}
+
+// NewDatabases is OpenDatabases for a D1 database whose tables exist
+// (its migration applied, `wrangler d1 migrations apply`): it costs no
+// round trip, which matters where every request starts a new instance.
+func NewDatabases(x Exec, opts store.Options) (*Databases, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	return &Databases{x: x, opts: opts, open: map[string]store.Store{}}, nil
 }
 

@@ -29,10 +29,14 @@
 // therefore serialisable across isolates, and within one backend they
 // also wait for each other (a mutex). A View reads D1 directly, statement
 // by statement: each read sees every Update committed before it, but a
-// View is not a snapshot, and may see an Update another isolate commits
-// while it runs in its later reads but not its earlier ones. The store
-// copes with that the way it copes with a crash-free reader: a changes
-// scan may list a document under a newer sequence, never a torn write.
+// View is not a snapshot. It reads the store's counters (the last
+// sequence, the document count) first, in the statement that starts it,
+// so the rest it reads is as new as they are or newer: a changes scan
+// that finds nothing new never reports a last sequence past a change it
+// did not list. A changes page and the documents it names are read in
+// one statement; a later page may list a document an Update moved on
+// since the earlier page listed it, so a document may appear twice in
+// one answer, never not at all.
 //
 // Reads cost round trips, so the backend is a store.Prefetcher: the keys
 // a transaction is about to Get are read in one statement per 98 keys,
