@@ -171,6 +171,9 @@ func (b *Backend) Update(fn func(store.Tx) error) error {
 		if err := fn(t); t.err != nil || err != nil {
 			return cmp.Or(t.err, err)
 		}
+		if err := t.checkSizes(); err != nil {
+			return err
+		}
 		stmts := t.commitStmts()
 		if len(stmts) == 0 {
 			return nil
@@ -178,6 +181,9 @@ func (b *Backend) Update(fn func(store.Tx) error) error {
 		err := b.x.Batch(ctx, stmts)
 		if err == nil {
 			return nil
+		}
+		if isFull(err) {
+			return fmt.Errorf("d1kv: commit: %w: %w", store.ErrStorageFull, err)
 		}
 		now, found, verr := b.headVersion(ctx)
 		switch {
@@ -191,6 +197,35 @@ func (b *Backend) Update(fn func(store.Tx) error) error {
 		// Another writer committed first: run fn again on its state.
 	}
 	return ErrContention
+}
+
+// MaxRowBytes is D1's limit on a row (and on one string or BLOB).
+const MaxRowBytes = 2_000_000
+
+// checkSizes refuses a write D1 would refuse for its size, with an error
+// wrapping engine.ErrTooLarge (HTTP 413 from couchapi).
+func (t *tx) checkSizes() error {
+	for b, m := range t.writes {
+		for k, v := range m {
+			if n := len(t.b.db) + len(k) + len(v) + 16; n > MaxRowBytes {
+				return fmt.Errorf("d1kv: a record of %d bytes (bucket %d) is over D1's row limit of %d bytes: %w",
+					n, b, MaxRowBytes, engine.ErrTooLarge)
+			}
+		}
+	}
+	return nil
+}
+
+// isFull reports whether err is D1 or SQLite refusing a write because
+// the database reached its size limit.
+func isFull(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"SQLITE_FULL", "database or disk is full", "maximum DB size", "maximum database size"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // headVersion reads the database's commit version.

@@ -362,3 +362,25 @@ func TestViewReadsCountersFirst(t *testing.T) {
 		t.Fatalf("the View scanned %d changes and then read last sequence %v, a commit it did not scan", scanned, seq)
 	}
 }
+
+// A record over D1's row limit is refused before the batch, as too
+// large (413), and nothing of the Update is written.
+func TestRowLimit(t *testing.T) {
+	db := openDB(t, filepath.Join(t.TempDir(), "d1.sqlite"))
+	st, err := store.Open(newBackend(t, db, "big"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	huge := strings.Repeat("x", d1kv.MaxRowBytes)
+	docs := []json.RawMessage{
+		json.RawMessage(`{"_id":"small","_rev":"1-a","_revisions":{"start":1,"ids":["a"]}}`),
+		json.RawMessage(`{"_id":"huge","_rev":"1-a","_revisions":{"start":1,"ids":["a"]},"data":"` + huge + `"}`),
+	}
+	if _, err := st.BulkDocs(t.Context(), docs); !errors.Is(err, engine.ErrTooLarge) {
+		t.Fatalf("BulkDocs with a record over the row limit: %v, want engine.ErrTooLarge", err)
+	}
+	if info, _ := st.Info(t.Context()); info.DocCount != 0 {
+		t.Fatalf("after the refused batch: %+v", info)
+	}
+}
