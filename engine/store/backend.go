@@ -25,7 +25,11 @@ type Backend interface {
 	View(fn func(Tx) error) error
 	// Update runs fn in the single read-write transaction. If fn returns
 	// nil the writes are committed (durably, for a persistent backend)
-	// before Update returns; otherwise none of them are.
+	// before Update returns; otherwise none of them are. A backend whose
+	// commit can lose to a writer elsewhere (one over D1, whose isolates
+	// share a database) may discard the writes and run fn again, so fn
+	// must set anything it reports outside the transaction afresh on
+	// each run.
 	Update(fn func(Tx) error) error
 	// Close waits for transactions in flight and releases the backend.
 	Close() error

@@ -409,6 +409,7 @@ func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) 
 	var rev string
 	var conflict error
 	err = s.update("put", func(w *writer) error {
+		conflict = nil // a backend may run fn again (Backend.Update)
 		b := w.batch()
 		p, err := b.load(d.ID)
 		if err != nil {
@@ -446,6 +447,9 @@ func (s *kvStore) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engin
 				continue
 			}
 			d := &parsed[i]
+			// A backend may run fn again (Backend.Update): each run
+			// starts this document's result afresh.
+			results[i].Rev, results[i].Error, results[i].Reason = "", "", ""
 			p, err := b.load(d.ID)
 			if err != nil {
 				return err
