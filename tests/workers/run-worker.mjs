@@ -8,7 +8,7 @@
 //
 // The Worker's vars and secrets come from the environment: every
 // variable named LIVESYNC_* is passed as a binding (LIVESYNC_USERS etc.).
-import { Miniflare } from 'miniflare';
+import { Log, LogLevel, Miniflare } from 'miniflare';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -44,6 +44,8 @@ const mf = new Miniflare({
 	bindings,
 	d1Databases: { DB: 'livesync-local' },
 	d1Persist: args.persist ? resolve(args.persist) : false,
+	// RUN_WORKER_DEBUG=1 logs every request and workerd's own messages.
+	log: process.env.RUN_WORKER_DEBUG ? new Log(LogLevel.DEBUG) : undefined,
 	host: '127.0.0.1',
 	port: 0,
 });

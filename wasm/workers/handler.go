@@ -26,9 +26,32 @@ func newHandler(s settings, dbs couchapi.Databases) (http.Handler, error) {
 		if strings.HasSuffix(r.URL.Path, "/_changes") {
 			boundFeed(r)
 		}
-		srv.ServeHTTP(w, r)
+		lw := noLengthWriter{w}
+		srv.ServeHTTP(lw, r)
+		lw.Header().Del("Content-Length")
 	}), nil
 }
+
+// noLengthWriter drops Content-Length from every answer. Given one,
+// syumai/workers hands the body to a FixedLengthStream from a goroutine
+// whose end also ends the Go instance, and under load that instance can
+// exit while the runtime still calls into it: the answer is cut and the
+// client reads EOF. Without one the body is pulled by the runtime until
+// its end (and a HEAD answer, which has no body, is not refused either).
+type noLengthWriter struct{ http.ResponseWriter }
+
+func (w noLengthWriter) WriteHeader(code int) {
+	w.Header().Del("Content-Length")
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w noLengthWriter) Write(b []byte) (int, error) {
+	w.Header().Del("Content-Length")
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the Flusher beneath.
+func (w noLengthWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // boundFeed drops a _changes request's heartbeat, so the server's changes
 // timeout ends the feed.

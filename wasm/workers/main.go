@@ -2,26 +2,63 @@
 
 // Command workers is the CouchDB-protocol endpoint of livesync-go as a
 // Cloudflare Worker (github.com/syumai/workers): LiveSync's plugin and
-// PouchDB replicate with it, and the databases live in D1.
+// PouchDB replicate with it, and the databases live in D1 (binding DB).
+//
+// syumai/workers runs a fresh Go instance for every request (its
+// worker.mjs instantiates the module per fetch) and main returns once the
+// answer is sent, so no goroutine or timer outlives a request.
 package main
 
 import (
+	"net/http"
+	"time"
+
 	"github.com/syumai/workers"
 	"github.com/syumai/workers/cloudflare"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/wasm/workers/d1kv"
 )
+
+// binding is the D1 database binding's name in wrangler.toml.
+const binding = "DB"
 
 func main() {
 	s, err := parseSettings(cloudflare.Getenv)
 	if err != nil {
-		workers.Serve(failing(err))
+		serve(failing(err))
 		return
 	}
-	h, err := newHandler(s, couchapi.NewMemoryDatabases())
+	x, err := d1kv.NewD1(cloudflare.GetBinding(binding))
 	if err != nil {
-		workers.Serve(failing(err))
+		serve(failing(err))
 		return
 	}
-	workers.Serve(h)
+	// The tables exist: wrangler applies migrations/ before a deploy (and
+	// tests/workers/run-worker.mjs locally), so no request pays for it.
+	dbs, err := d1kv.NewDatabases(x, couchapi.StoreOptions(0))
+	if err != nil {
+		serve(failing(err))
+		return
+	}
+	h, err := newHandler(s, dbs)
+	if err != nil {
+		serve(failing(err))
+		return
+	}
+	serve(h)
 }
+
+// serve answers the request with h, then lets the callbacks still in
+// flight between workerd and this instance (the answer stream's last
+// pull, its close) return before main does: a Go program that exits while
+// JavaScript is calling into it makes workerd throw and cut the answer.
+func serve(h http.Handler) {
+	workers.ServeNonBlock(h)
+	workers.Ready()
+	<-workers.Done()
+	time.Sleep(settle)
+}
+
+// settle is how long an instance lives on after its answer ended.
+const settle = 20 * time.Millisecond

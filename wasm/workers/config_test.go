@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/livesync-go/livesync-go/wasm/workers/d1kv"
+)
+
+func envOf(m map[string]string) getenv { return func(k string) string { return m[k] } }
+
+func TestParseSettings(t *testing.T) {
+	s, err := parseSettings(envOf(map[string]string{
+		"LIVESYNC_USERS":             "alice:pa:ss:word:vault,notes\nroot:rootpw:*",
+		"LIVESYNC_CORS_ORIGINS":      "app://obsidian.md, https://example.org",
+		"LIVESYNC_CHANGES_TIMEOUT":   "20",
+		"LIVESYNC_MAX_REQUEST_BYTES": "1000",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.cfg
+	if len(c.Users) != 2 || c.Users[0].Name != "alice" || c.Users[0].Password != "pa:ss:word" ||
+		strings.Join(c.Users[0].Databases, ",") != "vault,notes" || c.Users[0].Admin || !c.Users[1].Admin {
+		t.Errorf("users = %+v", c.Users)
+	}
+	if strings.Join(c.CORSOrigins, " ") != "app://obsidian.md https://example.org" {
+		t.Errorf("CORS = %q", c.CORSOrigins)
+	}
+	if c.ChangesTimeout != 20*time.Second || c.MaxRequestBytes != 1000 || c.MaxDocumentBytes != defaultMaxDocumentBytes {
+		t.Errorf("limits = %v %d %d", c.ChangesTimeout, c.MaxRequestBytes, c.MaxDocumentBytes)
+	}
+	// The uuid and cookie secret are stable from request to request.
+	again, _ := parseSettings(envOf(map[string]string{"LIVESYNC_USERS": "alice:pa:ss:word:vault,notes\nroot:rootpw:*"}))
+	if again.cfg.UUID != c.UUID || string(again.cfg.CookieSecret) != string(c.CookieSecret) || len(c.UUID) != 32 {
+		t.Errorf("uuid %q / %q", c.UUID, again.cfg.UUID)
+	}
+	if strings.Join(again.cfg.CORSOrigins, " ") != defaultCORSOrigins {
+		t.Errorf("default CORS = %q", again.cfg.CORSOrigins)
+	}
+	if err := c.Validate(); err == nil {
+		t.Error("Validate without Databases passed")
+	}
+}
+
+func TestParseSettingsRefuses(t *testing.T) {
+	for name, env := range map[string]map[string]string{
+		"no users":         {},
+		"no databases":     {"LIVESYNC_USERS": "alice:pw:"},
+		"no password":      {"LIVESYNC_USERS": "alice:vault"},
+		"no name":          {"LIVESYNC_USERS": ":pw:vault"},
+		"timeout too long": {"LIVESYNC_USERS": "a:b:c", "LIVESYNC_CHANGES_TIMEOUT": "600"},
+		"request too big":  {"LIVESYNC_USERS": "a:b:c", "LIVESYNC_MAX_REQUEST_BYTES": "200000000"},
+		"document size":    {"LIVESYNC_USERS": "a:b:c", "LIVESYNC_MAX_DOCUMENT_BYTES": "x"},
+	} {
+		_, err := parseSettings(envOf(env))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw") {
+			t.Errorf("%s: the error shows the password: %v", name, err)
+		}
+	}
+}
+
+// The migration file wrangler applies is d1kv's schema.
+func TestMigrationIsSchema(t *testing.T) {
+	b, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sql []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(l, "--") {
+			sql = append(sql, l)
+		}
+	}
+	if got := strings.Join(sql, ""); got != d1kv.Schema {
+		t.Errorf("migrations/0001_init.sql is not d1kv.Schema:\n%s\nwant\n%s", got, d1kv.Schema)
+	}
+}
