@@ -65,7 +65,7 @@ func TestWorkersPullRate(t *testing.T) {
 		if stats.Docs != n {
 			t.Errorf("%s: pulled %d docs, want %d", tc.name, stats.Docs, n)
 		}
-		t.Logf("%s: PouchDB 9 pulled %d docs in %d ms: %.0f docs/s", tc.name, stats.Docs, stats.Ms, stats.DocsPerSec)
+		t.Logf("%s: PouchDB 9 pulled %d docs in %.0f ms: %.0f docs/s", tc.name, stats.Docs, stats.Ms, stats.DocsPerSec)
 	}
 }
 
@@ -113,7 +113,7 @@ func seedPullDocs(t *testing.T, db *couchdb.DB, n int) {
 // pullStats is what replicate.mjs --stats prints.
 type pullStats struct {
 	Docs       int     `json:"docs"`
-	Ms         int64   `json:"ms"`
+	Ms         float64 `json:"ms"`
 	DocsPerSec float64 `json:"docsPerSec"`
 }
 

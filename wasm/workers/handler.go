@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"strings"
 
@@ -26,10 +27,26 @@ func newHandler(s settings, dbs couchapi.Databases) (http.Handler, error) {
 		if strings.HasSuffix(r.URL.Path, "/_changes") {
 			boundFeed(r)
 		}
+		defer drain(r)
 		lw := noLengthWriter{w}
 		srv.ServeHTTP(lw, r)
 		lw.Header().Del("Content-Length")
 	}), nil
+}
+
+// drainLimit is the most of an unread request body drain reads.
+const drainLimit = 64 << 10
+
+// drain reads a request body to its end when the handler stopped short
+// of it (a JSON decoder stops after the value, before EOF) and little is
+// left: workerd reuses a connection only once the request body has been
+// read to its end, and a client that sends its next POST on one it
+// closes reads EOF. A larger rest is a body the server refused (too
+// large, no credentials), whose connection is meant to close.
+func drain(r *http.Request) {
+	if r.Body != nil {
+		io.Copy(io.Discard, io.LimitReader(r.Body, drainLimit))
+	}
 }
 
 // noLengthWriter drops Content-Length from every answer. Given one,
