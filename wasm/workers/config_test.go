@@ -1,3 +1,9 @@
+//go:build !js
+
+// The Worker's own code runs only inside workerd (syumai/workers
+// panics at load elsewhere): these tests of its configuration run
+// natively, and tests/workers runs the Worker under miniflare.
+
 package main
 
 import (
