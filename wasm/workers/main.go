@@ -5,8 +5,9 @@
 // PouchDB replicate with it, and the databases live in D1 (binding DB).
 //
 // syumai/workers runs a fresh Go instance for every request (its
-// worker.mjs instantiates the module per fetch) and main returns once the
-// answer is sent, so no goroutine or timer outlives a request.
+// worker.mjs instantiates the module per fetch) and main returns shortly
+// after the answer is sent (settle), ending every goroutine and timer of
+// the request with the instance.
 package main
 
 import (
@@ -49,10 +50,11 @@ func main() {
 	serve(h)
 }
 
-// serve answers the request with h, then lets the callbacks still in
+// serve answers the request with h, then gives the callbacks still in
 // flight between workerd and this instance (the answer stream's last
-// pull, its close) return before main does: a Go program that exits while
-// JavaScript is calling into it makes workerd throw and cut the answer.
+// pull, its close) time to return before main does: JavaScript calling
+// into a Go program that has exited throws in workerd ("reading
+// 'exports'" of the deleted instance), seen here before this pause.
 func serve(h http.Handler) {
 	workers.ServeNonBlock(h)
 	workers.Ready()
