@@ -34,7 +34,10 @@ func Example() {
 	h.AddSource(enginetest.MapSource{Key: "home.example:5984", Chunks: map[engine.ChunkID]string{"h:a": "# Hello\n"}}, nil)
 	h.AddSource(enginetest.MapSource{Key: "backup.example:443", Chunks: map[engine.ChunkID]string{"h:b": "world\n"}}, nil)
 
-	p, err = purgatory.New(purgatory.Config{PulledDelay: time.Millisecond}, purgatory.Deps{
+	// The first hunt starts 100 ms after Hold (a real clock here); with
+	// 1 ms a loaded race-detector run hunted and released the note before
+	// Hold had reported it held.
+	p, err = purgatory.New(purgatory.Config{PulledDelay: 100 * time.Millisecond}, purgatory.Deps{
 		Local:  local,
 		Hunter: h,
 		// Release verifies (decrypt, size) and materialises the file.
