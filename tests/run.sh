@@ -81,6 +81,9 @@ node --test wasm/js/test/
 echo "== the wasm module's size budget: core ≤ 1,200,000, full ≤ 3,000,000 and p2p ≤ 3,100,000 bytes brotli (wasm/size.sh; wasm-opt, which never made Go's output smaller after brotli, is measured by running it without SIZE_WASM_OPT=0)"
 SIZE_WASM_OPT=0 bash wasm/size.sh
 
+echo "== the Workers build fits the Workers Free plan's script limit: 3 MB gzip with its JavaScript (wasm/workers/size.sh)"
+bash wasm/workers/size.sh
+
 echo "== the example plugin: type-checked against the obsidian package, bundled with esbuild"
 bash wasm/example-plugin/check.sh
 
