@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/p2p/livesyncp2p"
 	"github.com/livesync-go/livesync-go/engine"
@@ -116,35 +115,25 @@ func (r *lsp2pSync) waitPeer(target string) (livesyncrpc.Advertisement, error) {
 	return ad, err
 }
 
-// acceptWait bounds how long a peer may take to accept this device
-// once both are in the room: it knows this device only once this
-// device's advertisement, sent as they meet, reached it.
-const acceptWait = 5 * time.Second
-
 // accepted asks the peer whether it accepts this device
-// (legacy/!reqAuth) until it does or acceptWait has passed.
+// (legacy/!reqAuth). Node.WaitPeer has sent this device's advertisement
+// ahead of the question on the ordered channel, so the peer knows the
+// device name it decides on.
 func (r *lsp2pSync) accepted() error {
-	deadline := time.Now().Add(acceptWait)
-	for {
-		var ok bool
-		raw, err := r.n.Hosted().RPC.Call(r.ctx, r.ad.PeerID, livesyncrpc.MethodReqAuth, r.n.SelfID())
-		if err == nil {
-			err = json.Unmarshal(raw, &ok)
-		}
-		switch {
-		case err == nil && ok:
-			return nil
-		case errors.Is(err, rpcroom.ErrTimeout):
-			return exitError{exitRefused, fmt.Sprintf("peer %s did not say in time whether it accepts this device: a plugin asks its user, so accept %q there (or add it to its auto-accepting peers) and run p2p-sync again", r.peerName(), r.device)}
-		case err != nil:
-			return r.syncErr(0, err)
-		case time.Now().After(deadline):
-			return r.syncErr(0, livesyncrpc.ErrRejected)
-		}
-		if err := r.wait(250 * time.Millisecond); err != nil {
-			return err
-		}
+	var ok bool
+	raw, err := r.n.Hosted().RPC.Call(r.ctx, r.ad.PeerID, livesyncrpc.MethodReqAuth, r.n.SelfID())
+	if err == nil {
+		err = json.Unmarshal(raw, &ok)
 	}
+	switch {
+	case err == nil && ok:
+		return nil
+	case errors.Is(err, rpcroom.ErrTimeout):
+		return exitError{exitRefused, fmt.Sprintf("peer %s did not say in time whether it accepts this device: a plugin asks its user, so accept %q there (or add it to its auto-accepting peers) and run p2p-sync again", r.peerName(), r.device)}
+	case err != nil:
+		return r.syncErr(0, err)
+	}
+	return r.syncErr(0, livesyncrpc.ErrRejected)
 }
 
 // adoptVault records the peer's vault settings in a replica that holds
