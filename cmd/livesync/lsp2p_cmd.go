@@ -117,21 +117,31 @@ func (c *command) wait(d time.Duration) error {
 	}
 }
 
+// parseLSP2P parses the flags of a P2P command that takes no
+// arguments, then resolves its settings and this device's name.
+func (c *command) parseLSP2P(args []string, f *lsp2pFlags) (lsp2pSettings, string, error) {
+	if err := c.parse(args); err != nil {
+		return lsp2pSettings{}, "", err
+	}
+	if len(c.pos) > 0 {
+		return lsp2pSettings{}, "", usageError{c.fs.Name() + " takes no arguments (name the group with --group)"}
+	}
+	set, err := c.lsp2pSettings(f)
+	if err != nil {
+		return lsp2pSettings{}, "", err
+	}
+	device, err := c.lsp2pDeviceName(set)
+	if err != nil {
+		return lsp2pSettings{}, "", err
+	}
+	return set, device, nil
+}
+
 func runLSP2PPeers(env *cliEnv, args []string) error {
 	c := env.newCommand("p2p-peers", "p2p-peers [--group ID] [--relay URL] [--wait 10s] [flags]")
 	var f lsp2pFlags
 	addLSP2PFlags(c.fs, &f, lsp2pPeersWait, false)
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	if len(c.pos) > 0 {
-		return usageError{"p2p-peers takes no arguments (name the group with --group)"}
-	}
-	set, err := c.lsp2pSettings(&f)
-	if err != nil {
-		return err
-	}
-	device, err := c.lsp2pDeviceName(set)
+	set, device, err := c.parseLSP2P(args, &f)
 	if err != nil {
 		return err
 	}

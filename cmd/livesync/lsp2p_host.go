@@ -18,17 +18,7 @@ func runLSP2PHost(env *cliEnv, args []string) error {
 	addLSP2PFlags(c.fs, &f, 0, true)
 	follow := c.fs.String("follow", "", "the peers to pull from when they announce changes: device names as --auto-accept takes them (the plugin's P2P_AutoWatchPeers; default: follow)")
 	broadcast := c.fs.Bool("broadcast", false, "announce this replica's changes to the accepted peers, so that those following it pull (the plugin's P2P_AutoBroadcast; default: broadcast)")
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	if len(c.pos) > 0 {
-		return usageError{"p2p-host takes no arguments (name the group with --group)"}
-	}
-	set, err := c.lsp2pSettings(&f)
-	if err != nil {
-		return err
-	}
-	device, err := c.lsp2pDeviceName(set)
+	set, device, err := c.parseLSP2P(args, &f)
 	if err != nil {
 		return err
 	}
