@@ -246,6 +246,17 @@ func (s *Store) Stats() Stats {
 // released. Chunks written through the Store need no call.
 func (s *Store) ChunksArrived(ids []engine.ChunkID) { s.p.ChunksArrived(ids) }
 
+// Settle writes now the releases that arrivals so far have made due
+// (see purgatory.Purgatory.Settle) and returns when they are written. A
+// process that ends with its request calls it before answering.
+func (s *Store) Settle(ctx context.Context) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.RUnlock()
+	return s.p.Settle(ctx)
+}
+
 // BulkDocs writes replicated revisions (new_edits=false) pushed by a
 // client: BulkDocsFrom with purgatory.ClientPush.
 func (s *Store) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {

@@ -259,6 +259,12 @@ func (v *Served) Close() error {
 	return v.cur.Load().Close()
 }
 
+// Settle writes the releases that are due now: Store.Settle on the
+// current hold-back.
+func (v *Served) Settle(ctx context.Context) error {
+	return do(v, func(s *Store) error { return s.Settle(ctx) })
+}
+
 // write runs a write call on the current hold-back.
 func write[T any](v *Served, f func(*Store) (T, error)) (T, error) {
 	v.mu.RLock()

@@ -241,6 +241,25 @@ func (p *Purgatory) ChunksArrived(ids []engine.ChunkID) {
 	p.wake()
 }
 
+// Settle does at once, on the caller's goroutine, what the driver does
+// when it wakes: it applies every arrival announced by ChunksArrived so
+// far (releasing the documents that became complete), retries releases
+// that are due and moves documents whose deadlines passed. It returns
+// when that work is done, whether it or the driver did it. A process
+// that ends with its request (a Cloudflare Worker) settles before it
+// answers, so the releases the request caused are written by then. After
+// Close it returns ErrClosed.
+func (p *Purgatory) Settle(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.stopped.Load() {
+		return ErrClosed
+	}
+	p.tick()
+	return nil
+}
+
 func (p *Purgatory) wake() {
 	select {
 	case p.kick <- struct{}{}:
