@@ -33,11 +33,13 @@ for (const [k, v] of Object.entries(process.env)) {
 
 const started = performance.now();
 const mf = new Miniflare({
+	// worker.mjs is the entry; every other .mjs/.js/.wasm file of dist is a
+	// module it may import.
 	modules: [
 		{ type: 'ESModule', path: join(dist, 'worker.mjs') },
-		{ type: 'ESModule', path: join(dist, 'runtime.mjs') },
-		{ type: 'ESModule', path: join(dist, 'wasm_exec.js') },
-		{ type: 'CompiledWasm', path: join(dist, 'app.wasm') },
+		...readdirSync(dist).filter((f) => f !== 'worker.mjs').sort().flatMap((f) =>
+			f.endsWith('.wasm') ? [{ type: 'CompiledWasm', path: join(dist, f) }]
+				: /\.m?js$/.test(f) ? [{ type: 'ESModule', path: join(dist, f) }] : []),
 	],
 	modulesRoot: dist,
 	compatibilityDate: '2026-07-01',
@@ -46,6 +48,8 @@ const mf = new Miniflare({
 	d1Persist: args.persist ? resolve(args.persist) : false,
 	// RUN_WORKER_DEBUG=1 logs every request and workerd's own messages.
 	log: process.env.RUN_WORKER_DEBUG ? new Log(LogLevel.DEBUG) : undefined,
+	// POST /cdn-cgi/handler/scheduled?cron=... runs the Cron Trigger's task.
+	unsafeTriggerHandlers: true,
 	host: '127.0.0.1',
 	port: 0,
 });

@@ -16,8 +16,8 @@ import (
 
 	"github.com/syumai/workers"
 	"github.com/syumai/workers/cloudflare"
+	"github.com/syumai/workers/cloudflare/cron"
 
-	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/wasm/workers/d1kv"
 )
 
@@ -25,11 +25,6 @@ import (
 const binding = "DB"
 
 func main() {
-	s, err := parseSettings(cloudflare.Getenv)
-	if err != nil {
-		serve(failing(err))
-		return
-	}
 	x, err := d1kv.NewD1(cloudflare.GetBinding(binding))
 	if err != nil {
 		serve(failing(err))
@@ -37,17 +32,13 @@ func main() {
 	}
 	// The tables exist: wrangler applies migrations/ before a deploy (and
 	// tests/workers/run-worker.mjs locally), so no request pays for it.
-	dbs, err := d1kv.NewDatabases(x, couchapi.StoreOptions(0))
+	a, err := newApp(cloudflare.Getenv, x)
 	if err != nil {
 		serve(failing(err))
 		return
 	}
-	h, err := newHandler(s, dbs)
-	if err != nil {
-		serve(failing(err))
-		return
-	}
-	serve(h)
+	cron.ScheduleTaskNonBlock(a.Scheduled)
+	serve(a)
 }
 
 // serve answers the request with h, then gives the callbacks still in
