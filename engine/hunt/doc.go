@@ -79,6 +79,22 @@
 // returns once every enqueued document completed or ended its pass (a
 // command line hunts once and reports).
 //
+// # Bounded runs
+//
+// A process that may only hunt for a while (a Cron Trigger, a command
+// line run on a schedule) hands what it knows to the next one: New,
+// AddSource for each source, Restore with the State the previous run
+// saved, then the Enqueues (the purgatory's restore makes them), Quiet
+// with the run's deadline, State, saved, and Close. Quiet returns once
+// nothing is on the wire and every document waits for a backoff, so a
+// run ends as soon as it has nothing to do now. Across such runs the
+// request starts inside each throttle key's Window, every document's
+// attempts and next pass, and the memo carry over, so MaxPerWindow, the
+// backoff and the memo hold as in one process; MaxInFlight holds
+// because a run ends with nothing in flight (Close cancels what Quiet's
+// deadline left). One run at a time may use a State: two runs at once
+// would each grant a window's worth of starts.
+//
 // # Ownership
 //
 // New starts one driver goroutine; it alone starts requests. Requests and

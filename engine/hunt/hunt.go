@@ -96,9 +96,10 @@ type Hunt struct {
 	seq       uint64
 	memo      *memo
 	stats     Stats
-	pending   []Event       // events queued under the lock, delivered by flush
-	flushing  int           // flushes delivering events now (Wait waits for them)
-	waiters   chan struct{} // closed when a document is dropped (Wait)
+	pending   []Event             // events queued under the lock, delivered by flush
+	flushing  int                 // flushes delivering events now (Wait waits for them)
+	waiters   chan struct{}       // closed when a document is dropped (Wait)
+	restored  map[string]DocState // backoff of documents of a restored State not enqueued yet
 }
 
 // New returns a running Hunt.
@@ -181,9 +182,11 @@ func (h *Hunt) RemoveSource(key string) {
 // Enqueue schedules a hunt for doc. needed are its missing chunk ids (it
 // replaces the previous set; an empty set removes doc); origin is the
 // throttle key of the source the metadata came from ("" = a client push),
-// tried first. A new doc's first pass starts at now+delay. A known doc
-// makes a fresh start: its attempt count resets to 0 and its next pass
-// moves to now+delay only if that is earlier (debounce of bursts).
+// tried first. A new doc's first pass starts at now+delay (or at the
+// Next of its restored DocState if that is later, keeping its attempt
+// count: see Restore). A known doc makes a fresh start: its attempt count
+// resets to 0 and its next pass moves to now+delay only if that is
+// earlier (debounce of bursts).
 func (h *Hunt) Enqueue(doc string, needed []engine.ChunkID, origin string, delay time.Duration) {
 	h.mu.Lock()
 	if h.closed {
@@ -205,6 +208,10 @@ func (h *Hunt) Enqueue(doc string, needed []engine.ChunkID, origin string, delay
 		h.list = append(h.list, e)
 	}
 	e.enqueue(needed, origin, max(delay, 0), now, fresh)
+	if ds, ok := h.restored[doc]; ok && fresh {
+		delete(h.restored, doc)
+		e.restore(ds)
+	}
 	h.mu.Unlock()
 	h.log.Debug("hunt enqueued", "doc", doc, "chunks", len(needed), "source", origin, "delay", delay, "fresh", fresh)
 	h.trigger()

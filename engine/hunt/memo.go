@@ -1,6 +1,8 @@
 package hunt
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -84,3 +86,69 @@ func (m *memo) evictOldest() {
 func (m *memo) forget(key string) { delete(m.m, key) }
 
 func (m *memo) len() int { return len(m.m) }
+
+// state returns the live memos at now, by source key, ids sorted.
+func (m *memo) state(now time.Time) []MemoState {
+	var out []MemoState
+	for _, k := range slices.Sorted(maps.Keys(m.m)) {
+		me := m.m[k]
+		until := me.created.Add(m.ttl)
+		if !now.Before(until) {
+			continue
+		}
+		out = append(out, MemoState{Source: k, Fingerprint: me.fp, IDs: slices.Sorted(maps.Keys(me.ids)), Until: until.Round(0)})
+	}
+	return out
+}
+
+// restore adds the memos of an earlier process: expired ones and those
+// without a source are ignored, an Until beyond now+ttl counts as
+// now+ttl, a source listed twice keeps the memo that lasts longer (both
+// merged, with the earlier expiry, if their fingerprints agree), and at most maxIDs ids in all are
+// taken. It returns how many memos or ids it ignored.
+func (m *memo) restore(ms []MemoState, now time.Time, maxIDs int) int {
+	ignored, taken := 0, 0
+	for _, me := range m.m {
+		taken += len(me.ids)
+	}
+	for _, s := range ms {
+		until := s.Until
+		if limit := now.Add(m.ttl); until.After(limit) {
+			until = limit
+		}
+		if s.Source == "" || !now.Before(until) {
+			ignored++
+			continue
+		}
+		created := until.Add(-m.ttl)
+		cur := m.m[s.Source]
+		switch {
+		case cur != nil && cur.fp == s.Fingerprint:
+			if created.Before(cur.created) {
+				cur.created = created // the older start: the merged memo never outlives either
+			}
+		case cur != nil && !cur.created.Before(created):
+			continue // the memo already here lasts longer
+		default:
+			if cur == nil && len(m.m) >= m.cap {
+				m.evictOldest()
+			}
+			if cur != nil {
+				taken -= len(cur.ids)
+			}
+			cur = &memoEntry{fp: s.Fingerprint, created: created, ids: make(map[engine.ChunkID]struct{})}
+			m.m[s.Source] = cur
+		}
+		for i, id := range s.IDs {
+			if taken >= maxIDs {
+				ignored += len(s.IDs) - i
+				break
+			}
+			if _, ok := cur.ids[id]; !ok && id != "" {
+				cur.ids[id] = struct{}{}
+				taken++
+			}
+		}
+	}
+	return ignored
+}

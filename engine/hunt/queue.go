@@ -20,6 +20,7 @@ type entry struct {
 	attempts int       // passes that ended incomplete since the last fresh start
 	next     time.Time // earliest start of the next pass
 	sooner   time.Time // an Enqueue during a pass: the next pass starts no later than this
+	backoff  bool      // next was set by a pass that ended incomplete (or a restored one), not by an Enqueue delay
 
 	// The current pass.
 	inPass    bool
@@ -50,6 +51,7 @@ func (e *entry) enqueue(needed []engine.ChunkID, origin string, delay time.Durat
 	at := now.Add(delay)
 	if fresh || at.Before(e.next) {
 		e.next = at
+		e.backoff = false
 	}
 	if e.inPass && (e.sooner.IsZero() || at.Before(e.sooner)) {
 		e.sooner = at
@@ -107,6 +109,7 @@ func (e *entry) startPass(now time.Time) {
 func (e *entry) endPass(now time.Time, cfg Config) {
 	e.inPass = false
 	e.attempts++
+	e.backoff = true
 	e.next = now.Add(cfg.backoff(e.attempts))
 	if !e.sooner.IsZero() && e.sooner.Before(e.next) {
 		e.next = later(e.sooner, now)
@@ -114,6 +117,16 @@ func (e *entry) endPass(now time.Time, cfg Config) {
 	e.sooner = time.Time{}
 	e.asked = nil
 	e.busy = nil
+}
+
+// restore applies a restored backoff to an entry not in a pass: its
+// attempt count, and a next pass no earlier than ds.Next.
+func (e *entry) restore(ds DocState) {
+	e.attempts = ds.Attempts
+	if ds.Next.After(e.next) {
+		e.next = ds.Next
+		e.backoff = true
+	}
 }
 
 // idle reports whether the entry is in a pass with nothing running.

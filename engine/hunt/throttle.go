@@ -200,3 +200,37 @@ func (t *throttle) load(now time.Time) (inFlight, inWindow int) {
 	t.prune(now)
 	return t.inFlight, len(t.starts)
 }
+
+// inWindow returns a copy of the starts inside the window at now.
+func (t *throttle) inWindow(now time.Time) []time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.prune(now)
+	out := make([]time.Time, len(t.starts))
+	for i, s := range t.starts {
+		out[i] = s.Round(0) // wall clock only: it is for another process
+	}
+	return out
+}
+
+// restore adds starts of an earlier process: those inside the window at
+// now count against maxPerWindow, a start in the future counts as now,
+// and only the newest maxPerWindow are kept (older ones cannot block
+// anything the newer ones do not).
+func (t *throttle) restore(starts []time.Time, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cut := now.Add(-t.window)
+	for _, s := range starts {
+		if s.After(now) {
+			s = now
+		}
+		if s.After(cut) {
+			t.starts = append(t.starts, s)
+		}
+	}
+	slices.SortFunc(t.starts, func(a, b time.Time) int { return a.Compare(b) })
+	if n := len(t.starts); n > t.maxPerWindow {
+		t.starts = slices.Delete(t.starts, 0, n-t.maxPerWindow)
+	}
+}
