@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
+	"github.com/livesync-go/livesync-go/engine/holdback"
 )
 
 // Defaults of the Worker's settings (its vars and secrets).
@@ -40,6 +41,9 @@ const (
 // settings are the Worker's configuration, read from its environment.
 type settings struct {
 	cfg couchapi.Config
+	// hold configures every database's hold-back (its Log is set per
+	// scope).
+	hold couchapi.HeldConfig
 }
 
 // getenv looks a variable or secret up; "" when unset.
@@ -57,6 +61,11 @@ type getenv func(name string) string
 //	LIVESYNC_CHANGES_TIMEOUT  seconds a longpoll or continuous feed waits
 //	LIVESYNC_UUID             the server uuid PouchDB keys its checkpoints on
 //	LIVESYNC_COOKIE_SECRET    (secret) signs session cookies
+//	LIVESYNC_PASSPHRASES      (secret) vault passphrases, one line per
+//	                          database: db:passphrase (see parsePassphrases)
+//	LIVESYNC_MAX_HELD_DOCUMENTS, LIVESYNC_MAX_HELD_PER_USER
+//	LIVESYNC_MAX_HELD_CHUNK_IDS, LIVESYNC_MAX_HELD_CHUNK_IDS_PER_USER
+//	                          limits of the hold-back (see parseHold)
 //
 // Without LIVESYNC_UUID or LIVESYNC_COOKIE_SECRET both are derived from
 // LIVESYNC_USERS, so they stay the same from request to request.
@@ -96,7 +105,11 @@ func parseSettings(env getenv) (settings, error) {
 		secret = s[:]
 	}
 	cfg.CookieSecret = secret
-	return settings{cfg: cfg}, nil
+	hold, err := parseHold(env)
+	if err != nil {
+		return settings{}, err
+	}
+	return settings{cfg: cfg, hold: hold}, nil
 }
 
 // parseUsers reads LIVESYNC_USERS. A password may contain ':' (the name
@@ -148,4 +161,84 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// heldSaveInterval keeps a request's hold-back from saving on a timer:
+// the scope saves it when the request ends (holdback.Store.Close).
+const heldSaveInterval = 24 * time.Hour
+
+// maxHeldLimit bounds the hold-back limits a var may set.
+const maxHeldLimit = 100_000_000
+
+// parseHold reads the hold-back's settings: no client sees a note
+// before its chunks.
+//
+//	LIVESYNC_PASSPHRASES                  (secret) lines db:passphrase
+//	LIVESYNC_MAX_HELD_DOCUMENTS           documents held at once per database (10000)
+//	LIVESYNC_MAX_HELD_PER_USER            documents held at once for one user (2000)
+//	LIVESYNC_MAX_HELD_CHUNK_IDS           chunk ids the held revisions need, per database (1000000)
+//	LIVESYNC_MAX_HELD_CHUNK_IDS_PER_USER  the same for one user (200000)
+//
+// The defaults are the relay's (holdback's). Without a database's
+// passphrase, its metadata with path obfuscation cannot be judged and is
+// served unheld, as the relay does.
+func parseHold(env getenv) (couchapi.HeldConfig, error) {
+	pp, err := parsePassphrases(env("LIVESYNC_PASSPHRASES"))
+	if err != nil {
+		return couchapi.HeldConfig{}, err
+	}
+	hc := holdback.Config{
+		SaveInterval:                heldSaveInterval,
+		MaxHeldDocumentsName:        "the Worker's var LIVESYNC_MAX_HELD_DOCUMENTS",
+		MaxHeldPerOwnerName:         "the Worker's var LIVESYNC_MAX_HELD_PER_USER",
+		MaxHeldChunkIDsName:         "the Worker's var LIVESYNC_MAX_HELD_CHUNK_IDS",
+		MaxHeldChunkIDsPerOwnerName: "the Worker's var LIVESYNC_MAX_HELD_CHUNK_IDS_PER_USER",
+	}
+	for _, l := range []struct {
+		name string
+		def  int
+		to   *int
+	}{
+		{"LIVESYNC_MAX_HELD_DOCUMENTS", holdback.DefaultMaxHeldDocuments, &hc.MaxHeldDocuments},
+		{"LIVESYNC_MAX_HELD_PER_USER", holdback.DefaultMaxHeldPerOwner, &hc.MaxHeldPerOwner},
+		{"LIVESYNC_MAX_HELD_CHUNK_IDS", holdback.DefaultMaxHeldChunkIDs, &hc.MaxHeldChunkIDs},
+		{"LIVESYNC_MAX_HELD_CHUNK_IDS_PER_USER", holdback.DefaultMaxHeldChunkIDsPerOwner, &hc.MaxHeldChunkIDsPerOwner},
+	} {
+		n, err := sizeVar(env, l.name, int64(l.def), maxHeldLimit)
+		if err != nil {
+			return couchapi.HeldConfig{}, fmt.Errorf("%s must be a count from 1 to %d", l.name, maxHeldLimit)
+		}
+		*l.to = int(n)
+	}
+	if err := hc.Validate(); err != nil {
+		return couchapi.HeldConfig{}, err
+	}
+	return couchapi.HeldConfig{Holdback: hc, Passphrases: pp}, nil
+}
+
+// parsePassphrases reads LIVESYNC_PASSPHRASES: one line per database,
+// db:passphrase. The name ends at the first ':' (a database name has
+// none); the passphrase is the rest of the line as written, spaces
+// included (a trailing CR is dropped). Blank lines are skipped. An error
+// names the line, never its passphrase.
+func parsePassphrases(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, line := range strings.Split(v, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		db, pass, ok := strings.Cut(line, ":")
+		db = strings.TrimSpace(db)
+		switch {
+		case !ok || pass == "":
+			return nil, fmt.Errorf("LIVESYNC_PASSPHRASES: line %d is not db:passphrase", i+1)
+		case !couchapi.ValidDatabaseName(db):
+			return nil, fmt.Errorf("LIVESYNC_PASSPHRASES: line %d does not start with a database name", i+1)
+		case out[db] != "":
+			return nil, fmt.Errorf("LIVESYNC_PASSPHRASES: database %q has two lines", db)
+		}
+		out[db] = pass
+	}
+	return out, nil
 }

@@ -88,3 +88,53 @@ func TestMigrationIsSchema(t *testing.T) {
 		t.Errorf("migrations/0001_init.sql is not d1kv.Schema:\n%s\nwant\n%s", got, d1kv.Schema)
 	}
 }
+
+func TestParseHold(t *testing.T) {
+	s, err := parseSettings(envOf(map[string]string{
+		"LIVESYNC_USERS":              "a:b:vault",
+		"LIVESYNC_PASSPHRASES":        "vault:pass: with spaces:and colons \r\n\n  \nnotes:x\n",
+		"LIVESYNC_MAX_HELD_DOCUMENTS": "50",
+		"LIVESYNC_MAX_HELD_PER_USER":  "5",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.hold
+	if len(h.Passphrases) != 2 || h.Passphrases["vault"] != "pass: with spaces:and colons " || h.Passphrases["notes"] != "x" {
+		t.Errorf("passphrases = %d entries", len(h.Passphrases)) // never print them
+	}
+	hc := h.Holdback
+	if hc.MaxHeldDocuments != 50 || hc.MaxHeldPerOwner != 5 || hc.MaxHeldChunkIDs != 1_000_000 ||
+		hc.MaxHeldChunkIDsPerOwner != 200_000 || hc.SaveInterval != heldSaveInterval {
+		t.Errorf("hold-back config = %+v", hc)
+	}
+	if !strings.Contains(hc.MaxHeldDocumentsName, "LIVESYNC_MAX_HELD_DOCUMENTS") {
+		t.Errorf("the limit's name in refusals = %q", hc.MaxHeldDocumentsName)
+	}
+	d, _ := parseSettings(envOf(map[string]string{"LIVESYNC_USERS": "a:b:vault"}))
+	if len(d.hold.Passphrases) != 0 || d.hold.Holdback.MaxHeldDocuments != 10000 || d.hold.Holdback.MaxHeldPerOwner != 2000 {
+		t.Errorf("defaults = %+v", d.hold.Holdback)
+	}
+}
+
+func TestParseHoldRefuses(t *testing.T) {
+	for name, v := range map[string][2]string{
+		"no colon":          {"LIVESYNC_PASSPHRASES", "vault secret-one"},
+		"no passphrase":     {"LIVESYNC_PASSPHRASES", "vault:"},
+		"bad name":          {"LIVESYNC_PASSPHRASES", "Vault:secret-one"},
+		"no name":           {"LIVESYNC_PASSPHRASES", ":secret-one"},
+		"twice":             {"LIVESYNC_PASSPHRASES", "vault:secret-one\nvault:secret-two"},
+		"zero documents":    {"LIVESYNC_MAX_HELD_DOCUMENTS", "0"},
+		"negative per user": {"LIVESYNC_MAX_HELD_PER_USER", "-1"},
+		"not a number":      {"LIVESYNC_MAX_HELD_CHUNK_IDS", "many"},
+	} {
+		_, err := parseSettings(envOf(map[string]string{"LIVESYNC_USERS": "a:b:vault", v[0]: v[1]}))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret-") {
+			t.Errorf("%s: the error shows a passphrase: %v", name, err)
+		}
+	}
+}
