@@ -54,7 +54,7 @@ type Config struct {
 	// SaveInterval is how often the purgatory's state (its timers) is
 	// saved into the inner store and the bodies of revisions the
 	// purgatory gave up are dropped from the holding area. Close saves
-	// too. Default 30 s.
+	// too. A save writes only a state that changed. Default 30 s.
 	SaveInterval time.Duration
 	// MaxHeldDocuments is the most documents the Store holds at once,
 	// whatever their source. A metadata revision that would make one

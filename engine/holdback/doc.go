@@ -118,7 +118,12 @@
 // Config.SaveInterval and at Close; New restores it with the downtime
 // subtracted, and holds again every body of the holding area the saved
 // state does not know (held after the last save), so a crash loses no
-// held revision a client was told was stored.
+// held revision a client was told was stored. A save writes only when the
+// state's content differs from what the inner store holds (what New read
+// or the last save wrote), timers aside: what time alone does, a restore
+// of the older state replays. So a Store opened per request (a Worker)
+// writes nothing for a request that held, released and dropped nothing,
+// and requests that only read do not contend on the state document.
 //
 // # A served vault database
 //

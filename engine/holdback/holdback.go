@@ -122,6 +122,11 @@ type Store struct {
 
 	obfuscated atomic.Bool // no codec, and the latest judged metadata was unreadable
 
+	// savedKey is the content (contentKey) of the purgatory state the
+	// inner store holds, as resume read it or save last wrote it; nil
+	// when unknown. Only resume and save use it, never at once.
+	savedKey []byte
+
 	saveCancel context.CancelFunc
 	saveDone   chan struct{}
 	closeOnce  sync.Once
@@ -171,8 +176,9 @@ func New(cfg Config, deps Deps) (*Store, error) {
 }
 
 // Close stops accepting writes, waits for those in flight, stops the
-// purgatory (its Hunter is the caller's), saves the purgatory state and
-// closes the inner store. Later calls return the first result.
+// purgatory (its Hunter is the caller's), saves the purgatory state if it
+// changed and closes the inner store. Later calls return the first
+// result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.gate.Lock()
@@ -820,11 +826,7 @@ func (s *Store) save(ctx context.Context) {
 			s.saveFailed("holding area", err)
 		}
 	}
-	if snap, err := s.p.Snapshot(); err != nil {
-		s.saveFailed("purgatory state", err)
-	} else if err := s.inner.PutLocal(ctx, localState, snap); err != nil {
-		s.saveFailed("purgatory state", err)
-	}
+	s.saveState(ctx)
 	if stale {
 		if err := s.writeIndex(ctx); err != nil {
 			s.saveFailed("holding index", err)
@@ -877,8 +879,14 @@ func (s *Store) resume(ctx context.Context) error {
 	if b, err := s.inner.GetLocal(ctx, localState); err == nil {
 		if err := s.p.Restore(b, time.Now()); err != nil {
 			s.log.Error("holdback: the purgatory state is unreadable; held revisions start afresh", "err", err)
+		} else {
+			s.savedKey = contentKey(b)
 		}
-	} else if !errors.Is(err, engine.ErrNotFound) {
+	} else if errors.Is(err, engine.ErrNotFound) {
+		if snap, err := s.p.Snapshot(); err == nil { // empty: none saved is the same as an empty one
+			s.savedKey = contentKey(snap)
+		}
+	} else {
 		return fmt.Errorf("holdback: reading the purgatory state: %w", err)
 	}
 	known := map[[2]string]struct{}{}
