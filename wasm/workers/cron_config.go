@@ -101,7 +101,7 @@ func parseCron(env getenv) (cronSettings, error) {
 		min, max int
 		to       *int
 	}{
-		{"LIVESYNC_CRON_MAX_QUERIES", 20, maxCronQueries, &c.queries},
+		{"LIVESYNC_CRON_MAX_QUERIES", 100, maxCronQueries, &c.queries},
 		{"LIVESYNC_CRON_MAX_SUBREQUESTS", 1, 100_000, &c.subrequests},
 		{"LIVESYNC_HUNT_MAX_IN_FLIGHT", 1, maxHuntLimit, &c.huntInFlight},
 		{"LIVESYNC_HUNT_MAX_PER_WINDOW", 1, maxHuntLimit, &c.huntPerWindow},
