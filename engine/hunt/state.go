@@ -43,13 +43,14 @@ type MemoState struct {
 
 // Bounds on what Restore accepts from a State (it may come from storage
 // another party can write): the excess is ignored, in a deterministic
-// order, and logged.
-const (
+// order, and logged. Variables only so that a test can lower them.
+var (
 	maxStateThrottles = 4096
 	maxStateDocs      = 100_000
 	maxStateMemoIDs   = 100_000
-	maxStateAttempts  = 1 << 16
 )
+
+const maxStateAttempts = 1 << 16
 
 // State returns a consistent copy of what a later Hunt needs to continue
 // this one (see Restore). It may be called at any time, also after

@@ -256,6 +256,9 @@ func TestStateJSONRoundTrip(t *testing.T) {
 // empty keys, huge maps) is clamped or ignored: no panic, nothing waits
 // longer than this Hunt could have made it wait.
 func TestStateHostileRestore(t *testing.T) {
+	th, docs, memoIDs := maxStateThrottles, maxStateDocs, maxStateMemoIDs
+	maxStateThrottles, maxStateDocs, maxStateMemoIDs = 400, 1000, 2000
+	t.Cleanup(func() { maxStateThrottles, maxStateDocs, maxStateMemoIDs = th, docs, memoIDs })
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, Config{})
 		a := r.source("a:5984", true)
@@ -272,13 +275,13 @@ func TestStateHostileRestore(t *testing.T) {
 				{Source: "", IDs: ids("h:1"), Until: far},
 			},
 		}
-		for i := range 5000 {
+		for i := range 500 {
 			st.Throttles[fmt.Sprintf("k%d:1", i)] = []time.Time{r.t0, {}, far}
 		}
-		for i := range 150_000 {
+		for i := range 1500 {
 			st.Docs[fmt.Sprintf("z%06d", i)] = DocState{Attempts: i, Next: far}
 		}
-		st.Memo = append(st.Memo, MemoState{Source: "b:1", IDs: make([]string, 200_000), Until: far})
+		st.Memo = append(st.Memo, MemoState{Source: "b:1", IDs: make([]string, 4000), Until: far})
 		for i := range st.Memo[len(st.Memo)-1].IDs {
 			st.Memo[len(st.Memo)-1].IDs[i] = fmt.Sprintf("h:%d", i)
 		}
@@ -291,10 +294,16 @@ func TestStateHostileRestore(t *testing.T) {
 			x.Next.After(r.t0.Add(DefaultBackoffCap)) || !y.Next.Equal(r.t0) {
 			t.Errorf("docs %+v %+v", x, y)
 		}
+		r.h.mu.Lock()
+		waiting := len(r.h.restored)
+		r.h.mu.Unlock()
+		if waiting != maxStateDocs-2 { // x.md and y.md were enqueued
+			t.Errorf("%d restored documents kept, want %d", waiting, maxStateDocs-2)
+		}
 		if n := len(got.Throttles["a:5984"]); n != DefaultMaxPerWindow {
 			t.Errorf("%d restored starts kept, want %d", n, DefaultMaxPerWindow)
 		}
-		if len(got.Throttles) > maxStateThrottles {
+		if len(got.Throttles) != maxStateThrottles-1 { // the empty key took a place
 			t.Errorf("%d throttles", len(got.Throttles))
 		}
 		total := 0
@@ -304,8 +313,8 @@ func TestStateHostileRestore(t *testing.T) {
 				t.Errorf("memo %s until %v", m.Source, m.Until)
 			}
 		}
-		if total > maxStateMemoIDs {
-			t.Errorf("%d memo ids", total)
+		if total != maxStateMemoIDs {
+			t.Errorf("%d memo ids, want %d", total, maxStateMemoIDs)
 		}
 		// Future starts count as now: the source is free again one
 		// Window later, then both documents are hunted.
