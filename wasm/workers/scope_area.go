@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -77,12 +78,33 @@ type areaStore struct {
 	mu   sync.Mutex
 	be   *d1kv.Backend              // for the merging writes; opened at the first
 	base map[string]json.RawMessage // holding document id → as last read or written (nil: absent)
+	read bool                       // the hold-back's documents were read ahead
+	pre  map[string][]byte          // read ahead, each served once (nil: absent)
+	// listed are the notes the index listed when it was read ahead.
+	listed []string
 }
 
 // GetLocal reads a _local document and remembers a holding document as
-// read, the base of its next write.
+// read, the base of its next write. The first read of the index reads
+// ahead what the hold-back reads next as it resumes (see readAhead).
 func (s *areaStore) GetLocal(ctx context.Context, id string) (json.RawMessage, error) {
-	b, err := s.Store.GetLocal(ctx, id)
+	if id == holdingIndex {
+		s.readAhead(ctx)
+	}
+	s.mu.Lock()
+	v, ahead := s.pre[id]
+	delete(s.pre, id)
+	s.mu.Unlock()
+	var b json.RawMessage
+	var err error
+	switch {
+	case !ahead:
+		b, err = s.Store.GetLocal(ctx, id)
+	case v == nil:
+		err = fmt.Errorf("get local %q: %w", id, engine.ErrNotFound)
+	default:
+		b = v
+	}
 	if strings.HasPrefix(id, holdingPrefix) && (err == nil || errors.Is(err, engine.ErrNotFound)) {
 		s.mu.Lock()
 		s.base[id] = bytes.Clone(b)
@@ -94,6 +116,9 @@ func (s *areaStore) GetLocal(ctx context.Context, id string) (json.RawMessage, e
 // PutLocal writes a _local document; the holding area's are merged with
 // what D1 has (see above).
 func (s *areaStore) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
+	s.mu.Lock()
+	delete(s.pre, id)
+	s.mu.Unlock()
 	switch {
 	case id == holdingIndex:
 		return s.mergeIndex(ctx, doc)
@@ -114,8 +139,9 @@ func (s *areaStore) Close() error {
 	return s.Store.Close()
 }
 
-// update runs fn in a D1 transaction of the database.
-func (s *areaStore) update(ctx context.Context, fn func(store.Tx) error) error {
+// update runs fn in a D1 transaction of the database, the _local
+// documents named by keys read ahead in one query per 98.
+func (s *areaStore) update(ctx context.Context, keys []string, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -130,6 +156,13 @@ func (s *areaStore) update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	be := s.be
 	s.mu.Unlock()
+	ks := make([][]byte, len(keys))
+	for i, k := range keys {
+		ks[i] = []byte(k)
+	}
+	if err := be.Prefetch(store.BucketLocal, ks); err != nil {
+		return err
+	}
 	return be.Update(fn)
 }
 
@@ -185,7 +218,7 @@ func (s *areaStore) mergeHolding(ctx context.Context, id string, doc json.RawMes
 	s.mu.Unlock()
 	note := strings.TrimPrefix(id, holdingPrefix)
 	var wrote []byte
-	err = s.update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, []string{id, holdingIndex}, func(tx store.Tx) error {
 		now, err := parseHolding(tx.Get(store.BucketLocal, []byte(id)))
 		if err != nil {
 			now, _ = parseHolding(nil) // unreadable: this write replaces it
@@ -259,7 +292,13 @@ func (s *areaStore) mergeIndex(ctx context.Context, doc json.RawMessage) error {
 	if err := json.Unmarshal(doc, &mine); err != nil {
 		return s.Store.PutLocal(ctx, holdingIndex, doc) // not the shape this code knows: as written
 	}
-	return s.update(ctx, func(tx store.Tx) error {
+	keys := []string{holdingIndex}
+	s.mu.Lock()
+	for _, note := range append(s.listed, mine.Docs...) {
+		keys = append(keys, holdingPrefix+note)
+	}
+	s.mu.Unlock()
+	return s.update(ctx, keys, func(tx store.Tx) error {
 		var keep []string
 		for _, note := range slices.Compact(slices.Sorted(slices.Values(append(readIndex(tx), mine.Docs...)))) {
 			h, err := parseHolding(tx.Get(store.BucketLocal, []byte(holdingPrefix+note)))
@@ -269,4 +308,114 @@ func (s *areaStore) mergeIndex(ctx context.Context, doc json.RawMessage) error {
 		}
 		return writeIndex(tx, keep)
 	})
+}
+
+// readAhead reads, once, the documents a hold-back reads as it opens:
+// the index, the purgatory's state and every holding document the index
+// lists. A d1kv read of a _local document costs two queries (the
+// counters, then the row), one each for these would cost every request
+// four queries and two more for each held note; read ahead they cost one
+// query per 98 documents. Each is served once, to the read that follows
+// (a read later in the request goes to D1 again); as a d1kv read, it
+// sees what was committed before it. A failure leaves the reads to D1.
+func (s *areaStore) readAhead(ctx context.Context) {
+	s.mu.Lock()
+	done := s.read
+	s.read = true
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	got, err := s.readLocals(ctx, []string{holdingIndex, holdback.LocalPrefix + "purgatory"})
+	if err != nil {
+		return
+	}
+	var ix index
+	if b := got[holdingIndex]; b != nil && json.Unmarshal(b, &ix) == nil && len(ix.Docs) > 0 {
+		ids := make([]string, len(ix.Docs))
+		for i, d := range ix.Docs {
+			ids[i] = holdingPrefix + d
+		}
+		docs, err := s.readLocals(ctx, ids)
+		if err != nil {
+			return
+		}
+		maps.Copy(got, docs)
+	}
+	s.mu.Lock()
+	s.pre, s.listed = got, ix.Docs
+	s.mu.Unlock()
+}
+
+// readBatch is the most keys one read-ahead statement names (D1 binds
+// at most 100 parameters).
+const readBatch = 98
+
+// readLocals reads _local documents of the database straight from
+// d1kv's table (its schema: d1kv.Schema): id → value, nil if absent.
+func (s *areaStore) readLocals(ctx context.Context, ids []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), readBatch)
+		var q strings.Builder
+		q.WriteString(`SELECT k, v FROM livesync_kv WHERE db = ?1 AND b = ?2 AND k IN (`)
+		args := []any{s.db, int64(store.BucketLocal)}
+		for i, id := range ids[:n] {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "?%d", i+3)
+			args = append(args, []byte(id))
+			out[id] = nil
+		}
+		q.WriteString(")")
+		rows, err := s.x.Query(ctx, q.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if len(r) != 2 {
+				return nil, errors.New("workers: a row of the wrong shape")
+			}
+			k, err := blob(r[0])
+			if err != nil {
+				return nil, err
+			}
+			v, err := blob(r[1])
+			if err != nil {
+				return nil, err
+			}
+			if _, asked := out[string(k)]; asked {
+				out[string(k)] = v
+			}
+		}
+		ids = ids[n:]
+	}
+	return out, nil
+}
+
+// blob is a BLOB column as an Exec returns it (d1kv.Exec: []byte, a
+// string or an array of numbers).
+func blob(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case []byte:
+		return bytes.Clone(v), nil
+	case string:
+		return []byte(v), nil
+	case []any:
+		out := make([]byte, len(v))
+		for i, e := range v {
+			f, ok := e.(float64)
+			n, isInt := e.(int64)
+			if isInt {
+				f, ok = float64(n), true
+			}
+			if !ok || f < 0 || f > 255 || f != float64(byte(f)) {
+				return nil, fmt.Errorf("workers: a BLOB element %v is not a byte", e)
+			}
+			out[i] = byte(f)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("workers: a value of type %T where a BLOB was expected", v)
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -451,14 +452,29 @@ func TestHoldQueriesPerRequest(t *testing.T) {
 		t.Logf("%s: %d queries, %d write batches", what, q, b)
 		return q, b
 	}
-	count("GET /db/doc, nothing held", "GET", "/"+testDB+"/plain.md", nil)
-	count("GET /db/_changes, nothing held", "GET", "/"+testDB+"/_changes", nil)
-	w.push(meta("held.md", "1-h", "h:2"))
-	count("GET /db/doc, one note held", "GET", "/"+testDB+"/plain.md", nil)
-	count("POST _bulk_docs of a chunk releasing the note", "POST", "/"+testDB+"/_bulk_docs",
-		map[string]any{"docs": []json.RawMessage{chunk("h:2")}, "new_edits": false})
-	_, writes := count("GET /db/doc after the release", "GET", "/"+testDB+"/held.md", nil)
-	if writes != 0 {
-		t.Logf("a GET wrote to D1 %d times (the hold-back saves its state at Close)", writes)
+	get := func(what, p string) {
+		t.Helper()
+		if _, writes := count(what, "GET", p, nil); writes != 0 {
+			t.Errorf("%s wrote to D1 %d times", what, writes)
+		}
 	}
+	get("GET /db/doc, nothing held", "/"+testDB+"/plain.md")
+	get("GET /db/_changes, nothing held", "/"+testDB+"/_changes")
+	count("POST _bulk_docs of a note held", "POST", "/"+testDB+"/_bulk_docs",
+		map[string]any{"docs": []json.RawMessage{meta("held.md", "1-h", "h:2")}, "new_edits": false})
+	one, _ := count("GET /db/doc, one note held", "GET", "/"+testDB+"/plain.md", nil)
+	var more []json.RawMessage
+	for i := range 40 {
+		more = append(more, meta(fmt.Sprintf("more-%d.md", i), "1-m", fmt.Sprintf("h:m%d", i)))
+	}
+	w.push(more...)
+	if many, _ := count("GET /db/doc, 41 notes held", "GET", "/"+testDB+"/plain.md", nil); many > one+2 {
+		t.Errorf("a GET with 41 notes held costs %d queries, with one %d: the hold-back's documents are not read ahead", many, one)
+	}
+	get("GET /db/_changes, 41 notes held", "/"+testDB+"/_changes")
+	if q, _ := count("POST _bulk_docs of a chunk releasing one of 41 notes held", "POST", "/"+testDB+"/_bulk_docs",
+		map[string]any{"docs": []json.RawMessage{chunk("h:2")}, "new_edits": false}); q > 40 {
+		t.Errorf("releasing one note costs %d queries: a query per note held", q)
+	}
+	get("GET /db/doc after the release", "/"+testDB+"/held.md")
 }
