@@ -478,3 +478,24 @@ func TestHoldQueriesPerRequest(t *testing.T) {
 	}
 	get("GET /db/doc after the release", "/"+testDB+"/held.md")
 }
+
+// The held limits are the Worker's vars, counted across requests: a
+// user's note past LIVESYNC_MAX_HELD_PER_USER is refused with a reason
+// that names the var.
+func TestHoldPerUserLimit(t *testing.T) {
+	path := newD1(t)
+	w := newIsolate(t, path, map[string]string{"LIVESYNC_MAX_HELD_PER_USER": "2"})
+	w.push(meta("a.md", "1-a", "h:a"))
+	w.push(meta("b.md", "1-b", "h:b"))
+	b := w.ok("POST", "/"+testDB+"/_bulk_docs", map[string]any{"docs": []json.RawMessage{meta("c.md", "1-c", "h:c")}, "new_edits": false})
+	var res []engine.BulkDocResult
+	json.Unmarshal(b, &res)
+	if len(res) != 1 || res[0].Error != holdback.TooManyHeld || !strings.Contains(res[0].Reason, "LIVESYNC_MAX_HELD_PER_USER") {
+		t.Fatalf("the third note held for alice: %s", b)
+	}
+	w.push(chunk("h:a"))
+	w.push(meta("c.md", "1-c", "h:c")) // a slot is free again
+	if w.served("c.md", "1-c") || !w.present("c.md", "1-c") {
+		t.Error("c is not held once a slot is free")
+	}
+}
