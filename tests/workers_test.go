@@ -60,6 +60,13 @@ type worker struct {
 // otherwise.
 func startWorker(t *testing.T, vars map[string]string) *worker {
 	t.Helper()
+	return startWorkerFrom(t, "", vars)
+}
+
+// startWorkerFrom runs the Worker built into dist ("": wasm/workers/dist,
+// built by buildWorker).
+func startWorkerFrom(t *testing.T, dist string, vars map[string]string) *worker {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(workersDir, "node_modules", "miniflare")); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("tests/workers/node_modules is missing but CI is set: run npm ci in tests/workers")
@@ -70,7 +77,9 @@ func startWorker(t *testing.T, vars map[string]string) *worker {
 	if err != nil {
 		t.Fatal("node is required to run the Worker under miniflare")
 	}
-	dist := buildWorker(t)
+	if dist == "" {
+		dist = buildWorker(t)
+	}
 	pw := make([]byte, 12)
 	_, _ = rand.Read(pw)
 	e := couchEnv{user: "admin", password: hex.EncodeToString(pw)}

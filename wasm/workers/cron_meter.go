@@ -32,7 +32,7 @@ var _ d1kv.Exec = (*cronMeter)(nil)
 
 func newCronMeter(x d1kv.Exec, queries, requests int, windDown context.CancelCauseFunc) *cronMeter {
 	m := &cronMeter{x: x, queryCap: queries, reqCap: requests, windDown: windDown}
-	m.client = &http.Client{Transport: meteredTransport{m: m, next: http.DefaultTransport}}
+	m.client = &http.Client{Transport: meteredTransport{m: m, next: upstreamTransport()}}
 	return m
 }
 

@@ -33,7 +33,7 @@ const (
 	// closeTimeout bounds stopping, settling and saving a database.
 	closeTimeout = 20 * time.Second
 	// cronPoll is how often a run looks whether its upstreams caught up.
-	cronPoll = 300 * time.Millisecond
+	cronPoll = time.Second
 	// cronPushedDelay is the first-hunt delay of a revision a client
 	// pushed. The relay waits 3 minutes for the client's chunks; a cron
 	// run is the hunt's only chance until the next one, and the time
@@ -226,8 +226,10 @@ func (a *app) newCronBridge(db string, local bridge.Local, m *cronMeter, log *sl
 }
 
 // cronWait runs until the upstreams caught up both ways and the hunt is
-// quiet with every release written, or ctx ends. An upstream that failed
-// for good (state error: credentials, a missing database, another salt)
+// quiet with every release written, or ctx ends. It waits for the hunt
+// first (which costs no query) and looks at the upstreams (a query or two
+// for the push lag) at most every cronPoll. An upstream that failed for
+// good (state error: credentials, a missing database, another salt)
 // counts as done: waiting will not fix it.
 func (a *app) cronWait(ctx context.Context, d *couchapi.HeldDatabase, l *lease) error {
 	t := time.NewTicker(cronPoll)
@@ -238,18 +240,16 @@ func (a *app) cronWait(ctx context.Context, d *couchapi.HeldDatabase, l *lease) 
 				return err
 			}
 		}
+		if err := d.Bridge.Hunt().Quiet(ctx); err != nil {
+			return context.Cause(ctx)
+		}
+		// Releases the hunt made possible are written now, so that the
+		// push sees them before the upstreams are looked at.
+		if err := d.Settle(ctx); err != nil {
+			return err
+		}
 		if caughtUp(d.Bridge) {
-			if err := d.Bridge.Hunt().Quiet(ctx); err != nil {
-				return err
-			}
-			// Releases the hunt made possible are written now, so that
-			// the push sees them before the run looks again.
-			if err := d.Settle(ctx); err != nil {
-				return err
-			}
-			if caughtUp(d.Bridge) && d.Bridge.Hunt().Quiet(ctx) == nil {
-				return nil
-			}
+			return nil
 		}
 		select {
 		case <-ctx.Done():
