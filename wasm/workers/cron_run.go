@@ -78,12 +78,21 @@ func (a *app) cronRun(ctx context.Context) ([]cronReport, error) {
 	m := newCronMeter(a.x, a.cron.queries, a.cron.subrequests, windDown)
 	var reports []cronReport
 	var errs []error
-	for _, db := range a.cron.dbs() {
+	dbs := a.cron.dbs()
+	for i, db := range dbs {
 		if work.Err() != nil {
 			reports = append(reports, cronReport{DB: db, Skipped: "the run's " + endReason(work)})
 			continue
 		}
-		rep, err := a.cronDatabase(ctx, work, m, db)
+		// Each database gets an equal share of the time left, so that
+		// one that never catches up does not starve the others.
+		share := work
+		if dl, ok := work.Deadline(); ok && len(dbs)-i > 1 {
+			var cancel context.CancelFunc
+			share, cancel = context.WithTimeoutCause(work, time.Until(dl)/time.Duration(len(dbs)-i), errBudget)
+			defer cancel()
+		}
+		rep, err := a.cronDatabase(ctx, share, m, db)
 		rep.Queries, rep.Subrequests = m.queries.Load(), m.requests.Load()
 		reports = append(reports, rep)
 		if err != nil {

@@ -323,3 +323,45 @@ func TestCronQueryBudget(t *testing.T) {
 	}
 	t.Logf("1000 notes pulled in %d runs of at most %d D1 queries", runs+1, limit)
 }
+
+// A build without upstream bridging (js without the tag upstreams) says
+// so when LIVESYNC_UPSTREAMS is set, and does nothing without it.
+func TestScheduledWithoutUpstreamBuild(t *testing.T) {
+	saved := runUpstreams
+	runUpstreams = nil
+	t.Cleanup(func() { runUpstreams = saved })
+	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": `[{"db":"vault","url":"http://127.0.0.1:1/up"}]`})
+	if err := w.app.Scheduled(context.Background()); err != errNoUpstreamBuild {
+		t.Fatalf("Scheduled: %v", err)
+	}
+	if err := newIsolate(t, newD1(t), nil).app.Scheduled(context.Background()); err != nil {
+		t.Fatalf("Scheduled without upstreams: %v", err)
+	}
+}
+
+// Two databases share a run's budget: each gets its part, so one whose
+// upstream never answers does not starve the other.
+func TestCronTwoDatabases(t *testing.T) {
+	up := newUpstream(t)
+	up.push(chunk("h:a1"))
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hang.Close)
+	ups, _ := json.Marshal([]upstreamSetting{
+		{DB: "alpha", URL: hang.URL + "/silent", Mode: "source"},
+		{DB: testDB, URL: up.url + "/" + upDB, User: "admin", Password: upPassword, Mode: "source"},
+	})
+	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": string(ups), "LIVESYNC_CRON_BUDGET": "4"})
+	w.push(meta("n1", "1-aa", "h:a1"))
+	start := time.Now()
+	reps, err := w.app.cronRun(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 2 || reps[0].DB != "alpha" || reps[0].Ended != "budget" || reps[1].DB != testDB || reps[1].Ended != "caught up" {
+		t.Fatalf("reports: %+v", reps)
+	}
+	if !w.served("n1", "1-aa") {
+		t.Fatal("the second database's note was not released")
+	}
+	t.Logf("two databases in %v (alpha: %s)", time.Since(start).Round(time.Millisecond), reps[0].Ended)
+}
