@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T, opts store.Options) store.Store) 
 		{"ChangesSelectorUnsupported", store.Options{}, testSelectorUnsupported},
 		{"ChangesLongpoll", store.Options{}, testLongpoll},
 		{"Local", store.Options{}, testLocal},
+		{"LocalUpdate", store.Options{}, testLocalUpdate},
 		{"Chunks", store.Options{}, testChunks},
 		{"BigBatches", store.Options{}, testBigBatches},
 		{"InvalidDocuments", store.Options{}, testInvalid},
