@@ -157,9 +157,9 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, log: cfg.Logger, inner: deps.Inner, codec: codec, decrypt: deps.Codec != nil,
-		area: area{inner: deps.Inner},
 		held: map[string]map[string]*hrev{}, owners: map[string]string{}, owned: map[string]int{}, ownIDs: map[string]int{},
 	}
+	s.area.inner, s.area.upd = areaStore(deps.Inner)
 	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter, Release: s.release})
 	if err != nil {
 		return nil, err
@@ -509,8 +509,8 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 			return fail(0, fmt.Errorf("holdback: keeping %q: %w", doc, err))
 		}
 	}
-	if newDoc {
-		if err := s.writeIndex(ctx); err != nil {
+	if newDoc || s.area.upd != nil {
+		if err := s.writeIndex(ctx, slices.Sorted(maps.Keys(bodies))); err != nil {
 			return fail(0, fmt.Errorf("holdback: writing the holding index: %w", err))
 		}
 	}
@@ -749,8 +749,14 @@ func (s *Store) saveFailed(what string, err error) {
 	s.log.Warn("holdback: save failed", "what", what, "stage", engine.StageStorage, "err", err)
 }
 
-// writeIndex stores the documents of the holding area as its index.
-func (s *Store) writeIndex(ctx context.Context) error {
+// writeIndex indexes the documents added, which a hold has just written
+// to the holding area: with a LocalUpdater by adding them to the index
+// (see area), else by writing every document of the holding area as the
+// index.
+func (s *Store) writeIndex(ctx context.Context, added []string) error {
+	if s.area.upd != nil {
+		return s.area.indexAdd(ctx, added)
+	}
 	err := s.area.writeIndex(ctx, func() []string {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -828,45 +834,53 @@ func (s *Store) save(ctx context.Context) {
 	}
 	s.saveState(ctx)
 	if stale {
-		if err := s.writeIndex(ctx); err != nil {
+		if err := s.writeIndex(ctx, nil); err != nil {
 			s.saveFailed("holding index", err)
 		}
 	}
 }
 
-// resume loads what an earlier run left: the holding area, then the
-// purgatory state, and hands every held revision the restored purgatory
-// does not know (held after its last save) to it again.
-func (s *Store) resume(ctx context.Context) error {
-	docs, err := s.area.readIndex(ctx)
+// found is a held revision resume found in the holding area.
+type found struct {
+	doc, rev string
+	hb       heldBody
+}
+
+// resumeArea reads the holding area (counting what it holds) and the
+// purgatory's state (nil when none was saved). With a LocalUpdater, the
+// documents indexed with no revision left (their remover stopped between
+// its two writes) leave the index.
+func (s *Store) resumeArea(ctx context.Context) ([]found, json.RawMessage, error) {
+	docs, state, err := s.area.readIndex(ctx)
 	if errors.Is(err, engine.ErrMalformed) {
 		s.log.Error("holdback: the holding index is unreadable; held revisions are lost", "err", err)
 		docs, err = nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("holdback: reading the holding index: %w", err)
+		return nil, nil, fmt.Errorf("holdback: reading the holding index: %w", err)
 	}
-	type found struct {
-		doc, rev string
-		hb       heldBody
+	got, err := s.area.getMany(ctx, docs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("holdback: reading the holding area: %w", err)
 	}
 	var all []found
+	var empty []string
 	s.indexed = map[string]struct{}{}
 	for _, doc := range docs {
 		s.indexed[doc] = struct{}{}
-		h, err := s.area.get(ctx, doc)
-		if errors.Is(err, engine.ErrMalformed) {
-			s.log.Error("holdback: a holding document is unreadable; its held revisions are lost", "doc", doc, "err", err)
+		h := got[doc]
+		if h.err != nil {
+			s.log.Error("holdback: a holding document is unreadable; its held revisions are lost", "doc", doc, "err", h.err)
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("holdback: reading the holding area: %w", err)
+		if len(h.doc.Revs) == 0 {
+			empty = append(empty, doc)
 		}
 		s.mu.Lock()
-		for rev, hb := range h.Revs {
+		for rev, hb := range h.doc.Revs {
 			all = append(all, found{doc, rev, hb})
 			if s.held[doc] == nil {
-				s.claimLocked(doc, h.Owner) // over a lowered limit, it stays held
+				s.claimLocked(doc, h.doc.Owner) // over a lowered limit, it stays held
 			}
 			n := 0
 			if j := classify(s.codec, hb.Body); j.kind == kindMeta {
@@ -876,18 +890,30 @@ func (s *Store) resume(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 	}
-	if b, err := s.inner.GetLocal(ctx, localState); err == nil {
-		if err := s.p.Restore(b, time.Now()); err != nil {
+	if s.area.upd != nil && len(empty) > 0 {
+		if err := s.area.unindex(ctx, empty); err != nil {
+			s.saveFailed("holding index", err)
+		}
+	}
+	return all, state, nil
+}
+
+// resume loads what an earlier run left: the holding area, then the
+// purgatory state, and hands every held revision the restored purgatory
+// does not know (held after its last save) to it again.
+func (s *Store) resume(ctx context.Context) error {
+	all, state, err := s.resumeArea(ctx)
+	if err != nil {
+		return err
+	}
+	if state != nil {
+		if err := s.p.Restore(state, time.Now()); err != nil {
 			s.log.Error("holdback: the purgatory state is unreadable; held revisions start afresh", "err", err)
 		} else {
-			s.savedKey = contentKey(b)
+			s.savedKey = contentKey(state)
 		}
-	} else if errors.Is(err, engine.ErrNotFound) {
-		if snap, err := s.p.Snapshot(); err == nil { // empty: none saved is the same as an empty one
-			s.savedKey = contentKey(snap)
-		}
-	} else {
-		return fmt.Errorf("holdback: reading the purgatory state: %w", err)
+	} else if snap, err := s.p.Snapshot(); err == nil { // empty: none saved is the same as an empty one
+		s.savedKey = contentKey(snap)
 	}
 	known := map[[2]string]struct{}{}
 	for _, h := range s.p.Held() {
