@@ -109,8 +109,17 @@
 //   - The Store's own _local documents (LocalPrefix) can be neither read
 //     nor written through it.
 //   - A held document with no revision left keeps an empty holding
-//     document of a few bytes: the Store port cannot delete _local
-//     documents.
+//     document of a few bytes when the inner store is not a
+//     store.LocalUpdater (the Store port cannot delete _local documents).
+//
+// # Processes sharing the inner store
+//
+// Over a store.LocalUpdater (the stores store.Open builds: memory, bbolt,
+// D1), several Stores may run over one inner store at once, as a Worker's
+// isolates do over one D1 database: the holding area is changed only by
+// atomic deltas, so no hold is lost to another process's write, and each
+// Store resuming holds what the area has. The purgatory state stays
+// last-write-wins; the holding area is the truth it is checked against.
 //
 // # Restart
 //
