@@ -75,6 +75,7 @@ func noTerminalBytes(t *testing.T, what string, r cliResult) {
 // ls --remote, export, pull and ls print the planted escape and NUL
 // escaped, never raw.
 func TestCLIHostileRemote(t *testing.T) {
+	t.Parallel()
 	couchServer(t) // fail (CI) or skip before building
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: couchServer(t)}
 	db := loadHostileVault(t)

@@ -22,6 +22,7 @@ import (
 // engine/hunt, from a CouchDB remote, and from a CouchDB remote and a
 // journal bucket that each hold half of them.
 func TestCLIHunt(t *testing.T) {
+	t.Parallel()
 	couchServer(t) // fail (CI) or skip before building
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: couchServer(t)}
 	t.Run("FromCouch", func(t *testing.T) { testCLIHuntFromCouch(t, c) })

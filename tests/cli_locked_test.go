@@ -40,6 +40,7 @@ const pluginNode = "vector-node-0001"
 //     refused with exit 7 and the documented message, and the commands
 //     doctor advises (pull --rebuild-local, unlock) are run and succeed.
 func TestCLILockedRemote(t *testing.T) {
+	t.Parallel()
 	couchServer(t) // fail (CI) or skip before building
 	s3Server(t)
 	bin := buildCLI(t)
@@ -425,6 +426,7 @@ func isWrite(r *http.Request) bool {
 // settings differ from the remote's, and sees each succeed; the locked
 // cases are in TestCLILockedRemote.
 func TestCLIDoctorAdvice(t *testing.T) {
+	t.Parallel()
 	e := couchServer(t)
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: e}
 	work := t.TempDir()

@@ -19,6 +19,7 @@ import (
 // (NODE_LOCKED), and every file readable with the new salt. Unconfirmed
 // and unreadable rebuilds change nothing. The same on a bucket.
 func TestCLIPushRebuild(t *testing.T) {
+	t.Parallel()
 	couchServer(t) // fail (CI) or skip before building
 	s3Server(t)
 	bin := buildCLI(t)

@@ -24,6 +24,7 @@ import (
 // separate process per command, secrets only in the environment. Run
 // one with -run 'TestCLIS3/Vectors'.
 func TestCLIS3(t *testing.T) {
+	t.Parallel()
 	couchServer(t) // fail (CI) or skip before building
 	s3Server(t)
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: couchServer(t)}

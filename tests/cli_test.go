@@ -23,6 +23,7 @@ import (
 // subtest is a separate process per command, with secrets passed only
 // through the environment. Run one with -run 'TestCLI/Export'.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	couchServer(t) // fail (CI) or skip before building
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: couchServer(t)}
 	t.Run("ExportVaultDumps", func(t *testing.T) { testCLIExportVaultDumps(t, c) })
@@ -37,15 +38,10 @@ func TestCLI(t *testing.T) {
 	t.Run("Output", func(t *testing.T) { testCLIOutput(t, c) })
 }
 
-// buildCLI builds cmd/livesync into t's temporary folder.
+// buildCLI builds cmd/livesync once per test binary (goBuildOnce).
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "livesync")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/livesync")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/livesync: %v\n%s", err, out)
-	}
-	return bin
+	return goBuildOnce(t, "../cmd/livesync")
 }
 
 // cliRunner runs the built command.

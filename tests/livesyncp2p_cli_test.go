@@ -27,6 +27,7 @@ import (
 // pattern names and a wrong vault passphrase fail with their messages and
 // exit codes, and no secret is printed.
 func TestLiveSyncP2PCLI(t *testing.T) {
+	t.Parallel()
 	couch := couchServer(t)
 	relay := httptest.NewServer(nostrrelay.New(nostrrelay.Config{ForwardEphemeral: true, EventsPerMinute: 2000}))
 	t.Cleanup(relay.Close)

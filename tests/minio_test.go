@@ -404,6 +404,7 @@ func (dump s3VectorDump) check(t *testing.T, s livesync.Settings, chunks map[str
 // from the start and from a key in the middle, leaving out control
 // objects ("_" names) and objects of another prefix in the same bucket.
 func TestS3ListPagination(t *testing.T) {
+	t.Parallel()
 	b, e := freshBucket(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -28,6 +28,7 @@ import (
 // shows up as pending on A, a device of another group finds nobody, and
 // once A revokes B, B is refused too.
 func TestCLIP2P(t *testing.T) {
+	t.Parallel()
 	relay := httptest.NewServer(nostrrelay.New(nostrrelay.Config{}))
 	t.Cleanup(relay.Close)
 	nostrURL := "ws" + strings.TrimPrefix(relay.URL, "http")
@@ -281,6 +282,7 @@ func (h *hostProc) stop(t *testing.T) string {
 // from CouchDB) fetches the missing chunks from a peer that has them,
 // with hunt --retry p2p://GROUP.
 func TestCLIP2PHunt(t *testing.T) {
+	t.Parallel()
 	couch := couchServer(t)
 	relay := httptest.NewServer(nostrrelay.New(nostrrelay.Config{}))
 	t.Cleanup(relay.Close)

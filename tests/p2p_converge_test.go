@@ -222,6 +222,7 @@ func (w *convWorld) tree(dir string, env map[string]string) map[string]string {
 // replica, and one more replica pulled from the relay's CouchDB endpoint
 // with the vault passphrase, holds the same files.
 func TestP2PThreePeersAndRelayConverge(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

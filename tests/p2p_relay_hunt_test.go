@@ -151,6 +151,7 @@ func (r *p2pRelay) feedIDs(t *testing.T) []string {
 // salt of its own) and releases the note, which a fresh CouchDB client
 // then pulls and reads.
 func TestP2PRelayHuntsPeers(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir()}
 	env := map[string]string{"LIVESYNC_P2P_PASSPHRASE": p2pRelayGroupPass, "LIVESYNC_PASSPHRASE": p2pRelayVaultPass}

@@ -195,6 +195,7 @@ func p2pPassphrase() (string, error) { return p2pRelayVaultPass, nil }
 // is refused, listed pending, approved and revoked through the admin
 // API.
 func TestP2PRelay(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	laptop := p2pTestHost(t)
 	r := startP2PRelay(t, laptop.ID())
@@ -378,6 +379,7 @@ func p2pRelayApproval(t *testing.T, ctx context.Context, r *p2pRelay, relayInfo 
 // and goes offline; device B, which never saw A online, pulls the notes
 // from the relay, and A later pulls B's answer.
 func TestP2PRelayCLI(t *testing.T) {
+	t.Parallel()
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir()}
 	env := map[string]string{"LIVESYNC_P2P_PASSPHRASE": p2pRelayGroupPass, "LIVESYNC_PASSPHRASE": p2pRelayVaultPass}
 	a, b := t.TempDir(), t.TempDir()

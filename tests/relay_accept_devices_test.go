@@ -30,6 +30,7 @@ import (
 // (documents encoded and decoded by the engine's codec, as the plugin's
 // transform does on its side of the wire).
 func TestRelayAcceptance(t *testing.T) {
+	t.Parallel()
 	pouchClient(t)
 	bin := buildRelay(t)
 	p := startRelayProcess(t, bin, t.TempDir())

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -21,7 +20,7 @@ import (
 // does and read what it prints (its URL and first-start credentials),
 // shared by the relay main, acceptance and upstream tests.
 
-// buildRelay builds cmd/livesync-relay into a temporary folder, or
+// buildRelay builds cmd/livesync-relay (once per test binary), or
 // returns the binary LIVESYNC_TEST_RELAY_BIN names (a release build to
 // accept).
 func buildRelay(t *testing.T) string {
@@ -32,15 +31,11 @@ func buildRelay(t *testing.T) string {
 	return goBuildRelay(t)
 }
 
-// goBuildRelay builds cmd/livesync-relay into a temporary folder with go
-// build, whatever LIVESYNC_TEST_RELAY_BIN says.
+// goBuildRelay builds cmd/livesync-relay with go build (once per test
+// binary: goBuildOnce), whatever LIVESYNC_TEST_RELAY_BIN says.
 func goBuildRelay(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "livesync-relay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/livesync-relay").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/livesync-relay: %v\n%s", err, out)
-	}
-	return bin
+	return goBuildOnce(t, "../cmd/livesync-relay")
 }
 
 // relayCredentials reads the URL and the generated admin credentials the

@@ -24,6 +24,7 @@ import (
 // CLI; the relay bridges B, a new bucket C, and D, a database whose
 // milestone says the vault is not encrypted.
 func TestRelayBridgeSettings(t *testing.T) {
+	t.Parallel()
 	ce, se := couchServer(t), s3Server(t)
 	relayBin := buildRelay(t)
 	c := &cliRunner{bin: buildCLI(t), home: t.TempDir(), couch: ce}
@@ -212,6 +213,7 @@ func bridgeLockThroughRelay(t *testing.T, r *upRelay, b *couchdb.DB, bk *minio.B
 // is the same backoff as for a transport error, not a fixed 60 s — three
 // attempts within 15 s (1 s, then 2 s apart).
 func TestRelayBridgeMissingDatabase(t *testing.T) {
+	t.Parallel()
 	ce := couchServer(t)
 	missing := dbName(t)
 	r := upStartRelay(t, buildRelay(t), "", upCouch(ce, "b", ce.url, missing, "sync", "LSGO_UP_B"), "LSGO_UP_B="+ce.password)

@@ -182,6 +182,7 @@ var relaySuite = []struct {
 // TestRelayConformance runs relaySuite against an in-process relay: the
 // same tests, the same assertions as against express-pouchdb.
 func TestRelayConformance(t *testing.T) {
+	t.Parallel()
 	srv := startRelay(t, nil).server()
 	for _, tc := range relaySuite {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, srv) })

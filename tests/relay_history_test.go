@@ -157,6 +157,7 @@ func checkHistory(t *testing.T, cred couchEnv, id string, revs []string, availab
 // _compact) only the current version is available, as in CouchDB; then
 // _revs_limit bounds the history of the next write.
 func TestRelayHistoryPouchDB(t *testing.T) {
+	t.Parallel()
 	pouchClient(t)
 	p := startRelayProcess(t, buildRelay(t), t.TempDir())
 	cred := relayCredentials(t, p)
@@ -225,6 +226,7 @@ func boltFree(t *testing.T, path string) (free, pageSize int, size int64) {
 // shrink (the relay compacts in place and bbolt reuses the pages), so the
 // measure is the free pages of vault.db, read with the relay stopped.
 func TestRelayCompactFreesSpace(t *testing.T) {
+	t.Parallel()
 	const docs, edits, bodySize = 20, 30, 16 << 10
 	bin := buildRelay(t)
 	wd := t.TempDir()
@@ -277,6 +279,7 @@ func TestRelayCompactFreesSpace(t *testing.T) {
 // TestRelayKeepRevisionBodies: [compaction] keep_revision_bodies = 2
 // keeps the two newest earlier bodies of each document, without _compact.
 func TestRelayKeepRevisionBodies(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	if err := os.WriteFile(filepath.Join(wd, "relay.toml"), []byte("[compaction]\nkeep_revision_bodies = 2\n"), 0o600); err != nil {
 		t.Fatal(err)

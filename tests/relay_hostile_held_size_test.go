@@ -19,6 +19,7 @@ import (
 // [holdback] max_held_chunk_ids_per_user, and the heap grows by far less
 // than 528 MiB.
 func TestRelayHeldChunkIDsLimit(t *testing.T) {
+	t.Parallel()
 	bin := buildRelay(t)
 	wd := t.TempDir()
 	conf := fmt.Sprintf("data_dir = %q\n\n", filepath.Join(wd, "data")) +

@@ -60,6 +60,7 @@ type bulkRow struct {
 // of the push is affected, refused documents take no memory or disk,
 // /status stays bounded, and released documents free their slots.
 func TestRelayHeldDocumentsLimit(t *testing.T) {
+	t.Parallel()
 	bin := buildRelay(t)
 	wd := t.TempDir()
 	conf := fmt.Sprintf("data_dir = %q\n\n", filepath.Join(wd, "data")) +

@@ -68,6 +68,7 @@ func wantPlainStartFailure(t *testing.T, code int, out, msg string) {
 // second relay on a folder in use stops
 // at once and says why.
 func TestRelaySecondRelayOnOneDataFolder(t *testing.T) {
+	t.Parallel()
 	bin := buildRelay(t)
 	wd := t.TempDir()
 	first := startRelayProcess(t, bin, wd)
@@ -86,6 +87,7 @@ func TestRelaySecondRelayOnOneDataFolder(t *testing.T) {
 // plain error naming the file and what to do, whether bbolt refuses the
 // file or panics reading it.
 func TestRelayDamagedDatabaseFile(t *testing.T) {
+	t.Parallel()
 	bin := buildRelay(t)
 	wd := t.TempDir()
 	p := startRelayProcess(t, bin, wd)
@@ -466,6 +468,7 @@ func (g *guessers) stopAndWait() {
 // answers 415 on _bulk_docs) and the AuthSession cookie had no SameSite.
 // Writes must be JSON, and the session cookie is SameSite=Lax.
 func TestRelayJSONOnlyWrites(t *testing.T) {
+	t.Parallel()
 	const pw = "json-only-password"
 	p := hostileRelay(t, pw, "")
 	admin := basic("admin", pw)

@@ -173,6 +173,7 @@ func TestRelayLongRevisionsLinear(t *testing.T) {
 // Now such an id is a per-document error row and the rest of the batch
 // is stored; a single PUT is 400; nothing of it is stored anywhere.
 func TestRelayOverlongDocumentIDs(t *testing.T) {
+	t.Parallel()
 	r := startStoreRelay(t)
 	r.must(http.StatusCreated, http.MethodPut, "/hostile", nil)
 	long := strings.Repeat("n", 40_000)
@@ -245,6 +246,7 @@ func TestRelayOverlongDocumentIDs(t *testing.T) {
 // the disk is full, and nothing of it is stored, with new_edits:true and
 // false; a small write afterwards succeeds.
 func TestRelayDiskFull(t *testing.T) {
+	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		if os.Getenv("CI") != "" {

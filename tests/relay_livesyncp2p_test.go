@@ -214,6 +214,7 @@ func decodedMap(t *testing.T, docs []json.RawMessage, codec *livesync.Codec) map
 // neither over HTTP nor to another device, until the hunt fetches the
 // chunks from the device.
 func TestRelayLiveSyncP2P(t *testing.T) {
+	t.Parallel()
 	d := readVaultDump(t)
 	pass := d.FixedValues.Passphrase
 	t0 := time.Now()

@@ -32,6 +32,7 @@ import (
 // print the password again), SIGINT, and a second signal that forces the
 // exit of a shutdown that waits.
 func TestRelayMain(t *testing.T) {
+	t.Parallel()
 	bin := goBuildRelay(t)
 	wd := t.TempDir()
 

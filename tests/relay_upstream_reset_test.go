@@ -23,18 +23,24 @@ import (
 // that are reset under it, which it must notice and heal, and one that
 // was re-keyed, which it must refuse: a CouchDB-protocol database
 // recreated empty within the relay's backoff delay and again after it,
-// one re-keyed with another salt, and a 10,000-document catch-up whose lag
-// must count down, with /status and /metrics agreeing.
+// one re-keyed with another salt, and a catch-up whose lag must count
+// down, with /status and /metrics agreeing. The subtests run side by side
+// (each has its own relay, databases and buckets): most of their time is
+// spent waiting for a relay's next pass. The catch-ups are
+// LIVESYNC_TEST_LAG_NOTES notes of two documents each (default
+// lagNotesDefault; 5000, a 10,000-document catch-up, for a long run).
 func TestRelayUpstreamReset(t *testing.T) {
+	t.Parallel()
 	couchServer(t)
 	bin := buildRelay(t)
-	t.Run("Recreated", func(t *testing.T) { testUpstreamRecreated(t, bin) })
-	t.Run("Rekeyed", func(t *testing.T) { testUpstreamRekeyed(t, bin) })
-	t.Run("CatchUpLag", func(t *testing.T) { testUpstreamCatchUpLag(t, bin) })
-	t.Run("BucketPushLag", func(t *testing.T) { testUpstreamBucketPushLag(t, bin) })
-	t.Run("BucketWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin, false) })
-	t.Run("BucketPacksWiped", func(t *testing.T) { testUpstreamBucketWiped(t, bin, true) })
-	t.Run("WhileStopped", func(t *testing.T) { testUpstreamResetWhileStopped(t, bin) })
+	notes := loadEnvInt(t, "LIVESYNC_TEST_LAG_NOTES", lagNotesDefault)
+	t.Run("Recreated", func(t *testing.T) { t.Parallel(); testUpstreamRecreated(t, bin) })
+	t.Run("Rekeyed", func(t *testing.T) { t.Parallel(); testUpstreamRekeyed(t, bin) })
+	t.Run("CatchUpLag", func(t *testing.T) { t.Parallel(); testUpstreamCatchUpLag(t, bin, notes) })
+	t.Run("BucketPushLag", func(t *testing.T) { t.Parallel(); testUpstreamBucketPushLag(t, bin, notes) })
+	t.Run("BucketWiped", func(t *testing.T) { t.Parallel(); testUpstreamBucketWiped(t, bin, false) })
+	t.Run("BucketPacksWiped", func(t *testing.T) { t.Parallel(); testUpstreamBucketWiped(t, bin, true) })
+	t.Run("WhileStopped", func(t *testing.T) { t.Parallel(); testUpstreamResetWhileStopped(t, bin) })
 }
 
 // rsStartRelayIn is upStartRelay in the folder wd, so that a second
@@ -525,17 +531,25 @@ func rsWait(t *testing.T, r *upRelay, ok func(rsUpstream) bool) rsUpstream {
 	return s
 }
 
-// "lag counts down during a 10,000-document catch-up": the relay pulls
-// 5,000 notes (10,000 documents) from B; /status and /metrics are sampled
-// throughout: the lag never grows, reaches 0, and the state is
-// catching-up until the first pass ends, then live.
-func testUpstreamCatchUpLag(t *testing.T, bin string) {
+// lagNotesDefault is the size of the lag tests' catch-ups in notes (two
+// documents each): 2,000 documents take the relay about ten seconds to
+// pull from the test server, some 80 /status samples at 100 ms where 4
+// distinct lag values prove the countdown, and C's push lag still peaks
+// near 200; 10,000 documents took a minute for each test.
+const lagNotesDefault = 1000
+
+// "lag counts down during a catch-up": the relay pulls notes (two
+// documents each; 5,000 notes for the 10,000-document version) from B;
+// /status and /metrics are sampled throughout: the lag never grows,
+// reaches 0, and the state is catching-up until the first pass ends,
+// then live.
+func testUpstreamCatchUpLag(t *testing.T, bin string, notes int) {
 	ce := couchServer(t)
 	name := dbName(t)
 	b, codec, _ := upCouchClient(t, name)
 	start := time.Now()
-	rsNotes(t, b, codec, "Lag", 5000)
-	t.Logf("10,000 documents on B in %v", time.Since(start))
+	rsNotes(t, b, codec, "Lag", notes)
+	t.Logf("%d documents on B in %v", 2*notes, time.Since(start))
 	r := upStartRelay(t, bin, "", upCouch(ce, "b", ce.url, name, "pull", "LSGO_UP_B"), "LSGO_UP_B="+ce.password)
 	start = time.Now()
 	type sample struct {
@@ -601,14 +615,14 @@ func testUpstreamCatchUpLag(t *testing.T, bin string) {
 
 // testUpstreamBucketPushLag: a bucket's lag_push counts the relay's
 // documents after the journal's send position, not 0 after every pass:
-// while 6,000 documents pulled from B reach the relay, C's push lag is
-// seen above 0, then reaches 0 once every one of them is in the relay,
-// with /status and /metrics agreeing.
-func testUpstreamBucketPushLag(t *testing.T, bin string) {
+// while the documents pulled from B (two per note) reach the relay, C's
+// push lag is seen above 0, then reaches 0 once every one of them is in
+// the relay, with /status and /metrics agreeing.
+func testUpstreamBucketPushLag(t *testing.T, bin string, notes int) {
 	ce, se := couchServer(t), s3Server(t)
 	name := dbName(t)
 	b, codec, _ := upCouchClient(t, name)
-	rsNotes(t, b, codec, "PushLag", 3000)
+	rsNotes(t, b, codec, "PushLag", notes)
 	want := rsDocCount(t, b) // the notes and the client's version document
 	bk, _ := freshBucket(t)
 	r := upStartRelay(t, bin, "", upCouch(ce, "b", ce.url, name, "pull", "LSGO_UP_B")+upBucket(se, bk, "c", "push", "LSGO_UP_C", ""),

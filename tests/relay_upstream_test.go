@@ -18,15 +18,18 @@ import (
 // TestRelayUpstreams runs the livesync-relay binary with upstreams on the
 // test CouchDB-protocol server (express-pouchdb) and the test S3 server
 // (versitygw): replication both ways with each kind of upstream, and the
-// hunt for held notes' chunks across them.
+// hunt for held notes' chunks across them. The subtests run side by side
+// (each has its own relay, database and bucket): the hunt's waits for its
+// 60-second rate window leave the machine idle.
 func TestRelayUpstreams(t *testing.T) {
+	t.Parallel()
 	couchServer(t)
 	s3Server(t)
 	bin := buildRelay(t)
-	t.Run("Bridge", func(t *testing.T) { testUpstreamBridge(t, bin) })
-	t.Run("HuntSplit", func(t *testing.T) { testUpstreamHuntSplit(t, bin) })
-	t.Run("FailingSource", func(t *testing.T) { testUpstreamFailingSource(t, bin) })
-	t.Run("Status", func(t *testing.T) { testUpstreamStatus(t, bin) })
+	t.Run("Bridge", func(t *testing.T) { t.Parallel(); testUpstreamBridge(t, bin) })
+	t.Run("HuntSplit", func(t *testing.T) { t.Parallel(); testUpstreamHuntSplit(t, bin) })
+	t.Run("FailingSource", func(t *testing.T) { t.Parallel(); testUpstreamFailingSource(t, bin) })
+	t.Run("Status", func(t *testing.T) { t.Parallel(); testUpstreamStatus(t, bin) })
 }
 
 // upCouchClient opens the test server's database name as a LiveSync

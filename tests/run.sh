@@ -15,6 +15,19 @@ stop_test_servers() {
 }
 trap stop_test_servers EXIT
 
+# step NAME starts a step: it prints its name, and how long the previous
+# one took (wall clock) so the log shows where CI's time goes.
+step_name='' step_start=0 run_start=$SECONDS
+step() {
+	if [ -n "$step_name" ]; then
+		echo "-- $((SECONDS - step_start)) s: $step_name"
+	fi
+	step_name=${1:-} step_start=$SECONDS
+	if [ -n "$step_name" ]; then
+		echo "== $step_name"
+	fi
+}
+
 # The integration tests in tests/ need a CouchDB-protocol server named by
 # LIVESYNC_TEST_COUCHDB_URL (with _USER and _PASSWORD). CI (.ci/run) starts
 # one; run locally without one, this script starts the same test server
@@ -40,19 +53,19 @@ for dir in tests/pouchdb tests/browser wasm/internal/idb/testdata tests/trystero
 	fi
 done
 
-echo "== go vet"
+step "go vet"
 go vet ./...
 
-echo "== go test (native)"
+step "go test (native)"
 go test -count=1 -timeout 30m ./...
 
 # The circuit-relay test in network namespaces is the one test allowed to
 # skip (where namespaces cannot be made: not root); run it verbosely so a
 # skip, and its reason, shows in the log instead of hiding in "ok".
-echo "== the circuit relay between network namespaces (adapters/p2p TestCircuitNamespaces)"
+step "the circuit relay between network namespaces (adapters/p2p TestCircuitNamespaces)"
 go test -count=1 -v -run 'TestCircuitNamespaces$' ./adapters/p2p/ | grep -E '^(--- |ok|FAIL|    netns_test)'
 
-echo "== go test -race (the concurrent cores: retrieval, hunt, purgatory, replication, store, hold-back, journal sync, the vault client, the bridge, the decorators, the handshake, the relay API, peer-to-peer, LiveSync's P2P protocol)"
+step "go test -race (the concurrent cores: retrieval, hunt, purgatory, replication, store, hold-back, journal sync, the vault client, the bridge, the decorators, the handshake, the relay API, peer-to-peer, LiveSync's P2P protocol)"
 # adapters/p2p/nostrrelay is left out: its interop tests drive go-nostr's own
 # client, whose Close races its cleanup goroutine inside that library (the
 # discovery client is our own for that reason).
@@ -60,32 +73,39 @@ go test -race -count=1 ./engine/activity/ ./engine/fetch/ ./engine/hunt/ ./engin
 	./adapters/p2p/ ./adapters/p2p/discovery/ ./tests/p2p/ \
 	./engine/rpcroom/ ./engine/livesyncrpc/ ./adapters/p2p/livesyncp2p/ ./adapters/p2p/trysteronet/
 
-echo "== the native Trystero transport against a real trystero 0.25.3 peer in Node (tests/trysteronode)"
+step "the native Trystero transport against a real trystero 0.25.3 peer in Node (tests/trysteronode)"
 go test -count=1 -tags trysteronode -run Node ./adapters/p2p/trysteronet/
 
-echo "== build engine for js/wasm"
+step "build engine for js/wasm"
 GOOS=js GOARCH=wasm go build ./engine/...
 
-echo "== go test (js/wasm under $(node --version 2>/dev/null || echo 'no node'))"
+step "go test (js/wasm under $(node --version 2>/dev/null || echo 'no node'))"
 GOOS=js GOARCH=wasm go test -count=1 ./engine/...
 
-echo "== the wasm main package and its IndexedDB backend under js/wasm (fake-indexeddb in Node), without and with the LiveSync P2P peer (-tags p2p), and the Trystero transport over the host's WebRTC"
+step "the wasm main package and its IndexedDB backend under js/wasm (fake-indexeddb in Node), without and with the LiveSync P2P peer (-tags p2p), and the Trystero transport over the host's WebRTC"
 GOOS=js GOARCH=wasm go test -count=1 ./wasm/...
-GOOS=js GOARCH=wasm go test -count=1 -tags p2p ./wasm/...
+# With -tags p2p, only the packages the tag changes (their files or their
+# dependencies): the others would run the same test binary again.
+wasm_pkgs() { GOOS=js GOARCH=wasm go list "$@" -f '{{.ImportPath}} {{.GoFiles}} {{.TestGoFiles}} {{.Deps}}' ./wasm/...; }
+p2p_pkgs=$(diff <(wasm_pkgs) <(wasm_pkgs -tags p2p) | sed -n 's/^> \([^ ]*\) .*/\1/p' | sort -u)
+echo "(-tags p2p changes:" $p2p_pkgs")"
+GOOS=js GOARCH=wasm go test -count=1 -tags p2p ${p2p_pkgs:-./wasm/...}
 GOOS=js GOARCH=wasm go test -count=1 ./adapters/p2p/trysteronet/...
 
-echo "== wasm module (wasm/build.sh) and its loader under Node's test runner"
+step "wasm module (wasm/build.sh) and its loader under Node's test runner"
 bash wasm/build.sh
 node --test wasm/js/test/
 
-echo "== the wasm module's size budget: core ≤ 1,200,000, full ≤ 3,000,000 and p2p ≤ 3,100,000 bytes brotli (wasm/size.sh; wasm-opt, which never made Go's output smaller after brotli, is measured by running it without SIZE_WASM_OPT=0)"
+step "the wasm module's size budget: core ≤ 1,200,000, full ≤ 3,000,000 and p2p ≤ 3,100,000 bytes brotli (wasm/size.sh; wasm-opt, which never made Go's output smaller after brotli, is measured by running it without SIZE_WASM_OPT=0)"
 SIZE_WASM_OPT=0 bash wasm/size.sh
 
-echo "== the Workers build fits the Workers Free plan's script limit: 3 MB gzip with its JavaScript (wasm/workers/size.sh)"
+step "the Workers build fits the Workers Free plan's script limit: 3 MB gzip with its JavaScript (wasm/workers/size.sh)"
 bash wasm/workers/size.sh
 
-echo "== the example plugin: type-checked against the obsidian package, bundled with esbuild"
+step "the example plugin: type-checked against the obsidian package, bundled with esbuild"
 bash wasm/example-plugin/check.sh
 
-echo "== the wasm module in headless Chromium (tests/browser)"
+step "the wasm module in headless Chromium (tests/browser)"
 LIVESYNC_TEST_WASM_DIR=wasm/dist node --test --test-concurrency=1 --test-force-exit tests/browser/
+step
+echo "-- $((SECONDS - run_start)) s: tests/run.sh"
