@@ -14,6 +14,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/bridge"
+	"github.com/livesync-go/livesync-go/engine/holdback"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/wasm/workers/d1kv"
 )
@@ -141,7 +142,7 @@ func (a *app) cronDatabase(ctx, work context.Context, m *cronMeter, db string) (
 	if err != nil {
 		return rep, errors.Join(err, l.release(closing, nil))
 	}
-	held, d, err := a.openBridged(work, m, db, st)
+	d, err := a.openBridged(work, m, db, st)
 	if err != nil {
 		return rep, errors.Join(err, l.release(closing, nil))
 	}
@@ -152,55 +153,90 @@ func (a *app) cronDatabase(ctx, work context.Context, m *cronMeter, db string) (
 	} else if work.Err() == nil {
 		rep.Ended = waitErr.Error()
 	}
-	rep.Upstreams, rep.Hunt = d.Bridge.Snapshot()
-	state := d.Bridge.Hunt().State()
-	d.Bridge.Stop()
-	settleErr := d.Settle(closing)
-	stats := d.Stats()
+	rep.Upstreams, rep.Hunt = d.bridge.Snapshot()
+	state := d.bridge.Hunt().State()
+	if !d.gate.isOpen() {
+		// The hunt never saw the held documents: their backoff is
+		// still the one restored.
+		keepDocs(&state, st)
+	}
+	d.bridge.Stop()
+	settleErr := d.served.Settle(closing)
+	stats := d.served.Stats()
 	rep.Held, rep.Released = stats.Held, stats.Released
-	closeErr := held.Close() // the purgatory's state is saved here
+	closeErr := d.close() // the purgatory's state is saved here
 	relErr := l.release(closing, &state)
 	return rep, errors.Join(settleErr, closeErr, relErr)
 }
 
+// keepDocs adds to st the documents of saved it lacks.
+func keepDocs(st *hunt.State, saved hunt.State) {
+	for doc, ds := range saved.Docs {
+		if _, ok := st.Docs[doc]; !ok {
+			if st.Docs == nil {
+				st.Docs = map[string]hunt.DocState{}
+			}
+			st.Docs[doc] = ds
+		}
+	}
+}
+
+// bridgedDB is a database a run opened: served through the hold-back
+// whose hunter is the bridge's hunt, behind a gate.
+type bridgedDB struct {
+	dbs    *d1kv.Databases
+	served *holdback.Served
+	bridge *bridge.Bridge
+	gate   *huntGate
+}
+
+// close stops the bridge, closes the hold-back (saving the purgatory's
+// state) and the databases.
+func (d *bridgedDB) close() error {
+	return errors.Join(d.served.Close(), d.dbs.Close())
+}
+
 // openBridged opens db (creating it when missing) through a hold-back
-// whose hunter is the bridge to db's upstreams, with the hunt's state st
-// restored before the purgatory enqueues what it holds.
-func (a *app) openBridged(ctx context.Context, m *cronMeter, db string, st hunt.State) (*couchapi.HeldDatabases, *couchapi.HeldDatabase, error) {
+// whose hunter is the bridge to db's upstreams (as the relay's
+// couchapi.HeldDatabases does), with the hunt's state st restored, and
+// starts the bridge. The held documents the purgatory restores wait at
+// the gate until the upstreams are connected (cronWait): a hunt pass
+// before that finds no source and backs off 20 s, most of a run.
+func (a *app) openBridged(ctx context.Context, m *cronMeter, db string, st hunt.State) (*bridgedDB, error) {
 	dbs, err := d1kv.NewDatabases(m, couchapi.StoreOptions(0))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// d1kv.Databases keeps what it opened until it closes: the check
-	// opens the store the hold-back will use.
-	if _, err := dbs.Open(ctx, db); errors.Is(err, engine.ErrNotFound) {
-		if err := dbs.Create(ctx, db); err != nil && !errors.Is(err, couchapi.ErrExists) {
-			dbs.Close()
-			return nil, nil, fmt.Errorf("creating the database: %w", err)
+	area := areaDatabases{dbs: dbs, x: m} // the holding area's writes merge with other isolates' (scope_area.go)
+	inner, err := area.Open(ctx, db)
+	if errors.Is(err, engine.ErrNotFound) {
+		if err = dbs.Create(ctx, db); err == nil || errors.Is(err, couchapi.ErrExists) {
+			inner, err = area.Open(ctx, db)
 		}
-	} else if err != nil {
-		dbs.Close()
-		return nil, nil, err
 	}
-	hc := a.s.hold
-	hc.Holdback.Purgatory.PushedDelay = cronPushedDelay
-	hc.Log = cronLog
-	hc.Bridge = func(name string, local bridge.Local, log *slog.Logger) (*bridge.Bridge, error) {
-		b, err := a.newCronBridge(name, local, m, log)
-		if err != nil {
-			return nil, err
-		}
-		b.Hunt().Restore(st)
-		return b, nil
-	}
-	// The holding area's writes merge with other isolates' (scope_area.go).
-	held := couchapi.NewHeld(areaDatabases{dbs: dbs, x: m}, hc)
-	d, err := held.OpenHeld(ctx, db)
 	if err != nil {
-		held.Close()
-		return nil, nil, err
+		dbs.Close()
+		return nil, fmt.Errorf("opening the database: %w", err)
 	}
-	return held, d, nil
+	hc := a.s.hold.Holdback
+	hc.Purgatory.PushedDelay = cronPushedDelay
+	served := holdback.NewServed(ctx, inner, holdback.ServedConfig{Name: db, Holdback: hc,
+		Passphrase: a.s.hold.Passphrases[db], Log: cronLog.With("db", db)})
+	b, err := a.newCronBridge(db, served, m, cronLog.With("db", db))
+	if err != nil {
+		dbs.Close()
+		return nil, err
+	}
+	b.Hunt().Restore(st)
+	gate := &huntGate{h: b.Hunt()}
+	hooks := holdback.ServedHooks{Hunter: gate, ParamsChanged: b.ParamsChanged, SettingsChanged: b.SettingsChanged, Stop: b.Stop}
+	if err := served.Open(hooks); err != nil {
+		b.Close()
+		dbs.Close()
+		return nil, err
+	}
+	b.Start()
+	return &bridgedDB{dbs: dbs, served: served, bridge: b, gate: gate}, nil
 }
 
 // newCronBridge builds the bridge of db to its upstreams, as the relay
@@ -235,12 +271,13 @@ func (a *app) newCronBridge(db string, local bridge.Local, m *cronMeter, log *sl
 }
 
 // cronWait runs until the upstreams caught up both ways and the hunt is
-// quiet with every release written, or ctx ends. It waits for the hunt
-// first (which costs no query) and looks at the upstreams (a query or two
-// for the push lag) at most every cronPoll. An upstream that failed for
-// good (state error: credentials, a missing database, another salt)
-// counts as done: waiting will not fix it.
-func (a *app) cronWait(ctx context.Context, d *couchapi.HeldDatabase, l *lease) error {
+// quiet with every release written, or ctx ends. It opens the hunt's
+// gate once every upstream is connected (or failed for good), waits for
+// the hunt (which costs no query) and looks at the upstreams (a query
+// or two for the push lag) at most every cronPoll. An upstream that
+// failed for good (state error: credentials, a missing database,
+// another salt) counts as done: waiting will not fix it.
+func (a *app) cronWait(ctx context.Context, d *bridgedDB, l *lease) error {
 	t := time.NewTicker(cronPoll)
 	defer t.Stop()
 	for {
@@ -249,16 +286,22 @@ func (a *app) cronWait(ctx context.Context, d *couchapi.HeldDatabase, l *lease) 
 				return err
 			}
 		}
-		if err := d.Bridge.Hunt().Quiet(ctx); err != nil {
-			return context.Cause(ctx)
+		ups, _ := d.bridge.Snapshot()
+		if !d.gate.isOpen() && connected(ups) {
+			d.gate.release()
 		}
-		// Releases the hunt made possible are written now, so that the
-		// push sees them before the upstreams are looked at.
-		if err := d.Settle(ctx); err != nil {
-			return err
-		}
-		if caughtUp(d.Bridge) {
-			return nil
+		if d.gate.isOpen() {
+			if err := d.bridge.Hunt().Quiet(ctx); err != nil {
+				return context.Cause(ctx)
+			}
+			// Releases the hunt made possible are written now, so that
+			// the push sees them before the upstreams are looked at.
+			if err := d.served.Settle(ctx); err != nil {
+				return err
+			}
+			if ups, _ = d.bridge.Snapshot(); caughtUp(ups) {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -268,10 +311,20 @@ func (a *app) cronWait(ctx context.Context, d *couchapi.HeldDatabase, l *lease) 
 	}
 }
 
+// connected reports whether every upstream finished its handshake (its
+// hunt source can fetch) or failed for good.
+func connected(ups []bridge.UpstreamStatus) bool {
+	for _, u := range ups {
+		if !u.Hunt.CanFetch && u.State != bridge.StateError {
+			return false
+		}
+	}
+	return true
+}
+
 // caughtUp reports whether every upstream is live with nothing left to
 // replicate either way, or failed for good.
-func caughtUp(b *bridge.Bridge) bool {
-	ups, _ := b.Snapshot()
+func caughtUp(ups []bridge.UpstreamStatus) bool {
 	for _, u := range ups {
 		switch {
 		case u.State == bridge.StateError:

@@ -28,6 +28,9 @@ type upstreamServer struct {
 	url string
 	api *couchapi.Server
 
+	// slow delays every request that is not the hunt's by this much.
+	slow time.Duration
+
 	mu       sync.Mutex
 	hunts    []time.Time // starts of the hunt's requests (POST _all_docs with keys)
 	inFlight int
@@ -66,6 +69,12 @@ func (u *upstreamServer) serve(w http.ResponseWriter, r *http.Request) {
 		u.maxIn = max(u.maxIn, u.inFlight)
 	}
 	u.mu.Unlock()
+	if !hunt && u.slow > 0 {
+		select {
+		case <-time.After(u.slow):
+		case <-r.Context().Done():
+		}
+	}
 	u.api.ServeHTTP(w, r)
 	if hunt {
 		u.mu.Lock()
@@ -364,4 +373,19 @@ func TestCronTwoDatabases(t *testing.T) {
 		t.Fatal("the second database's note was not released")
 	}
 	t.Logf("two databases in %v (alpha: %s)", time.Since(start).Round(time.Millisecond), reps[0].Ended)
+}
+
+// The held documents wait for the upstreams' handshake before the hunt
+// sees them: a pass before it would find no source and back off for 20
+// s, past the end of the run.
+func TestCronHuntWaitsForHandshake(t *testing.T) {
+	up := newUpstream(t)
+	up.push(chunk("h:a1"))
+	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("source"), "LIVESYNC_CRON_BUDGET": "10"})
+	w.push(meta("n1", "1-aa", "h:a1"))
+	up.slow = 300 * time.Millisecond // the handshake takes a few requests: over a second
+	rep := w.runCron()
+	if rep.Ended != "caught up" || rep.Held != 0 || !w.served("n1", "1-aa") {
+		t.Fatalf("report: %+v", rep)
+	}
 }
