@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"syscall/js"
 
@@ -19,5 +20,31 @@ func upstreamTransport() http.RoundTripper {
 	if err != nil {
 		panic("workers: the runtime has no fetch: " + err.Error())
 	}
-	return t
+	return retryLost{t}
+}
+
+// retryLost sends a request once more when fetch failed without an
+// answer ("Network connection lost"): the runtime reuses a kept-alive
+// connection that the server closed at that moment (Node's servers close
+// them after 5 idle seconds), and fetch, unlike net/http's own
+// transport, does not retry. The bridge's requests may be sent twice:
+// reads, _revs_diff, writes of revisions with new_edits=false and of
+// checkpoints each end the same either way.
+type retryLost struct{ next http.RoundTripper }
+
+func (t retryLost) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(r)
+	var fe *hosthttp.FetchError
+	if err == nil || !errors.As(err, &fe) || r.Context().Err() != nil || (r.Body != nil && r.GetBody == nil) {
+		return res, err
+	}
+	again := r.Clone(r.Context())
+	if r.Body != nil {
+		body, gerr := r.GetBody()
+		if gerr != nil {
+			return nil, err
+		}
+		again.Body = body
+	}
+	return t.next.RoundTrip(again)
 }
