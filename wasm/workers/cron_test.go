@@ -389,3 +389,37 @@ func TestCronHuntWaitsForHandshake(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 }
+
+// Isolates racing for a lease (each its own connection to D1): exactly
+// one gets it.
+func TestCronLeaseRace(t *testing.T) {
+	path := newD1(t)
+	const n = 8
+	var wg sync.WaitGroup
+	won := make(chan string, n)
+	for i := range n {
+		x, err := sqlitexec.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		wg.Go(func() {
+			l, err := takeLease(context.Background(), x, testDB, fmt.Sprintf("isolate-%d", i), time.Now(), time.Minute)
+			switch {
+			case err == nil:
+				won <- l.holder
+			case !strings.Contains(err.Error(), "lease"):
+				t.Errorf("isolate %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(won)
+	var holders []string
+	for h := range won {
+		holders = append(holders, h)
+	}
+	if len(holders) != 1 {
+		t.Fatalf("%d isolates hold the lease: %v", len(holders), holders)
+	}
+}
