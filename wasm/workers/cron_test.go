@@ -155,6 +155,7 @@ func (w *isolate) runCron() cronReport {
 // only upstream is held until one cron run hunts the chunk there (the
 // upstream a hunt source only) and releases it.
 func TestCronReleasesHeldNote(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	up.push(chunk("h:a1"))
 	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("source")})
@@ -182,6 +183,7 @@ func TestCronReleasesHeldNote(t *testing.T) {
 // what clients wrote to the Worker; a note the Worker holds is released
 // by the pull of its chunk and then pushed.
 func TestCronSyncBothWays(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	up.push(chunk("h:u1"), meta("fromup", "1-uu", "h:u1"), chunk("h:h1"))
 	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("")})
@@ -209,6 +211,7 @@ func TestCronSyncBothWays(t *testing.T) {
 // The hunt's per-source limits hold across runs: a second run right
 // after the first starts no request the first one's window forbids.
 func TestCronHuntLimitsAcrossRuns(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("source"),
 		"LIVESYNC_HUNT_MAX_PER_WINDOW": "2", "LIVESYNC_HUNT_MAX_IN_FLIGHT": "1", "LIVESYNC_HUNT_WINDOW": "60",
@@ -232,6 +235,7 @@ func TestCronHuntLimitsAcrossRuns(t *testing.T) {
 // another leaves the database alone; a lease whose time ran out is taken
 // over.
 func TestCronLease(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	path := newD1(t)
 	w := newIsolate(t, path, map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("source")})
@@ -280,6 +284,7 @@ func TestCronLease(t *testing.T) {
 // is noticed, and replication starts from zero: what the Worker has is
 // pushed again.
 func TestCronUpstreamReset(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("")})
 	w.push(chunk("h:w1"), meta("fromworker", "1-ww", "h:w1"))
@@ -300,6 +305,7 @@ func TestCronUpstreamReset(t *testing.T) {
 // A run stops before its D1 query cap and the next goes on from where
 // it stopped.
 func TestCronQueryBudget(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	var docs []json.RawMessage
 	for i := range 1000 {
@@ -351,6 +357,7 @@ func TestScheduledWithoutUpstreamBuild(t *testing.T) {
 // Two databases share a run's budget: each gets its part, so one whose
 // upstream never answers does not starve the other.
 func TestCronTwoDatabases(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	up.push(chunk("h:a1"))
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
@@ -359,7 +366,7 @@ func TestCronTwoDatabases(t *testing.T) {
 		{DB: "alpha", URL: hang.URL + "/silent", Mode: "source"},
 		{DB: testDB, URL: up.url + "/" + upDB, User: "admin", Password: upPassword, Mode: "source"},
 	})
-	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": string(ups), "LIVESYNC_CRON_BUDGET": "4"})
+	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": string(ups), "LIVESYNC_CRON_BUDGET": "6"})
 	w.push(meta("n1", "1-aa", "h:a1"))
 	start := time.Now()
 	reps, err := w.app.cronRun(context.Background())
@@ -379,6 +386,7 @@ func TestCronTwoDatabases(t *testing.T) {
 // sees them: a pass before it would find no source and back off for 20
 // s, past the end of the run.
 func TestCronHuntWaitsForHandshake(t *testing.T) {
+	t.Parallel()
 	up := newUpstream(t)
 	up.push(chunk("h:a1"))
 	w := newIsolate(t, newD1(t), map[string]string{"LIVESYNC_UPSTREAMS": up.upstreamsVar("source"), "LIVESYNC_CRON_BUDGET": "10"})
@@ -393,6 +401,7 @@ func TestCronHuntWaitsForHandshake(t *testing.T) {
 // Isolates racing for a lease (each its own connection to D1): exactly
 // one gets it.
 func TestCronLeaseRace(t *testing.T) {
+	t.Parallel()
 	path := newD1(t)
 	const n = 8
 	var wg sync.WaitGroup
