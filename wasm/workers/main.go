@@ -4,14 +4,24 @@
 // Cloudflare Worker (github.com/syumai/workers): LiveSync's plugin and
 // PouchDB replicate with it, and the databases live in D1 (binding DB).
 //
-// syumai/workers runs a fresh Go instance for every request (its
-// worker.mjs instantiates the module per fetch) and main returns shortly
-// after the answer is sent (settle), ending every goroutine and timer of
-// the request with the instance.
+// It runs under either of two loaders (build.sh picks one):
+//   - syumai/workers' worker.mjs (the default) runs a fresh Go instance
+//     for every request, and main returns shortly after the answer is
+//     sent (settle), ending every goroutine and timer of the request with
+//     the instance;
+//   - loader/worker.mjs (LIVESYNC_WORKER_LOADER=isolate) starts one
+//     instance on the isolate's first event and hands it every request
+//     (serveJS) and cron event (syumai/workers' runScheduler) after it,
+//     concurrently; main never returns. Nothing a request opens outlives
+//     it (app.ServeHTTP scopes it), so requests share only the settings.
 package main
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"syscall/js"
 	"time"
 
 	"github.com/syumai/workers"
@@ -25,20 +35,17 @@ import (
 const binding = "DB"
 
 func main() {
-	x, err := d1kv.NewD1(cloudflare.GetBinding(binding))
-	if err != nil {
-		serve(failing(err))
+	h, task := start()
+	cron.ScheduleTaskNonBlock(task)
+	b := js.Global().Get("context").Get("binding")
+	if !b.Get("isolate").Truthy() {
+		serve(h)
 		return
 	}
-	// The tables exist: wrangler applies migrations/ before a deploy (and
-	// tests/workers/run-worker.mjs locally), so no request pays for it.
-	a, err := newApp(cloudflare.Getenv, x)
-	if err != nil {
-		serve(failing(err))
-		return
-	}
-	cron.ScheduleTaskNonBlock(a.Scheduled)
-	serve(a)
+	b.Set("serve", js.FuncOf(serveJS(h)))
+	b.Set("poke", js.FuncOf(func(js.Value, []js.Value) any { return nil }))
+	workers.Ready()
+	select {} // the loader calls in until the isolate goes away
 }
 
 // serve answers the request with h, then gives the callbacks still in
@@ -55,3 +62,28 @@ func serve(h http.Handler) {
 
 // settle is how long an instance lives on after its answer ended.
 const settle = 20 * time.Millisecond
+
+// start builds the Worker from its binding and settings: the handler and
+// the cron task, or, when they are wrong, a handler that answers every
+// request with the reason and a task that does nothing.
+func start() (http.Handler, cron.Task) {
+	nothing := func(context.Context) error { return nil }
+	x, err := d1kv.NewD1(cloudflare.GetBinding(binding))
+	if err != nil {
+		return failing(err), nothing
+	}
+	// The tables exist: wrangler applies migrations/ before a deploy (and
+	// tests/workers/run-worker.mjs locally), so no request pays for it.
+	a, err := newApp(cloudflare.Getenv, x)
+	if err != nil {
+		return failing(err), nothing
+	}
+	return a, func(ctx context.Context) error {
+		// syumai/workers panics on a task's error, which would end the
+		// instance every request of the isolate shares: log it instead.
+		if err := a.Scheduled(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "workers: scheduled task: %v\n", err)
+		}
+		return nil
+	}
+}
