@@ -86,11 +86,8 @@ func TestRelaySecondRelayOnOneDataFolder(t *testing.T) {
 // A corrupt database file: the start fails with a
 // plain error naming the file and what to do, whether bbolt refuses the
 // file or panics reading it.
-//
-// Not parallel: which page holds bbolt's freelist depends on how many
-// commits the first start made, and a start slowed by other tests made
-// more, so the "freelist page" damage hit a page in no use.
 func TestRelayDamagedDatabaseFile(t *testing.T) {
+	t.Parallel()
 	bin := buildRelay(t)
 	wd := t.TempDir()
 	p := startRelayProcess(t, bin, wd)
