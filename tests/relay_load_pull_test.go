@@ -82,7 +82,12 @@ type loadResult struct {
 // It logs the throughput (documents the clients stored by the end of
 // their catch-up, per second of the slowest catch-up) and the p50/p99 request latency, client-side and
 // from the relay's livesync_relay_http_request_duration_seconds.
+//
+// It runs in parallel with the other waiting tests: it asserts no timing,
+// and its clients' CPU fills their idle time. Its figures are for a run
+// of it alone (-run TestRelayLoad).
 func TestRelayLoad(t *testing.T) {
+	t.Parallel()
 	pouchClient(t)
 	l := &loadRun{
 		t:       t,
