@@ -5,15 +5,15 @@
 // PouchDB replicate with it, and the databases live in D1 (binding DB).
 //
 // It runs under either of two loaders (build.sh picks one):
-//   - syumai/workers' worker.mjs (the default) runs a fresh Go instance
-//     for every request, and main returns shortly after the answer is
-//     sent (settle), ending every goroutine and timer of the request with
-//     the instance;
-//   - loader/worker.mjs (LIVESYNC_WORKER_LOADER=isolate) starts one
-//     instance on the isolate's first event and hands it every request
-//     (serveJS) and cron event (syumai/workers' runScheduler) after it,
-//     concurrently; main never returns. Nothing a request opens outlives
-//     it (app.ServeHTTP scopes it), so requests share only the settings.
+//   - loader/worker.mjs (the default) starts one instance on the
+//     isolate's first event and hands it every request (serveJS) and cron
+//     event (syumai/workers' runScheduler) after it, concurrently; main
+//     never returns. Nothing a request opens outlives it (app.ServeHTTP
+//     scopes it), so requests share only the settings;
+//   - syumai/workers' worker.mjs (LIVESYNC_WORKER_LOADER=request) runs a
+//     fresh Go instance for every event, and main returns shortly after
+//     the answer is sent (settle), ending every goroutine and timer of
+//     the request with the instance.
 package main
 
 import (

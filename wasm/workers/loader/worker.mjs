@@ -1,7 +1,8 @@
-// The Worker's entry when built with LIVESYNC_WORKER_LOADER=isolate
-// (build.sh copies it over syumai/workers' generated worker.mjs): one Go instance per isolate, started on the isolate's
-// first event, serves every request and Cron Trigger event after it,
-// concurrently, instead of a fresh instance per event.
+// The Worker's entry (build.sh copies it over syumai/workers' generated
+// worker.mjs unless LIVESYNC_WORKER_LOADER=request): one Go instance per
+// isolate, started on the isolate's first event, serves every request
+// and Cron Trigger event after it, concurrently, instead of a fresh
+// instance per event.
 //
 // workerd ties timers, subrequests and streams to the request (its I/O
 // context) whose code started them and drops them when that request
