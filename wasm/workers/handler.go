@@ -9,13 +9,14 @@ import (
 )
 
 // newHandler serves the CouchDB protocol from dbs with the Worker's
-// settings. A Workers request cannot hold a feed open forever: each runs
-// in its own Go instance that ends with the answer, and nothing wakes a
-// waiting feed when another request writes. So _changes never keeps a
-// heartbeat going: a longpoll answers when it finds changes or after the
-// changes timeout, and a continuous feed keeps its line format but ends
-// the same way (it degrades to a longpoll); the plugin's PouchDB asks
-// again. No goroutine or timer outlives the request.
+// settings. A Workers request cannot hold a feed open forever: the
+// runtime bounds it, a write in another isolate does not wake it, and
+// with the per-request loader its Go instance ends with the answer. So
+// _changes never keeps a heartbeat going: a longpoll answers when it
+// finds changes or after the changes timeout, and a continuous feed
+// keeps its line format but ends the same way (it degrades to a
+// longpoll); the plugin's PouchDB asks again. No goroutine or timer
+// outlives the request.
 func newHandler(s settings, dbs couchapi.Databases) (http.Handler, error) {
 	cfg := s.cfg
 	cfg.Databases = dbs
@@ -49,7 +50,8 @@ func drain(r *http.Request) {
 	}
 }
 
-// noLengthWriter drops Content-Length from every answer. Given one,
+// noLengthWriter drops Content-Length from every answer (bridge_js.go's
+// writer drops it too). Given one, with the per-request loader,
 // syumai/workers hands the body to a FixedLengthStream from a goroutine
 // whose end also ends the Go instance, and under load that instance can
 // exit while the runtime still calls into it: the answer is cut and the
