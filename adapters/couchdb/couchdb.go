@@ -222,6 +222,7 @@ func (d *DB) do(ctx context.Context, op, docID, method, u string, body any, out 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	markReplayable(req)
 	resp, err := d.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -253,6 +254,28 @@ func (d *DB) do(ctx context.Context, op, docID, method, u string, body any, out 
 			Err: fmt.Errorf("couchdb: bad JSON answer: %v: %w", err, engine.ErrMalformed)}
 	}
 	return nil
+}
+
+// replayablePosts are the POSTs this package sends that have the same
+// effect when sent twice: reads, and _bulk_docs with new_edits=false
+// (replicated revisions, which CouchDB stores once).
+var replayablePosts = []string{"/_bulk_docs", "/_bulk_get", "/_revs_diff", "/_all_docs", "/_changes"}
+
+// markReplayable lets net/http send such a POST again on a new connection
+// when a kept-alive one it reused was closed by the server before any
+// answer (a proxy or server closing idle connections at the moment the
+// request went out), as it does for a GET. The Idempotency-Key header
+// with no value marks it and is not sent.
+func markReplayable(req *http.Request) {
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return
+	}
+	for _, suffix := range replayablePosts {
+		if strings.HasSuffix(req.URL.Path, suffix) {
+			req.Header["Idempotency-Key"] = nil
+			return
+		}
+	}
 }
 
 // basicAuth adds HTTP Basic credentials to every request.
