@@ -178,8 +178,9 @@ func (w *worker) server() couchFactory { return fixedServer(w.env) }
 
 // notOnWorkers are the relaySuite tests that change the server's
 // configuration through /_node/_local/_config: a Worker's configuration
-// is its vars and secrets, and each request runs a fresh instance, so
-// TestWorkersLimits checks the 413 answers with the Worker's own limits.
+// is its vars and secrets, read when its instance starts and the same in
+// every isolate, so TestWorkersLimits checks the 413 answers with the
+// Worker's own limits.
 var notOnWorkers = map[string]bool{
 	"TestCouchDBTooLarge":   true,
 	"TestFaultPushTooLarge": true,
