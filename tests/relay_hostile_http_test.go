@@ -6,6 +6,7 @@ import (
 	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -113,7 +114,11 @@ func TestRelayDamagedDatabaseFile(t *testing.T) {
 	}{
 		{"not a database", func([]byte) []byte { return garbage(len(good)) }},
 		{"meta pages", func(b []byte) []byte { copy(b, garbage(8192)); return b }},
-		{"freelist page", func(b []byte) []byte { copy(b[2*4096:], garbage(4096)); return b }},
+		{"freelist page", func(b []byte) []byte {
+			off := boltFreelistPage(t, b) * 4096
+			copy(b[off:], garbage(4096))
+			return b
+		}},
 		{"pages 2 to 7", func(b []byte) []byte { copy(b[2*4096:], garbage(6*4096)); return b }},
 		{"truncated", func(b []byte) []byte { return b[:100] }},
 	} {
@@ -128,6 +133,30 @@ func TestRelayDamagedDatabaseFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// boltFreelistPage is the page id of a bbolt file's free list, read from
+// its current meta page (the one of the two with the higher transaction
+// id): a page header of 16 bytes, then magic, version, page size and
+// flags (4 bytes each), the root bucket (16), the free list's page id,
+// the high water mark and the transaction id (8 each). Where the free
+// list lies depends on how much the relay committed, so the test reads
+// it rather than assuming a page.
+func boltFreelistPage(t *testing.T, b []byte) int {
+	t.Helper()
+	const pageSize, freelistAt, txidAt = 4096, 16 + 16 + 16, 16 + 16 + 16 + 16
+	if len(b) < 2*pageSize {
+		t.Fatalf("a bbolt file of %d bytes", len(b))
+	}
+	meta := b[:pageSize]
+	if binary.LittleEndian.Uint64(b[pageSize+txidAt:]) > binary.LittleEndian.Uint64(meta[txidAt:]) {
+		meta = b[pageSize : 2*pageSize]
+	}
+	pg := binary.LittleEndian.Uint64(meta[freelistAt:])
+	if pg < 2 || pg >= uint64(len(b)/pageSize) {
+		t.Fatalf("the meta page names free list page %d in a file of %d pages", pg, len(b)/pageSize)
+	}
+	return int(pg)
 }
 
 // hostileRelay starts the relay with conf (TOML after data_dir and an
