@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-go/livesync-go/adapters/couchdb"
 )
 
 // buildWorkerUpstreams builds the Worker with the build tag upstreams
@@ -87,57 +89,7 @@ func TestWorkersCron(t *testing.T) {
 	})
 	v := readVectorVault(t, "e2ee")
 	local := openDB(t, w.server(), name, true, nil)
-	ctx := ctxT(t)
-	var toWorker, toUp []json.RawMessage
-	revs := map[string][]string{} // every note and chunk: what the upstream must have
-	notes := map[string]bool{}
-	for i, r := range v.Remote.AllDocs {
-		var head struct {
-			Rev string `json:"_rev"`
-		}
-		json.Unmarshal(r.Doc, &head)
-		revs[r.ID] = []string{head.Rev}
-		switch {
-		case strings.HasPrefix(r.ID, "h:"):
-			toUp = append(toUp, r.Doc)
-		case i%2 == 0:
-			notes[r.ID] = true
-			toWorker = append(toWorker, r.Doc)
-		default:
-			notes[r.ID] = true
-			toUp = append(toUp, r.Doc)
-		}
-	}
-	for _, l := range v.Remote.LocalDocs {
-		var head struct {
-			ID string `json:"_id"`
-		}
-		json.Unmarshal(l, &head)
-		for _, db := range []string{"worker", "upstream"} {
-			target := local
-			if db == "upstream" {
-				target = up
-			}
-			if err := target.PutLocal(ctx, strings.TrimPrefix(head.ID, "_local/"), l); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for db, docs := range map[string][]json.RawMessage{"worker": toWorker, "upstream": toUp} {
-		target := local
-		if db == "upstream" {
-			target = up
-		}
-		res, err := target.BulkDocs(ctx, docs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			if r.Error != "" {
-				t.Fatalf("loading the %s: %s: %s", db, r.ID, r.Error)
-			}
-		}
-	}
+	revs, notes := loadSplitVault(t, v, local, up)
 	get := func(id string) int {
 		req, _ := http.NewRequestWithContext(ctxT(t), "GET", w.env.url+"/"+name+"/"+url.PathEscape(id), nil)
 		req.SetBasicAuth(w.env.user, w.env.password)
@@ -162,16 +114,7 @@ func TestWorkersCron(t *testing.T) {
 		t.Fatalf("every note is served before the cron run: the test holds nothing")
 	}
 	start := time.Now()
-	req, _ := http.NewRequestWithContext(ctx, "GET", w.env.url+"/cdn-cgi/handler/scheduled?cron=*+*+*+*+*", nil)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("the scheduled event: %d %s", res.StatusCode, body)
-	}
+	triggerCron(t, w)
 	// The event's answer may come before its task ends (waitUntil): poll.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -204,5 +147,78 @@ func TestWorkersCron(t *testing.T) {
 		if got := c.ok(t, work, env, "cat", p, "--store", st).stdout; got != string(b) {
 			t.Errorf("cat %s: %d bytes, want %d (not byte for byte)", p, len(got), len(b))
 		}
+	}
+}
+
+// loadSplitVault loads the plugin's E2EE vault split between the Worker
+// (local: every other note, metadata only) and the upstream (the other
+// notes and every chunk), with its _local documents in both. It returns
+// every note and chunk with its revision (what the upstream must end
+// with) and the notes.
+func loadSplitVault(t *testing.T, v vectorVault, local, up *couchdb.DB) (map[string][]string, map[string]bool) {
+	t.Helper()
+	ctx := ctxT(t)
+	var toWorker, toUp []json.RawMessage
+	revs := map[string][]string{}
+	notes := map[string]bool{}
+	for i, r := range v.Remote.AllDocs {
+		var head struct {
+			Rev string `json:"_rev"`
+		}
+		json.Unmarshal(r.Doc, &head)
+		revs[r.ID] = []string{head.Rev}
+		switch {
+		case strings.HasPrefix(r.ID, "h:"):
+			toUp = append(toUp, r.Doc)
+		case i%2 == 0:
+			notes[r.ID] = true
+			toWorker = append(toWorker, r.Doc)
+		default:
+			notes[r.ID] = true
+			toUp = append(toUp, r.Doc)
+		}
+	}
+	for _, l := range v.Remote.LocalDocs {
+		var head struct {
+			ID string `json:"_id"`
+		}
+		json.Unmarshal(l, &head)
+		for _, target := range []*couchdb.DB{local, up} {
+			if err := target.PutLocal(ctx, strings.TrimPrefix(head.ID, "_local/"), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, load := range []struct {
+		what   string
+		target *couchdb.DB
+		docs   []json.RawMessage
+	}{{"worker", local, toWorker}, {"upstream", up, toUp}} {
+		res, err := load.target.BulkDocs(ctx, load.docs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Error != "" {
+				t.Fatalf("loading the %s: %s: %s", load.what, r.ID, r.Error)
+			}
+		}
+	}
+	return revs, notes
+}
+
+// triggerCron fires the Worker's Cron Trigger through miniflare's
+// scheduled path.
+func triggerCron(t *testing.T, w *worker) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctxT(t), "GET", w.env.url+"/cdn-cgi/handler/scheduled?cron=*+*+*+*+*", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("the scheduled event: %d %s", res.StatusCode, body)
 	}
 }
