@@ -3,11 +3,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -91,32 +89,18 @@ func (u *upstreamServer) huntLog() ([]time.Time, int) {
 	return slices.Clone(u.hunts), u.maxIn
 }
 
+func (u *upstreamServer) client() jsonClient {
+	return jsonClient{t: u.t, url: u.url, user: "admin", password: upPassword}
+}
+
 func (u *upstreamServer) do(method, path string, body any) (int, []byte) {
 	u.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, u.url+path, r)
-	req.SetBasicAuth("admin", upPassword)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		u.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
+	return u.client().do(method, path, body)
 }
 
 func (u *upstreamServer) ok(method, path string, body any) []byte {
 	u.t.Helper()
-	code, b := u.do(method, path, body)
-	if code/100 != 2 {
-		u.t.Fatalf("upstream %s %s: %d %s", method, path, code, b)
-	}
-	return b
+	return u.client().ok(method, path, body)
 }
 
 func (u *upstreamServer) push(docs ...json.RawMessage) {

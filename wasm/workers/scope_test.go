@@ -7,8 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -97,41 +95,18 @@ func newIsolate(t *testing.T, path string, env map[string]string) *isolate {
 }
 
 // do sends one request as alice and returns its status and body.
+func (w *isolate) client() jsonClient {
+	return jsonClient{t: w.t, url: w.url, user: "alice", password: "alicepw"}
+}
+
 func (w *isolate) do(method, path string, body any) (int, []byte) {
 	w.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, w.url+path, r)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	req.SetBasicAuth("alice", "alicepw")
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return res.StatusCode, b
+	return w.client().do(method, path, body)
 }
 
 func (w *isolate) ok(method, path string, body any) []byte {
 	w.t.Helper()
-	code, b := w.do(method, path, body)
-	if code/100 != 2 {
-		w.t.Fatalf("%s %s: %d %s", method, path, code, b)
-	}
-	return b
+	return w.client().ok(method, path, body)
 }
 
 // push writes docs as a replicator does (new_edits=false).
