@@ -98,11 +98,18 @@ func (h *Hunt) changed() {
 // hunt have been delivered to Deps.OnEvent when it returns (unless the
 // Hunt was closed).
 func (h *Hunt) Wait(ctx context.Context) error {
+	// Every queued event is delivered before Wait returns: a caller that
+	// reads what the events told it after Wait sees all of it.
+	return h.waitFor(ctx, func() bool { return len(h.list) == 0 && len(h.pending) == 0 && h.flushing == 0 })
+}
+
+// waitFor returns nil once done (called with h.mu held) holds or the Hunt
+// is closed, rechecking whenever the Hunt signals its waiters, or ctx's
+// error.
+func (h *Hunt) waitFor(ctx context.Context, done func() bool) error {
 	for {
 		h.mu.Lock()
-		// Every queued event is delivered before Wait returns: a caller
-		// that reads what the events told it after Wait sees all of it.
-		if h.closed || len(h.list) == 0 && len(h.pending) == 0 && h.flushing == 0 {
+		if h.closed || done() {
 			h.mu.Unlock()
 			return nil
 		}

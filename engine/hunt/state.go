@@ -157,23 +157,7 @@ func (h *Hunt) restoreDocs(docs map[string]DocState, now time.Time) int {
 // Hunt is closed. A bounded run hunts until Quiet (or its deadline),
 // then saves State.
 func (h *Hunt) Quiet(ctx context.Context) error {
-	for {
-		h.mu.Lock()
-		if h.closed || h.quietLocked(time.Now()) {
-			h.mu.Unlock()
-			return nil
-		}
-		if h.waiters == nil {
-			h.waiters = make(chan struct{})
-		}
-		ch := h.waiters
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return h.waitFor(ctx, func() bool { return h.quietLocked(time.Now()) })
 }
 
 func (h *Hunt) quietLocked(now time.Time) bool {
