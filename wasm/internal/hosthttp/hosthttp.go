@@ -95,6 +95,12 @@ func requestInit(req *http.Request) (js.Value, error) {
 	init.Set("method", req.Method)
 	headers := js.Global().Get("Object").New()
 	for k, vs := range req.Header {
+		// A header with no value is not sent, as net/http does: an
+		// Idempotency-Key without one only marks a request replayable,
+		// and a browser's CORS preflight would refuse it.
+		if len(vs) == 0 {
+			continue
+		}
 		headers.Set(k, strings.Join(vs, ", "))
 	}
 	init.Set("headers", headers)
