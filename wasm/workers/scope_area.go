@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -69,80 +66,8 @@ var (
 	_ store.LocalsReader = (*areaStore)(nil)
 )
 
-// readBatch is the most keys one statement names (D1 binds at most 100
-// parameters).
-const readBatch = 98
-
 // GetLocals reads _local documents of the database straight from d1kv's
-// table (its schema: d1kv.Schema), one query per 98: each as committed
-// when its query ran.
+// rows (d1kv.ReadLocals), one query per 98.
 func (s *areaStore) GetLocals(ctx context.Context, ids []string) (map[string]json.RawMessage, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out := make(map[string]json.RawMessage, len(ids))
-	asked := make(map[string]bool, len(ids))
-	for len(ids) > 0 {
-		n := min(len(ids), readBatch)
-		var q strings.Builder
-		q.WriteString(`SELECT k, v FROM livesync_kv WHERE db = ?1 AND b = ?2 AND k IN (`)
-		args := []any{s.db, int64(store.BucketLocal)}
-		for i, id := range ids[:n] {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			fmt.Fprintf(&q, "?%d", i+3)
-			args = append(args, []byte(id))
-			asked[id] = true
-		}
-		q.WriteString(")")
-		rows, err := s.x.Query(ctx, q.String(), args...)
-		if err != nil {
-			return nil, fmt.Errorf("workers: reading _local documents: %w", err)
-		}
-		for _, r := range rows {
-			if len(r) != 2 {
-				return nil, errors.New("workers: a row of the wrong shape")
-			}
-			k, err := blob(r[0])
-			if err != nil {
-				return nil, err
-			}
-			v, err := blob(r[1])
-			if err != nil {
-				return nil, err
-			}
-			if asked[string(k)] && v != nil {
-				out[string(k)] = v
-			}
-		}
-		ids = ids[n:]
-	}
-	return out, nil
-}
-
-// blob is a BLOB column as an Exec returns it (d1kv.Exec: []byte, a
-// string or an array of numbers).
-func blob(v any) ([]byte, error) {
-	switch v := v.(type) {
-	case []byte:
-		return bytes.Clone(v), nil
-	case string:
-		return []byte(v), nil
-	case []any:
-		out := make([]byte, len(v))
-		for i, e := range v {
-			f, ok := e.(float64)
-			n, isInt := e.(int64)
-			if isInt {
-				f, ok = float64(n), true
-			}
-			if !ok || f < 0 || f > 255 || f != float64(byte(f)) {
-				return nil, fmt.Errorf("workers: a BLOB element %v is not a byte", e)
-			}
-			out[i] = byte(f)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("workers: a value of type %T where a BLOB was expected", v)
+	return d1kv.ReadLocals(ctx, s.x, s.db, ids)
 }

@@ -390,7 +390,7 @@ func TestAreaStoreLocals(t *testing.T) {
 	storetest.RunLocalUpdate(t, one, two)
 	ctx := context.Background()
 	var ids []string
-	for i := range readBatch + 5 {
+	for i := range 98 + 5 {
 		id := fmt.Sprintf("l%03d", i)
 		ids = append(ids, id)
 		if i%2 == 0 {
@@ -403,7 +403,7 @@ func TestAreaStoreLocals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != (readBatch+5+1)/2+1 {
+	if len(got) != (98+5+1)/2+1 {
 		t.Errorf("GetLocals read %d documents", len(got))
 	}
 	for i, id := range ids {
