@@ -183,9 +183,11 @@ func (co *Coordinator) Stats() CoordinatorStats {
 }
 
 // Subscribe registers fn for every batch of events. fn runs on the
-// goroutine that caused them, without the Coordinator's lock, after the
-// state change is visible through Claimed; it must not block. The returned
-// function unsubscribes.
+// goroutine that caused them, without the Coordinator's lock; it must not
+// block. Claims and releases are visible through Claimed when fn runs; a
+// terminal outcome (delivered, remote-missing, failed) is published while
+// its id still counts as claimed, and stops counting right after. The
+// returned function unsubscribes.
 func (co *Coordinator) Subscribe(fn func([]Event)) (cancel func()) {
 	co.mu.Lock()
 	id := co.nextSub
@@ -276,7 +278,15 @@ func (cl *Claim) Settle(ev Event) bool {
 		co.mu.Unlock()
 		return false
 	}
-	cl.drop(ev.ID)
+	// A terminal outcome keeps the id counted as claimed until it is
+	// published: an observer that looks between the two must not see
+	// "no producer" and settle the id otherwise.
+	terminal := ev.Kind != EventReleased
+	if terminal {
+		delete(cl.pending, ev.ID)
+	} else {
+		cl.drop(ev.ID)
+	}
 	if len(cl.pending) == 0 {
 		cl.releaseLocked()
 	} else {
@@ -285,6 +295,11 @@ func (cl *Claim) Settle(ev Event) bool {
 	subs := co.subscribers()
 	co.mu.Unlock()
 	notify(subs, []Event{ev})
+	if terminal {
+		co.mu.Lock()
+		co.unclaim(ev.ID)
+		co.mu.Unlock()
+	}
 	return true
 }
 
@@ -331,7 +346,11 @@ func (cl *Claim) releaseAll(reason error) []Event {
 
 func (cl *Claim) drop(id engine.ChunkID) {
 	delete(cl.pending, id)
-	co := cl.co
+	cl.co.unclaim(id)
+}
+
+// unclaim lowers id's claim count; co.mu is held.
+func (co *Coordinator) unclaim(id engine.ChunkID) {
 	if co.active[id]--; co.active[id] <= 0 {
 		delete(co.active, id)
 	}

@@ -34,6 +34,36 @@ func TestCoordinatorTracksAndSettlesEachIdentifierOwnedByAClaim(t *testing.T) {
 	})
 }
 
+// A terminal outcome is published while its id still counts as claimed,
+// and a release after the id stopped counting: a wait layer that looks at
+// Claimed in the gap between the two must never conclude "no producer"
+// while the answer is on its way (a CI run met exactly that gap).
+func TestCoordinatorPublishesTerminalOutcomesBeforeUnclaiming(t *testing.T) {
+	co := fetch.NewCoordinator()
+	seen := map[fetch.EventKind]bool{}
+	co.Subscribe(func(evs []fetch.Event) {
+		for _, ev := range evs {
+			if ev.Kind != fetch.EventClaimed {
+				seen[ev.Kind] = co.Claimed(ev.ID)
+			}
+		}
+	})
+	for _, k := range []fetch.EventKind{fetch.EventDelivered, fetch.EventRemoteMissing, fetch.EventFailed, fetch.EventReleased} {
+		cl := co.Claim(ids("h:a"), fetch.ClaimOptions{})
+		cl.Settle(fetch.Event{ID: "h:a", Kind: k})
+		if co.Claimed("h:a") {
+			t.Errorf("%v: still claimed after Settle returned", k)
+		}
+		<-cl.Done()
+	}
+	want := map[fetch.EventKind]bool{fetch.EventDelivered: true, fetch.EventRemoteMissing: true, fetch.EventFailed: true, fetch.EventReleased: false}
+	for k, w := range want {
+		if seen[k] != w {
+			t.Errorf("%v published with Claimed=%v, want %v", k, seen[k], w)
+		}
+	}
+}
+
 func TestCoordinatorSettlesAnEmptyClaimImmediately(t *testing.T) {
 	cl := fetch.NewCoordinator().Claim(nil, fetch.ClaimOptions{})
 	select {
