@@ -30,6 +30,9 @@ type ServedConfig struct {
 	// Log receives the hold-back's and the rebuilds' records; nil
 	// discards.
 	Log *slog.Logger
+	// Shared says the inner store is shared with other processes that
+	// serve the same database (relays in front of one CouchDB).
+	Shared bool
 }
 
 // ServedHooks plug what runs beside a served database into it (the

@@ -26,6 +26,12 @@ var (
 	// nothing; it may succeed once space is freed. A Backend wraps its
 	// storage error with it (boltstore does for ENOSPC and EDQUOT).
 	ErrStorageFull = errors.New("store: no space left on the storage")
+	// ErrUnavailable means the storage under the store cannot be reached
+	// now (a database server that is down, restarting or unreachable).
+	// Nothing is known to be stored by the call that got it; it may
+	// succeed when retried later. A Backend or a Store over a server
+	// wraps its transport errors with it.
+	ErrUnavailable = errors.New("store: the storage cannot be reached")
 )
 
 // Size limits of the store. Every key a Store writes to its Backend is at

@@ -85,6 +85,9 @@ func asAPIError(err error) *apiError {
 	case errors.Is(err, store.ErrStorageFull):
 		return &apiError{status: http.StatusInsufficientStorage, name: "insufficient_storage",
 			reason: "The server has no space left to store this; nothing of the request was stored. Retry once space is freed on the server's data volume.", cause: err}
+	case errors.Is(err, store.ErrUnavailable):
+		return &apiError{status: http.StatusServiceUnavailable, name: "service_unavailable",
+			reason: "The server's database cannot be reached now; nothing of the request was stored. Retry later.", cause: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusServiceUnavailable, name: "service_unavailable", reason: "The request was cancelled.", cause: err}
 	}

@@ -35,6 +35,9 @@ type HeldConfig struct {
 	// Log receives the databases' records, with a "db" attribute; nil
 	// discards.
 	Log *slog.Logger
+	// Shared, if set, says which databases are shared with other relays
+	// (a CouchDB store) and how they are coordinated (nil: not shared).
+	Shared func(name string) *SharedConfig
 }
 
 // HeldDatabases decorates a Databases so that every database is served
