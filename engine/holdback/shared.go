@@ -8,7 +8,9 @@ import (
 )
 
 // Refresh makes this hold-back agree with the shared holding area.
-func (v *Served) Refresh(ctx context.Context) error { return errors.New("holdback: Refresh not implemented yet") }
+func (v *Served) Refresh(ctx context.Context) error {
+	return errors.New("holdback: Refresh not implemented yet")
+}
 
 // SetHunter rebuilds the hold-back with hunter h.
 func (v *Served) SetHunter(ctx context.Context, h purgatory.Hunter, leader bool) error {
