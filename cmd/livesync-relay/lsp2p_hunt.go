@@ -27,10 +27,11 @@ import (
 
 // huntOf is the database's hunt (nil without a bridge).
 func (rm *lsp2pRoom) huntOf() *hunt.Hunt {
-	if rm.held.Bridge == nil {
+	br := rm.held.Bridge()
+	if br == nil {
 		return nil
 	}
-	return rm.held.Bridge.Hunt()
+	return br.Hunt()
 }
 
 // syncHunt adds the accepted devices present to the hunt and removes

@@ -173,8 +173,8 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		if size, ok := c.dbs.fileSize(db); ok {
 			gauge(descStoreSize, float64(size), db)
 		}
-		if v.Bridge != nil {
-			collectBridge(v.Bridge, db, gauge, counter)
+		if br := v.Bridge(); br != nil {
+			collectBridge(br, db, gauge, counter)
 		}
 	}
 }

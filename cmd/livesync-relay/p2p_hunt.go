@@ -80,7 +80,11 @@ type peerMeter struct {
 // their comings and goings until stop.
 func (r *relay) startP2PHunt(ctx context.Context, g *p2pGroup, joined *p2p.Group) *p2pHunt {
 	held, err := r.dbs.OpenHeld(ctx, g.db)
-	if err != nil || held.Bridge == nil {
+	var br *ebridge.Bridge
+	if err == nil {
+		br = held.Bridge()
+	}
+	if br == nil {
 		r.log.Warn("the database's hunt does not ask the group's peers: it has no hunt", "db", g.db, "group", g.name, "err", err)
 		return nil
 	}
@@ -89,7 +93,7 @@ func (r *relay) startP2PHunt(ctx context.Context, g *p2pGroup, joined *p2p.Group
 		window = hunt.DefaultWindow
 	}
 	hctx, cancel := context.WithCancel(context.Background())
-	ph := &p2pHunt{joined: joined, hunt: held.Bridge.Hunt(), db: held.Served, codec: held.Codec, window: window,
+	ph := &p2pHunt{joined: joined, hunt: br.Hunt(), db: held.Served, codec: held.Codec, window: window,
 		log: r.log.With("component", "p2p", "db", g.db, "group", g.name), wake: make(chan struct{}, 1),
 		cancel: cancel, done: make(chan struct{}), sources: map[peer.ID]*peerSource{}, meters: map[peer.ID]*peerMeter{}}
 	ph.stopWatch = joined.Watch(func(p2p.PeerEvent) { ph.poke() })

@@ -144,8 +144,9 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		}
 		d.P2P = r.p2p.statuses(v.Name)
 		d.LiveSyncP2P = r.lsp2p.statuses(v.Name)
-		if v.Bridge != nil {
-			ups, hs := v.Bridge.Snapshot()
+		br := v.Bridge()
+		if br != nil {
+			ups, hs := br.Snapshot()
 			d.Upstreams, d.Hunt = ups, &hs
 		}
 		if d.Holdback.HeldByUser == nil {
@@ -160,8 +161,8 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 			switch {
 			case src == "":
 				src = "client push"
-			case v.Bridge != nil:
-				src = "upstream " + v.Bridge.SourceName(src)
+			case br != nil:
+				src = "upstream " + br.SourceName(src)
 			}
 			d.Held = append(d.Held, heldStatus{
 				Doc: h.Doc, Revisions: h.Revisions, MissingChunks: h.Missing, State: h.State.String(),

@@ -59,9 +59,32 @@ var _ Databases = (*HeldDatabases)(nil)
 type HeldDatabase struct {
 	*holdback.Served
 	Name string
-	// Bridge runs the database's upstreams and its hunt; nil when it has
-	// no upstreams.
-	Bridge *bridge.Bridge
+
+	bridge *bridge.Bridge // a database that is not shared: its bridge, for its lifetime
+	shared *sharedRunner  // a shared database: the runner, which owns the bridge
+}
+
+// Bridge runs the database's upstreams and its hunt; nil when it has no
+// upstreams, or, for a database shared with other relays, while this
+// relay is not the one that bridges it (the leader). A shared database's
+// bridge changes with the leadership: call Bridge each time instead of
+// keeping what it returned.
+func (d *HeldDatabase) Bridge() *bridge.Bridge {
+	if d.shared != nil {
+		return d.shared.currentBridge()
+	}
+	return d.bridge
+}
+
+// Close stops the database's bridge and closes its hold-back, which
+// saves its purgatory state. A shared database also stops its runner and
+// gives up the lease, with the hunt's state for the next leader. The
+// inner store stays open.
+func (d *HeldDatabase) Close() error {
+	if d.shared != nil {
+		return d.shared.close()
+	}
+	return d.Served.Close()
 }
 
 // NewHeld serves the databases of inner through hold-backs.
@@ -107,6 +130,11 @@ func (h *HeldDatabases) OpenHeld(ctx context.Context, name string) (*HeldDatabas
 // bridge, and opens them.
 func (h *HeldDatabases) serve(ctx context.Context, name string, inner store.Store) (*HeldDatabase, error) {
 	log := h.cfg.Log.With("db", name)
+	if h.cfg.Shared != nil {
+		if sc := h.cfg.Shared(name); sc != nil {
+			return h.serveShared(ctx, name, inner, *sc, log)
+		}
+	}
 	served := holdback.NewServed(ctx, inner, holdback.ServedConfig{Name: name, Holdback: h.cfg.Holdback,
 		Passphrase: h.cfg.Passphrases[name], Owner: UserFrom, Log: log})
 	d := &HeldDatabase{Served: served, Name: name}
@@ -117,18 +145,18 @@ func (h *HeldDatabases) serve(ctx context.Context, name string, inner store.Stor
 			return nil, err
 		}
 		if b != nil {
-			d.Bridge = b
+			d.bridge = b
 			hooks = holdback.ServedHooks{Hunter: b.Hunt(), ParamsChanged: b.ParamsChanged, SettingsChanged: b.SettingsChanged, Stop: b.Stop}
 		}
 	}
 	if err := served.Open(hooks); err != nil {
-		if d.Bridge != nil {
-			d.Bridge.Close()
+		if d.bridge != nil {
+			d.bridge.Close()
 		}
 		return nil, err
 	}
-	if d.Bridge != nil {
-		d.Bridge.Start()
+	if d.bridge != nil {
+		d.bridge.Start()
 	}
 	return d, nil
 }

@@ -39,11 +39,11 @@ func TestHeldDatabases(t *testing.T) {
 		t.Errorf("Open of a reserved name: %v", err)
 	}
 	d, err := h.OpenHeld(ctx, "bridged")
-	if err != nil || d.Bridge == nil || d.Name != "bridged" || !slices.Equal(bridged, []string{"bridged"}) {
+	if err != nil || d.Bridge() == nil || d.Name != "bridged" || !slices.Equal(bridged, []string{"bridged"}) {
 		t.Fatalf("OpenHeld: %+v, %v; bridges built %q (once)", d, err, bridged)
 	}
 	open := h.Opened()
-	if len(open) != 2 || open[0].Name != "bridged" || open[1].Name != "plain" || open[1].Bridge != nil {
+	if len(open) != 2 || open[0].Name != "bridged" || open[1].Name != "plain" || open[1].Bridge() != nil {
 		t.Fatalf("Opened: %+v", open)
 	}
 	if _, err := inner.Open(ctx, "status"); err == nil {
