@@ -106,7 +106,6 @@ func decode(b json.RawMessage) doc {
 	return d
 }
 
-
 // live reports whether d is held by someone at now.
 func (d doc) live(now time.Time) bool {
 	return d.Holder != "" && now.UnixMilli() < d.Until

@@ -80,7 +80,7 @@ func TestLeaseLife(t *testing.T) {
 			t.Fatalf("renewed until %v, want t0+19s", until)
 		}
 
-		time.Sleep(10 * time.Second - time.Millisecond) // t0+19s-1ms: still a's
+		time.Sleep(10*time.Second - time.Millisecond) // t0+19s-1ms: still a's
 		if held, _ := acquire(t, b); held {
 			t.Fatal("taken 1 ms before expiry")
 		}
