@@ -504,6 +504,7 @@ func (r *sharedRunner) setFollower() {
 		return
 	}
 	r.demote = false
+	r.ok("bridge")
 }
 
 // huntState is the hunt's state as saved in the lease, within
@@ -541,7 +542,9 @@ func (r *sharedRunner) close() error {
 		if r.held {
 			ctx, cancel := context.WithTimeout(context.Background(), sharedCloseTimeout)
 			defer cancel()
-			if rerr := r.lease.Release(ctx, st); rerr != nil {
+			// ErrLost: another relay took the lease after this one
+			// stopped leading, and keeps its own state.
+			if rerr := r.lease.Release(ctx, st); rerr != nil && !errors.Is(rerr, lease.ErrLost) {
 				err = errors.Join(err, fmt.Errorf("releasing the lease: %w", rerr))
 			} else if r.leader {
 				r.log.Info("released the database's lease")
