@@ -15,7 +15,16 @@ func (r *relay) printBanner(w io.Writer) {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("")
-	p("livesync-relay is listening on %s (data in %s)", r.url, displayDir(r.s.dataDir))
+	if r.s.noDataDir() {
+		p("livesync-relay is listening on %s (every database kept on CouchDB; no data folder)", r.url)
+	} else {
+		p("livesync-relay is listening on %s (data in %s)", r.url, displayDir(r.s.dataDir))
+	}
+	for _, name := range r.s.databases {
+		if st, ok := r.s.stores[name]; ok {
+			p("Database %s is kept on CouchDB at %s, shared with every relay in front of it.", name, st.location())
+		}
+	}
 	p("")
 	user := r.admin.name
 	password := "(the admin password)"

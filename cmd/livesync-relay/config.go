@@ -126,6 +126,10 @@ type dbConfig struct {
 	// LiveSyncP2P are the LiveSync P2P rooms (the plugin's own P2P
 	// mode) the relay joins for the database (lsp2p_config.go).
 	LiveSyncP2P []lsp2pConfig `toml:"livesync_p2p"`
+	// Store is where the relay keeps the database: a bbolt file in the
+	// data folder (the default) or a database on a CouchDB server
+	// (store_config.go).
+	Store storeConfig `toml:"store"`
 }
 
 // purgatoryConfig is the [purgatory] table; zero values mean the
@@ -282,7 +286,9 @@ func (c *fileConfig) validate() error {
 			bad("databases %q: give passphrase_file or passphrase_env, not both", d.Name)
 		}
 		validateUpstreams(d, bad)
+		validateStore(d, bad)
 	}
+	c.validateStores(bad)
 	users := make([]couchapi.User, 0, len(c.Users))
 	for i, u := range c.Users {
 		n := 0

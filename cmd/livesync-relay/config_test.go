@@ -31,8 +31,15 @@ func TestExampleConfigParsesAndValidates(t *testing.T) {
 		!slices.Equal(c.Users[1].Databases, []string{"alice-notes"}) {
 		t.Errorf("users %+v", c.Users)
 	}
-	if !c.dbsDefined || len(c.Databases) != 2 || c.Databases[0].PassphraseFile == "" {
+	if !c.dbsDefined || len(c.Databases) != 3 || c.Databases[0].PassphraseFile == "" {
 		t.Errorf("databases %+v", c.Databases)
+	}
+	if st := c.Databases[2].Store; st.kind() != storeCouch || st.URL != "http://couchdb:5984" || st.Database != "team-notes" ||
+		st.User != "admin" || st.PasswordEnv == "" || st.LeaseTTL != 15*time.Second || st.Refresh != 2*time.Second {
+		t.Errorf("team-notes store %+v", st)
+	}
+	if c.Databases[0].Store.kind() != storeBolt {
+		t.Errorf("alice-notes store %+v, want bbolt", c.Databases[0].Store)
 	}
 	if ups := c.Databases[0].Upstreams; len(ups) != 2 || ups[0].Kind != kindCouchDB || ups[0].mode() != modeSync ||
 		ups[1].Kind != kindS3 || !ups[1].DirectFetch || ups[1].PollInterval != 30*time.Second || !pathStyle(ups[1]) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -24,6 +25,9 @@ flags:
   --listen HOST:PORT       listen address (default 127.0.0.1:5984)
   --data-dir DIR           data folder (default ./livesync-data)
   --reset-admin-password   generate and print a new password for the built-in admin
+  --check-config           read and check the configuration (and the secrets it
+                           names), print what is wrong or "configuration OK", and
+                           exit without listening or connecting
   --log-format text|json   log format on stderr (default text)
   --log-level LEVEL        debug, info, warn or error (default info)
 
@@ -72,6 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&fl.listen, "listen", "", "")
 	fs.StringVar(&fl.dataDir, "data-dir", "", "")
 	fs.BoolVar(&fl.resetAdmin, "reset-admin-password", false, "")
+	fs.BoolVar(&fl.checkConfig, "check-config", false, "")
 	fs.StringVar(&fl.logFormat, "log-format", "", "")
 	fs.StringVar(&fl.logLevel, "log-level", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -99,17 +104,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	s, err := resolve(fc, fl, getenv)
+	if err == nil {
+		err = checkNoDataDirAdmin(s, getenv)
+	}
 	if err != nil {
 		return fail(stderr, err)
 	}
+	if fl.checkConfig {
+		fmt.Fprintf(stderr, "livesync-relay: configuration OK (%s)\n", describeConfig(fl.config, s))
+		return exitOK
+	}
 	log := newLogger(stderr, s)
-	r, err := startRelay(s, log, getenv)
+	r, err := startRelay(ctx, s, log, getenv)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	r.printBanner(stderr)
 	r.admin.password = "" // printed once; not kept
-	log.Info("serving", "url", r.url, "data_dir", s.dataDir, "admin", r.admin.name, "admin_source", r.admin.source)
+	if s.noDataDir() {
+		log.Info("serving", "url", r.url, "data_dir", "(none: every database is kept on CouchDB)", "admin", r.admin.name, "admin_source", r.admin.source)
+	} else {
+		log.Info("serving", "url", r.url, "data_dir", s.dataDir, "admin", r.admin.name, "admin_source", r.admin.source)
+	}
 	if onReady != nil {
 		onReady(r)
 	}
@@ -135,4 +151,23 @@ func newLogger(w io.Writer, s *settings) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// describeConfig says in one line what a checked configuration sets up.
+func describeConfig(path string, s *settings) string {
+	where := "no configuration file"
+	if path != "" {
+		where = path
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d database(s)", where, len(s.databases))
+	if n := len(s.stores); n > 0 {
+		fmt.Fprintf(&b, ", %d kept on CouchDB", n)
+	}
+	if s.noDataDir() {
+		b.WriteString(", no data folder")
+	} else {
+		fmt.Fprintf(&b, ", data folder %s", s.dataDir)
+	}
+	return b.String()
 }

@@ -127,6 +127,12 @@ var (
 	descHuntDocs        = desc("hunt_documents", "Documents the hunt looks for chunks of: hunting (in a pass) or waiting (first pass or backoff).", "state")
 	descHuntDone        = desc("hunt_documents_total", "Documents that left the hunt: completed (all chunks local) or removed (released, expired or deleted otherwise).", "outcome")
 	descHuntHedges      = desc("hunt_hedges_total", "Hedge requests started (a second source asked after a slow first one).")
+
+	descLeaseLeader = desc("lease_leader",
+		"1 while this relay holds the hunt's lease of a database kept on CouchDB (it runs the upstreams and the hunt), 0 while another relay does; absent for a bbolt database.")
+	descLeaseTakeovers  = desc("lease_takeovers_total", "Times this relay became the leader of a database kept on CouchDB (took the hunt's lease).")
+	descSharedRefreshes = desc("shared_refreshes_total", "Reads of the holds other relays made in a database kept on CouchDB.")
+	descSharedArrivals  = desc("shared_arrivals_total", "Chunk ids seen arriving in the changes feed of a database kept on CouchDB (through any relay or an upstream).")
 )
 
 // Describe sends the descriptions of the per-database metrics.
@@ -134,7 +140,7 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHeldDocs, descHeldRevs, descHoldback, descSaveErrors, descPurgatory, descRemembered, descMode, descStoreSize,
 		descUpstreamUp, descUpstreamState, descUpstreamLag, descUpstreamLagDir, descUpstreamResets, descUpstreamErrors, descUpstreamDocs,
 		descHuntRequests, descHuntChunks, descHuntInFlight, descHuntInWindow, descHuntQueued, descHuntMaxInFlight, descHuntMaxInWindow,
-		descHuntLimit, descHuntDocs, descHuntDone, descHuntHedges} {
+		descHuntLimit, descHuntDocs, descHuntDone, descHuntHedges, descLeaseLeader, descLeaseTakeovers, descSharedRefreshes, descSharedArrivals} {
 		ch <- d
 	}
 }
@@ -173,18 +179,29 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		if size, ok := c.dbs.fileSize(db); ok {
 			gauge(descStoreSize, float64(size), db)
 		}
-		if br := v.Bridge(); br != nil {
-			collectBridge(br, db, gauge, counter)
+		if sh := v.SharedStatus(); sh != nil {
+			leader := 0.0
+			if sh.Leader {
+				leader = 1
+			}
+			gauge(descLeaseLeader, leader, db)
+			counter(descLeaseTakeovers, sh.Takeovers, db)
+			counter(descSharedRefreshes, sh.Refreshes, db)
+			counter(descSharedArrivals, sh.Arrivals, db)
+		}
+		if bv, ok := c.dbs.tally.view(db, v.Bridge()); ok {
+			collectBridge(&bv, db, gauge, counter)
 		}
 	}
 }
 
-// collectBridge reports a database's upstreams and hunt.
-func collectBridge(b *ebridge.Bridge, db string, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
-	ups, hs := b.Snapshot()
+// collectBridge reports a database's upstreams and hunt, counted since
+// the relay started (over every bridge the database had here).
+func collectBridge(bv *bridgeView, db string, gauge func(*prometheus.Desc, float64, ...string), counter func(*prometheus.Desc, uint64, ...string)) {
+	ups, hs, b := bv.ups, bv.hunt, bv.b
 	for i, u := range ups {
 		up := 0.0
-		if b.Up(i) {
+		if bv.up(i) {
 			up = 1
 		}
 		gauge(descUpstreamUp, up, db, u.Name)

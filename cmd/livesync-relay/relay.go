@@ -17,8 +17,6 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
-	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi/boltdir"
-	"github.com/livesync-go/livesync-go/engine/store/boltstore"
 )
 
 // dbLockTimeout bounds the wait for a database file another process
@@ -59,13 +57,16 @@ func splitListen(addr string) (host, port string, err error) {
 }
 
 // startRelay listens, opens the data folder (the built-in admin, the
-// databases and their hold-back state) and builds the HTTP server. It
-// listens first, so that a taken port fails before anything is written,
-// then locks the data folder, so that a second relay on it stops before
-// it writes anything. Nothing is served until serve is called. On error
+// databases and their hold-back state) or, when every database is kept
+// on CouchDB, none, connects to the CouchDB servers of the databases kept
+// there, and builds the HTTP server. It listens first, so that a taken
+// port fails before anything is written, then locks the data folder, so
+// that a second relay on it stops before it writes anything. A CouchDB
+// server that cannot be reached is waited for (logged at each attempt)
+// until ctx ends. Nothing is served until serve is called. On error
 // everything opened so far is closed again and the error says why.
-func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (*relay, error) {
-	r := &relay{s: s, log: log, started: time.Now()}
+func startRelay(ctx context.Context, s *settings, log *slog.Logger, getenv func(string) string) (*relay, error) {
+	r := &relay{s: s, log: log, started: time.Now(), unlock: func() {}}
 	var cleanup []func()
 	err := func() (err error) {
 		defer func() {
@@ -75,7 +76,7 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (*rel
 				err = fmt.Errorf("opening the data folder %s failed: %v (a damaged database file? restore it from a backup, or move it away)", s.dataDir, p)
 			}
 		}()
-		return r.start(getenv, &cleanup)
+		return r.start(ctx, getenv, &cleanup)
 	}()
 	if err != nil {
 		// Each cleanup captures what it closes (never a field of r that
@@ -89,79 +90,25 @@ func startRelay(s *settings, log *slog.Logger, getenv func(string) string) (*rel
 }
 
 // start does startRelay's work, adding a cleanup for everything it opens.
-func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
+func (r *relay) start(ctx context.Context, getenv func(string) string, cleanup *[]func()) error {
 	s, log := r.s, r.log
-	ln, err := net.Listen("tcp", s.listen)
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("cannot listen on %s: %w (another livesync-relay or a CouchDB?); choose another address with --listen or \"listen\" in the configuration file", s.listen, errAddrInUse)
-		}
-		return fmt.Errorf("cannot listen on %s: %w", s.listen, err)
-	}
-	*cleanup = append(*cleanup, func() { ln.Close() })
-	scheme := "http"
-	if s.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
-		if err != nil {
-			return fmt.Errorf("tls: %w", err)
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
-		scheme = "https"
-	}
-	r.ln = ln
-	r.url = scheme + "://" + displayAddr(ln.Addr())
-
-	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data folder: %w", err)
-	}
-	if r.unlock, err = lockDataDir(s.dataDir); err != nil {
+	if err := r.listen(cleanup); err != nil {
 		return err
 	}
-	*cleanup = append(*cleanup, r.unlock)
-	if s.configAdmins {
-		r.admin = adminAccount{source: adminConfigDefined}
-		for _, v := range []string{envAdminUser, envAdminPassword, envAdminPasswordFile} {
-			if getenv(v) != "" {
-				log.Warn("the configuration lists admin users, so there is no built-in admin: ignoring the environment variable", "var", v)
-			}
-		}
-	} else if r.admin, err = builtinAdmin(s.dataDir, getenv, s.resetAdmin); err != nil {
+	if err := r.openDataDir(getenv, cleanup); err != nil {
 		return err
 	}
-	if r.uuid, err = serverUUID(s.dataDir); err != nil {
-		return err
-	}
-
-	dir, err := boltdir.Open(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout})
+	dir, err := r.openStores(ctx, cleanup)
 	if err != nil {
 		return err
 	}
-	dbs := newHeldDatabases(dir, s.holdback, s.passphrases, log, r.uuid, withLSP2PHunts(withP2PHunts(s.upstreams, s.p2p.groups), s.p2p.livesync), s.huntConfig)
+	dbs := newHeldDatabases(dir, heldSetup{holdback: s.holdback, passphrases: s.passphrases, uuid: r.uuid,
+		upstreams: withLSP2PHunts(withP2PHunts(s.upstreams, s.p2p.groups), s.p2p.livesync), hunt: s.huntConfig,
+		stores: s.stores, holder: lockHolder()}, log)
 	*cleanup = append(*cleanup, func() { dbs.Close() })
 	r.dbs = dbs
-	ctx := context.Background()
-	for _, name := range s.databases {
-		switch err := r.dbs.Create(ctx, name); {
-		case err == nil:
-			log.Info("database created", "db", name)
-		case !errors.Is(err, couchapi.ErrExists):
-			return lockedHint(fmt.Errorf("creating database %q: %w", name, err))
-		}
-	}
-	// Open every database now: held documents resume their timers (with
-	// the downtime subtracted) and are listed by /status at once.
-	names, err := r.dbs.List(ctx)
-	if err != nil {
-		return fmt.Errorf("listing the databases in %s: %w", s.dataDir, err)
-	}
-	for _, name := range names {
-		v, err := r.dbs.OpenHeld(ctx, name)
-		if err != nil {
-			return lockedHint(fmt.Errorf("opening database %q (%s): %w", name, dir.Path(name), err))
-		}
-		if st := v.Stats(); st.Held > 0 {
-			log.Info("held documents resumed", "db", name, "revisions", st.Held, "mode", string(st.Mode))
-		}
+	if err := r.openDatabases(ctx); err != nil {
+		return err
 	}
 
 	r.metrics = newMetrics(r.dbs)
@@ -198,6 +145,121 @@ func (r *relay) start(getenv func(string) string, cleanup *[]func()) error {
 		// (BodyTimeout) and lifts it once the body is read.
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// listen opens the listener (with TLS if configured).
+func (r *relay) listen(cleanup *[]func()) error {
+	s := r.s
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("cannot listen on %s: %w (another livesync-relay or a CouchDB?); choose another address with --listen or \"listen\" in the configuration file", s.listen, errAddrInUse)
+		}
+		return fmt.Errorf("cannot listen on %s: %w", s.listen, err)
+	}
+	*cleanup = append(*cleanup, func() { ln.Close() })
+	scheme := "http"
+	if s.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
+		scheme = "https"
+	}
+	r.ln = ln
+	r.url = scheme + "://" + displayAddr(ln.Addr())
+	return nil
+}
+
+// openDataDir creates and locks the data folder and resolves the admin
+// and the server uuid kept there. A relay that keeps every database on
+// CouchDB touches no file: its admin comes from the configuration or the
+// environment, its uuid from the CouchDB server (openStores).
+func (r *relay) openDataDir(getenv func(string) string, cleanup *[]func()) error {
+	s, log := r.s, r.log
+	var err error
+	if s.configAdmins {
+		r.admin = adminAccount{source: adminConfigDefined}
+		for _, v := range []string{envAdminUser, envAdminPassword, envAdminPasswordFile} {
+			if getenv(v) != "" {
+				log.Warn("the configuration lists admin users, so there is no built-in admin: ignoring the environment variable", "var", v)
+			}
+		}
+	}
+	if s.noDataDir() {
+		if s.configAdmins {
+			return nil
+		}
+		if err := checkNoDataDirAdmin(s, getenv); err != nil {
+			return err
+		}
+		r.admin, err = builtinAdmin("", getenv, false) // from the environment: reads no file
+		return err
+	}
+	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+	unlock, err := lockDataDir(s.dataDir)
+	if err != nil {
+		return err
+	}
+	r.unlock = unlock
+	*cleanup = append(*cleanup, unlock)
+	if !s.configAdmins {
+		if r.admin, err = builtinAdmin(s.dataDir, getenv, s.resetAdmin); err != nil {
+			return err
+		}
+	}
+	r.uuid, err = serverUUID(s.dataDir)
+	return err
+}
+
+// checkNoDataDirAdmin refuses a relay without a data folder and without
+// an admin from the configuration or the environment: a generated
+// password has nowhere to be kept.
+func checkNoDataDirAdmin(s *settings, getenv func(string) string) error {
+	if !s.noDataDir() || s.configAdmins || getenv(envAdminPassword) != "" || getenv(envAdminPasswordFile) != "" {
+		return nil
+	}
+	return usageError{"every database is kept on CouchDB, so the relay keeps no data folder and has nowhere to store a generated admin password: " +
+		"list an admin in [[users]] of the configuration (admin = true), or set " + envAdminPassword + " or " + envAdminPasswordFile}
+}
+
+// openDatabases creates the configured databases that are missing and
+// opens every database now: held documents resume their timers (with the
+// downtime subtracted) and are listed by /status at once.
+func (r *relay) openDatabases(ctx context.Context) error {
+	s, log := r.s, r.log
+	for _, name := range s.databases {
+		err := r.untilReachable(ctx, name, fmt.Sprintf("creating database %q", name), func(ctx context.Context) error {
+			return r.dbs.Create(ctx, name)
+		})
+		switch {
+		case err == nil:
+			log.Info("database created", "db", name, "store", r.dbs.storeKind(name))
+		case !errors.Is(err, couchapi.ErrExists):
+			return lockedHint(fmt.Errorf("creating database %q: %w", name, err))
+		}
+	}
+	names, err := r.dbs.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the databases in %s: %w", s.dataDir, err)
+	}
+	for _, name := range names {
+		var v *couchapi.HeldDatabase
+		err := r.untilReachable(ctx, name, fmt.Sprintf("opening database %q", name), func(ctx context.Context) (err error) {
+			v, err = r.dbs.OpenHeld(ctx, name)
+			return err
+		})
+		if err != nil {
+			return lockedHint(fmt.Errorf("opening database %q (%s): %w", name, r.dbs.location(name), err))
+		}
+		if st := v.Stats(); st.Held > 0 {
+			log.Info("held documents resumed", "db", name, "revisions", st.Held, "mode", string(st.Mode))
+		}
 	}
 	return nil
 }

@@ -17,12 +17,13 @@ const envConfig = "LIVESYNC_RELAY_CONFIG"
 
 // flagValues are the command line's flags; empty strings are "not given".
 type flagValues struct {
-	config     string
-	listen     string
-	dataDir    string
-	logFormat  string
-	logLevel   string
-	resetAdmin bool
+	config      string
+	listen      string
+	dataDir     string
+	logFormat   string
+	logLevel    string
+	resetAdmin  bool
+	checkConfig bool
 }
 
 // settings are the relay's effective settings: flags over the
@@ -52,6 +53,9 @@ type settings struct {
 	configAdmins bool
 	// databases are created at start when missing.
 	databases []string
+	// stores are the databases kept on a CouchDB server, by name (the
+	// others are bbolt files in dataDir); passwords read.
+	stores map[string]couchStoreSpec
 	// passphrases by database (secret).
 	passphrases map[string]string
 	// upstreams by database (secrets read: never logged).
@@ -91,7 +95,7 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		cors: defaultCORSOrigins, maxRequestBytes: fc.MaxRequestBytes, maxDocumentBytes: fc.MaxDocumentBytes,
 		metricsPublic: fc.MetricsPublic, shutdownTimeout: fc.ShutdownTimeout, logFormat: fc.Log.Format,
 		holdback: fc.holdbackConfig(), passphrases: map[string]string{}, resetAdmin: fl.resetAdmin,
-		upstreams: map[string][]upstreamSpec{}, huntConfig: fc.Hunt.config(),
+		upstreams: map[string][]upstreamSpec{}, huntConfig: fc.Hunt.config(), stores: map[string]couchStoreSpec{},
 		keepBodies: fc.Compaction.KeepRevisionBodies,
 	}
 	if fc.corsSet {
@@ -161,6 +165,13 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 			if len(ups) > 0 {
 				s.upstreams[d.Name] = ups
 			}
+			st, ok, err := resolveStore(fc, d, getenv)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				s.stores[d.Name] = st
+			}
 			if d.PassphraseFile == "" && d.PassphraseEnv == "" {
 				continue
 			}
@@ -190,8 +201,26 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 	if s.p2p, err = resolveP2P(fc, getenv); err != nil {
 		return nil, err
 	}
+	if s.noDataDir() && s.resetAdmin {
+		return nil, usageError{"--reset-admin-password resets the built-in admin kept in the data folder, but every database is kept on CouchDB, so the relay has no data folder: give the admin in [[users]] or " + envAdminPassword}
+	}
 	if s.configAdmins && s.resetAdmin {
 		return nil, usageError{"--reset-admin-password resets the built-in admin, but the configuration lists its own admin users (there is no built-in admin)"}
 	}
 	return s, nil
+}
+
+// noDataDir reports a relay that keeps every database on a CouchDB
+// server: it opens no data folder at all (no lock, no bbolt file, no
+// server uuid or admin file), so it runs on a read-only filesystem.
+func (s *settings) noDataDir() bool {
+	if len(s.databases) == 0 {
+		return false // clients create databases: bbolt files
+	}
+	for _, name := range s.databases {
+		if _, ok := s.stores[name]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -35,7 +35,15 @@ type dbStatus struct {
 	Mode                 string `json:"mode"`
 	ModeExplained        string `json:"mode_explained"`
 	PassphraseConfigured bool   `json:"passphrase_configured"`
-	StoreBytes           int64  `json:"store_bytes"`
+	// Store is where the database is kept: "bbolt" (a file in the data
+	// folder, StoreBytes its size) or "couchdb" (StoreLocation, shared
+	// with every relay in front of it; Shared says how they coordinate).
+	Store         string        `json:"store"`
+	StoreLocation string        `json:"store_location,omitempty"`
+	StoreBytes    int64         `json:"store_bytes"`
+	Shared        *sharedStatus `json:"shared,omitempty"`
+	// BridgeNote says why a shared database's upstreams are stopped here.
+	BridgeNote string `json:"bridge_note,omitempty"`
 	// Held lists at most heldListed held documents, the first by id;
 	// HeldDocuments counts them all and HeldNote says when the list is
 	// cut.
@@ -55,6 +63,41 @@ type dbStatus struct {
 	// LiveSyncP2P are the LiveSync P2P rooms the relay is a device of
 	// (empty without any).
 	LiveSyncP2P []lsp2pStatus `json:"livesync_p2p"`
+}
+
+// sharedStatus is how the relays in front of one CouchDB database
+// coordinate, as this relay sees it: one of them, the leader, holds the
+// hunt's lease and alone runs the upstreams and the hunt.
+type sharedStatus struct {
+	// Leader is true while this relay holds the lease; Holder is who
+	// holds it (this relay's name or another's; "" when free or not
+	// read yet), until LeaseUntil unless renewed.
+	Leader     bool       `json:"leader"`
+	Holder     string     `json:"holder"`
+	LeaseUntil *time.Time `json:"lease_until"`
+	// Takeovers counts the times this relay became the leader;
+	// Refreshes the reads of the holds other relays made; Arrivals the
+	// chunk ids seen arriving in the database's changes feed (written
+	// through any relay or by an upstream).
+	Takeovers uint64 `json:"takeovers"`
+	Refreshes uint64 `json:"refreshes"`
+	Arrivals  uint64 `json:"arrivals"`
+	// LastError is the last failure of the coordination (CouchDB
+	// unreachable, the lease lost), "" when none.
+	LastError string `json:"last_error"`
+}
+
+func sharedStatusOf(s *couchapi.SharedStatus) *sharedStatus {
+	if s == nil {
+		return nil
+	}
+	out := &sharedStatus{Leader: s.Leader, Holder: s.Holder, Takeovers: s.Takeovers, Refreshes: s.Refreshes,
+		Arrivals: s.Arrivals, LastError: s.LastError}
+	if !s.LeaseUntil.IsZero() {
+		u := s.LeaseUntil.UTC().Truncate(time.Millisecond)
+		out.LeaseUntil = &u
+	}
+	return out
 }
 
 // heldStatus is one held document: why it is not served yet.
@@ -128,7 +171,8 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		size, _ := r.dbs.fileSize(v.Name)
 		d := dbStatus{
 			Name: v.Name, Mode: string(s.Mode), ModeExplained: explainMode(s.Mode, v.HasPassphrase()),
-			PassphraseConfigured: v.HasPassphrase(), StoreBytes: size, Held: []heldStatus{}, Upstreams: []ebridge.UpstreamStatus{},
+			PassphraseConfigured: v.HasPassphrase(), Store: r.dbs.storeKind(v.Name), StoreBytes: size,
+			Shared: sharedStatusOf(v.SharedStatus()), Held: []heldStatus{}, Upstreams: []ebridge.UpstreamStatus{},
 			Holdback: holdbackStatus{
 				HeldRevisions: s.Held, WrittenThrough: s.WrittenThrough, Holds: s.Holds, Released: s.Released,
 				Dropped: s.Dropped, Unreadable: s.Unreadable, Undecodable: s.Undecodable, SaveErrors: s.SaveErrors,
@@ -144,10 +188,16 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 		}
 		d.P2P = r.p2p.statuses(v.Name)
 		d.LiveSyncP2P = r.lsp2p.statuses(v.Name)
-		br := v.Bridge()
-		if br != nil {
-			ups, hs := br.Snapshot()
-			d.Upstreams, d.Hunt = ups, &hs
+		if d.Store == storeCouch {
+			d.StoreLocation = r.dbs.location(v.Name)
+		}
+		bv, bridged := r.dbs.tally.view(v.Name, v.Bridge())
+		if bridged {
+			d.Upstreams, d.Hunt = bv.ups, &bv.hunt
+		}
+		if d.Shared != nil && !d.Shared.Leader && len(r.s.upstreams[v.Name]) > 0 {
+			d.BridgeNote = "another relay in front of this CouchDB database holds the lease (shared.holder) and runs the upstreams and the hunt; " +
+				"this relay's counters are those of the times it led"
 		}
 		if d.Holdback.HeldByUser == nil {
 			d.Holdback.HeldByUser = map[string]int{}
@@ -161,8 +211,8 @@ func (r *relay) status(w http.ResponseWriter, _ *http.Request) {
 			switch {
 			case src == "":
 				src = "client push"
-			case br != nil:
-				src = "upstream " + br.SourceName(src)
+			case bridged:
+				src = "upstream " + bv.b.SourceName(src)
 			}
 			d.Held = append(d.Held, heldStatus{
 				Doc: h.Doc, Revisions: h.Revisions, MissingChunks: h.Missing, State: h.State.String(),
