@@ -353,10 +353,18 @@ func (r *sharedRunner) leaseLoop() {
 	}
 }
 
+// leaseCtx bounds one request of the lease loop, so that a store that
+// hangs cannot keep a leader from noticing in time that it cannot renew.
+func (r *sharedRunner) leaseCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.ctx, r.ttl/3)
+}
+
 // acquire takes the lease if it is free, expired or this relay's, and
 // then becomes the leader.
 func (r *sharedRunner) acquire() {
-	held, state, err := r.lease.Acquire(r.ctx)
+	ctx, cancel := r.leaseCtx()
+	defer cancel()
+	held, state, err := r.lease.Acquire(ctx)
 	if err != nil {
 		if r.ctx.Err() == nil {
 			r.fail("lease", err)
@@ -365,7 +373,7 @@ func (r *sharedRunner) acquire() {
 	}
 	r.ok("lease")
 	if !held {
-		holder, until, err := r.lease.Info(r.ctx)
+		holder, until, err := r.lease.Info(ctx)
 		if err != nil {
 			holder, until = "", time.Time{}
 		}
@@ -424,7 +432,9 @@ func (r *sharedRunner) lead(state json.RawMessage) {
 // giveUp releases the lease after a failed takeover, keeping the saved
 // state.
 func (r *sharedRunner) giveUp() {
-	if err := r.lease.Release(r.ctx, nil); err != nil && r.ctx.Err() == nil {
+	ctx, cancel := r.leaseCtx()
+	defer cancel()
+	if err := r.lease.Release(ctx, nil); err != nil && r.ctx.Err() == nil {
 		r.log.Warn("shared database: releasing the lease after a failed takeover", "err", err)
 	}
 	r.held = false
@@ -454,7 +464,9 @@ func (r *sharedRunner) renew() {
 	if b != nil {
 		st = r.huntState(b.Hunt())
 	}
-	err := r.lease.Renew(r.ctx, st)
+	ctx, cancel := r.leaseCtx()
+	err := r.lease.Renew(ctx, st)
+	cancel()
 	now := time.Now()
 	switch {
 	case err == nil:
