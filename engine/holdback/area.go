@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/lease"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -49,6 +50,9 @@ type heldBody struct {
 // restart finds them all (the Store port cannot list _local documents).
 type indexDoc struct {
 	Docs []string `json:"docs"`
+	// Gen counts the changes of a shared area (see area.shared), so that
+	// a process sees that the area changed by reading the index alone.
+	Gen uint64 `json:"gen,omitempty"`
 }
 
 // area is the holding area: held bodies in the inner store's _local
@@ -76,8 +80,16 @@ type indexDoc struct {
 type area struct {
 	inner store.Store        // never closed by the area
 	upd   store.LocalUpdater // nil: the inner store is this Store's alone
-	mu    sync.Mutex         // a leaf lock
-	imu   sync.Mutex         // serialises index writes; a leaf lock
+	// shared: other processes serve the same database from the inner
+	// store (relays in front of one CouchDB) and look for each other's
+	// holds (Served.Refresh). Every change of a holding document then
+	// also counts in the index's Gen, written after the holding
+	// document: a process that reads the index, then the holding
+	// documents, sees every change counted in what it read. Requires
+	// upd.
+	shared bool
+	mu     sync.Mutex // a leaf lock
+	imu    sync.Mutex // serialises index writes; a leaf lock
 }
 
 // areaStore is the store the area reads and writes: inner, seen through
@@ -182,40 +194,56 @@ func (a *area) add(ctx context.Context, doc, owner string, revs map[string]heldB
 // remove drops the revisions of doc for which drop is true. With a
 // LocalUpdater, a document this leaves with none also leaves the index.
 func (a *area) remove(ctx context.Context, doc string, drop func(rev string) bool) error {
+	changed := false
 	emptied, err := a.update(ctx, doc, func(h *holdingDoc) bool {
 		n := len(h.Revs)
 		maps.DeleteFunc(h.Revs, func(rev string, _ heldBody) bool { return drop(rev) })
 		if len(h.Revs) == 0 {
 			h.Owner = ""
 		}
-		return len(h.Revs) != n
+		changed = len(h.Revs) != n // set afresh: the store may run this again
+		return changed
 	})
-	if err != nil || !emptied || a.upd == nil {
+	switch {
+	case err != nil || a.upd == nil:
 		return err
+	case emptied:
+		return a.unindex(ctx, []string{doc})
+	case changed && a.shared:
+		return a.changeIndex(ctx, func(map[string]struct{}) bool { return true })
 	}
-	return a.unindex(ctx, []string{doc})
+	return nil
 }
 
 // changeIndex applies fn to the indexed documents in one UpdateLocal
-// (an unreadable index is replaced).
+// (an unreadable index is replaced); a change of a shared area's index
+// counts in its Gen.
 func (a *area) changeIndex(ctx context.Context, fn func(docs map[string]struct{}) bool) error {
 	return a.upd.UpdateLocal(ctx, localIndex, func(old json.RawMessage) (json.RawMessage, error) {
 		set := map[string]struct{}{}
+		var gen uint64
 		if old != nil {
 			if ix, err := decodeIndex(old); err == nil {
 				for _, d := range ix.Docs {
 					set[d] = struct{}{}
 				}
+				gen = ix.Gen
 			}
 		}
 		if !fn(set) {
 			return old, nil
 		}
-		return json.Marshal(indexDoc{Docs: slices.Sorted(maps.Keys(set))})
+		ix := indexDoc{Docs: slices.Sorted(maps.Keys(set))}
+		if a.shared {
+			ix.Gen = gen + 1
+		}
+		return json.Marshal(ix)
 	})
 }
 
-// indexAdd puts docs in the index (LocalUpdater only).
+// indexAdd puts docs in the index (LocalUpdater only); in a shared area
+// it counts a change even when they were indexed already (a hold wrote
+// their holding documents).
 func (a *area) indexAdd(ctx context.Context, docs []string) error {
 	if len(docs) == 0 {
 		return nil
@@ -225,7 +253,7 @@ func (a *area) indexAdd(ctx context.Context, docs []string) error {
 		for _, d := range docs {
 			set[d] = struct{}{}
 		}
-		return len(set) != n
+		return len(set) != n || a.shared
 	})
 }
 
@@ -312,4 +340,8 @@ func (a *area) readIndex(ctx context.Context) ([]string, json.RawMessage, error)
 }
 
 // reserved reports a _local id the Store keeps for itself.
-func reserved(id string) bool { return strings.HasPrefix(id, LocalPrefix) }
+// Leases (lease.Prefix) are reserved too: a client could otherwise take
+// or forge the hunt's lease of a shared database.
+func reserved(id string) bool {
+	return strings.HasPrefix(id, LocalPrefix) || strings.HasPrefix(id, lease.Prefix)
+}

@@ -122,10 +122,16 @@ type Store struct {
 
 	obfuscated atomic.Bool // no codec, and the latest judged metadata was unreadable
 
+	// follower: another process saves the purgatory state of the shared
+	// inner store (see sharing); this Store never writes it.
+	follower atomic.Bool
+
 	// savedKey is the content (contentKey) of the purgatory state the
 	// inner store holds, as resume read it or save last wrote it; nil
 	// when unknown. Only resume and save use it, never at once.
 	savedKey []byte
+	// restoredKey is savedKey as resume left it; never changed after.
+	restoredKey []byte
 
 	saveCancel context.CancelFunc
 	saveDone   chan struct{}
@@ -140,7 +146,11 @@ var _ store.Store = (*Store)(nil)
 // continue with the downtime subtracted; held revisions saved after the
 // last state save are held again), then starts the purgatory and the
 // periodic save. On error the inner store is left open.
-func New(cfg Config, deps Deps) (*Store, error) {
+func New(cfg Config, deps Deps) (*Store, error) { return newStore(cfg, deps, sharing{}) }
+
+// newStore is New, sharing the inner store with other processes as sh
+// says.
+func newStore(cfg Config, deps Deps, sh sharing) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -160,6 +170,13 @@ func New(cfg Config, deps Deps) (*Store, error) {
 		held: map[string]map[string]*hrev{}, owners: map[string]string{}, owned: map[string]int{}, ownIDs: map[string]int{},
 	}
 	s.area.inner, s.area.upd = areaStore(deps.Inner)
+	if sh.shared {
+		if s.area.upd == nil {
+			return nil, errors.New("holdback: a store shared with other processes must be a store.LocalUpdater")
+		}
+		s.area.shared = true
+		s.follower.Store(sh.follower)
+	}
 	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter, Release: s.release})
 	if err != nil {
 		return nil, err
@@ -168,6 +185,10 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	if err := s.resume(context.Background()); err != nil {
 		p.Close()
 		return nil, err
+	}
+	s.restoredKey = s.savedKey
+	if sh.shared {
+		s.forgetPhantoms()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.saveCancel, s.saveDone = cancel, make(chan struct{})

@@ -31,7 +31,10 @@ type ServedConfig struct {
 	// discards.
 	Log *slog.Logger
 	// Shared says the inner store is shared with other processes that
-	// serve the same database (relays in front of one CouchDB).
+	// serve the same database (relays in front of one CouchDB). It must
+	// then be a store.LocalUpdater. The purgatory state is written only
+	// while this Served is the leader (SetHunter(…, true)), and Refresh
+	// adopts the holds of the others; see Refresh.
 	Shared bool
 }
 
@@ -74,6 +77,13 @@ type Served struct {
 	salt   []byte          // the salt of the codec in use; nil: no codec
 	carry  Stats           // counters of hold-backs replaced by a rebuild
 	closed bool
+	leader bool // Shared: this process saves the purgatory state (SetHunter)
+
+	// rmu serialises Refresh and SetHunter, and guards what Refresh saw.
+	rmu       sync.Mutex
+	synced    bool   // a Refresh compared the area with the hold-back
+	seenIndex []byte // the holding index as the last Refresh read it
+	seenState []byte // contentKey of the purgatory state this hold-back restored
 }
 
 var _ store.Store = (*Served)(nil)
@@ -105,11 +115,12 @@ func NewServed(ctx context.Context, inner store.Store, cfg ServedConfig) *Served
 // Open builds the hold-back with the hooks.
 func (v *Served) Open(h ServedHooks) error {
 	v.hooks = h
-	hb, err := New(v.cfg.Holdback, Deps{Inner: noClose{v.inner}, Codec: v.codec, Hunter: h.Hunter})
+	hb, err := v.newHold(v.codec, h.Hunter)
 	if err != nil {
 		return fmt.Errorf("database %q: %w", v.cfg.Name, err)
 	}
 	v.cur.Store(hb)
+	v.seenState = hb.restoredKey
 	return nil
 }
 
@@ -190,11 +201,11 @@ func (v *Served) rekey(ctx context.Context) {
 	if err := old.Close(); err != nil {
 		log.Warn("saving the hold-back before the rebuild", "err", err)
 	}
-	hb, err := New(v.cfg.Holdback, Deps{Inner: noClose{v.inner}, Codec: codec, Hunter: v.hooks.Hunter})
+	hb, err := v.newHold(codec, v.hooks.Hunter)
 	if err != nil {
 		log.Error("the hold-back could not be rebuilt with the vault's codec; serving without it", "err", err)
 		codec = nil
-		if hb, err = New(v.cfg.Holdback, Deps{Inner: noClose{v.inner}, Hunter: v.hooks.Hunter}); err != nil {
+		if hb, err = v.newHold(nil, v.hooks.Hunter); err != nil {
 			log.Error("the hold-back could not be reopened; writes fail until a restart", "err", err)
 			return
 		}

@@ -12,6 +12,9 @@ import (
 // write of complete notes) writes nothing, which in a process per
 // request saves a write per request and the contention between them.
 func (s *Store) saveState(ctx context.Context) {
+	if s.follower.Load() {
+		return
+	}
 	snap, err := s.p.Snapshot()
 	if err != nil {
 		s.saveFailed("purgatory state", err)
