@@ -355,13 +355,13 @@ type soDBStatus struct {
 	Name   string `json:"name"`
 	Store  string `json:"store"`
 	Shared *struct {
-		Leader     bool      `json:"leader"`
-		Holder     string    `json:"holder"`
-		LeaseUntil time.Time `json:"lease_until"`
-		Takeovers  uint64    `json:"takeovers"`
-		Refreshes  uint64    `json:"refreshes"`
-		Arrivals   uint64    `json:"arrivals"`
-		LastError  string    `json:"last_error"`
+		Leader     bool       `json:"leader"`
+		Holder     string     `json:"holder"`
+		LeaseUntil *time.Time `json:"lease_until"`
+		Takeovers  uint64     `json:"takeovers"`
+		Refreshes  uint64     `json:"refreshes"`
+		Arrivals   uint64     `json:"arrivals"`
+		LastError  string     `json:"last_error"`
 	} `json:"shared"`
 	Held []struct {
 		Doc string `json:"doc"`
