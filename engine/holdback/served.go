@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/purgatory"
@@ -79,11 +80,19 @@ type Served struct {
 	closed bool
 	leader bool // Shared: this process saves the purgatory state (SetHunter)
 
+	// amu guards the arrivals kept during a rebuild (see beginSwap); a
+	// leaf lock.
+	amu       sync.Mutex
+	recording bool
+	pending   []engine.ChunkID
+
 	// rmu serialises Refresh and SetHunter, and guards what Refresh saw.
 	rmu       sync.Mutex
 	synced    bool   // a Refresh compared the area with the hold-back
 	seenIndex []byte // the holding index as the last Refresh read it
 	seenState []byte // contentKey of the purgatory state this hold-back restored
+	// seenStateRaw is the purgatory state as the last Refresh read it.
+	seenStateRaw []byte
 }
 
 var _ store.Store = (*Served)(nil)
@@ -198,6 +207,7 @@ func (v *Served) rekey(ctx context.Context) {
 	}
 	old := v.cur.Load()
 	v.carry = addStats(v.carry, old.Stats())
+	v.beginSwap()
 	if err := old.Close(); err != nil {
 		log.Warn("saving the hold-back before the rebuild", "err", err)
 	}
@@ -207,13 +217,14 @@ func (v *Served) rekey(ctx context.Context) {
 		codec = nil
 		if hb, err = v.newHold(nil, v.hooks.Hunter); err != nil {
 			log.Error("the hold-back could not be reopened; writes fail until a restart", "err", err)
+			v.endSwap(nil)
 			return
 		}
 		salt = nil
 	} else {
 		log.Info("the vault's salt is known: obfuscated metadata is now decrypted in memory to decide hold-back")
 	}
-	v.cur.Store(hb)
+	v.endSwap(hb)
 	v.salt, v.codec = salt, codec
 }
 

@@ -49,7 +49,17 @@ func (v *Served) BulkDocsFrom(ctx context.Context, source string, docs []json.Ra
 
 // ChunksArrived tells the hold-back that chunks were stored by another
 // path (the hunt's deliveries).
-func (v *Served) ChunksArrived(ids []engine.ChunkID) { v.cur.Load().ChunksArrived(ids) }
+// During a rebuild they are also kept for the new hold-back, which may
+// have read the store before they were written.
+func (v *Served) ChunksArrived(ids []engine.ChunkID) {
+	v.amu.Lock()
+	if v.recording {
+		v.pending = append(v.pending, ids...)
+	}
+	cur := v.cur.Load()
+	v.amu.Unlock()
+	cur.ChunksArrived(ids)
+}
 
 // BulkDocs writes replicated revisions through the hold-back; metadata
 // held for an authenticated user's push counts against that user's

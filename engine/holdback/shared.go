@@ -70,14 +70,19 @@ func (v *Served) Refresh(ctx context.Context) error {
 	if closed {
 		return store.ErrClosed
 	}
-	if !leader && state != nil && !bytes.Equal(contentKey(state), v.seenState) {
-		if err := v.rebuild(ctx, v.hooks.Hunter, false); err != nil {
-			return err
+	// The state's bytes change with every save; its content (contentKey,
+	// a parse) is compared only then.
+	if !leader && state != nil && !bytes.Equal(state, v.seenStateRaw) {
+		if key := contentKey(state); !bytes.Equal(key, v.seenState) {
+			if err := v.rebuild(ctx, v.hooks.Hunter, false); err != nil {
+				return err
+			}
+			// What decided the rebuild: a state that does not restore
+			// is not rebuilt from again and again.
+			v.synced, v.seenIndex, v.seenState, v.seenStateRaw = true, index, key, state
+			return nil
 		}
-		// What decided the rebuild: a state that does not restore is
-		// not rebuilt from again and again.
-		v.synced, v.seenIndex, v.seenState = true, index, contentKey(state)
-		return nil
+		v.seenStateRaw = state
 	}
 	if v.synced && bytes.Equal(index, v.seenIndex) {
 		return nil
@@ -114,6 +119,7 @@ func (v *Served) rebuild(ctx context.Context, h purgatory.Hunter, leader bool) e
 	}
 	old := v.cur.Load()
 	wasLeader := v.leader
+	v.beginSwap()
 	if !v.cfg.Shared || wasLeader && leader {
 		// Saved first, so that the new one resumes what the old one
 		// knew last; nothing else writes meanwhile (v.mu).
@@ -128,26 +134,55 @@ func (v *Served) rebuild(ctx context.Context, h purgatory.Hunter, leader bool) e
 	v.leader = leader
 	hb, err := v.newHold(v.codec, h)
 	if err != nil {
-		v.leader = wasLeader
+		v.endSwap(nil)
 		if old == nil {
+			v.leader = wasLeader
 			v.cfg.Log.Error("the hold-back could not be reopened; writes fail until it is", "err", err)
+		} else {
+			v.leader = !old.follower.Load() // the old one serves on, as it is now
 		}
 		return fmt.Errorf("database %q: rebuilding the hold-back: %w", v.cfg.Name, err)
 	}
+	v.endSwap(hb)
 	if old != nil {
 		// Closed after the new one resumed: a failed resume keeps it
-		// serving. A release it makes meanwhile the new one sees done
-		// (the area lost the revision) or makes again, to no effect.
+		// serving. What it releases meanwhile (arrivals up to the swap,
+		// applied by Settle) the new one sees done (the area lost the
+		// revision) or makes again, to no effect.
 		v.carry = addStats(v.carry, old.Stats())
+		_ = old.Settle(ctx)
 		if err := old.Close(); err != nil {
 			v.cfg.Log.Warn("closing the hold-back after the rebuild", "err", err)
 		}
 	}
-	v.cur.Store(hb)
 	v.hooks.Hunter = h
 	v.seenState = hb.restoredKey
 	v.cfg.Log.Info("the hold-back was rebuilt", "leader", leader, "hunter", h != nil, "held", len(hb.p.Held()))
 	return nil
+}
+
+// beginSwap starts keeping the chunk arrivals for the hold-back a
+// rebuild is building: it may have read the store before they were
+// written, and the one it replaces may be closed before applying them.
+// The caller holds mu and calls endSwap.
+func (v *Served) beginSwap() {
+	v.amu.Lock()
+	defer v.amu.Unlock()
+	v.recording, v.pending = true, nil
+}
+
+// endSwap makes hb the hold-back (nil: the current one stays) and hands
+// it the arrivals kept since beginSwap.
+func (v *Served) endSwap(hb *Store) {
+	v.amu.Lock()
+	if hb != nil {
+		v.cur.Store(hb)
+	}
+	ids := v.pending
+	v.recording, v.pending = false, nil
+	cur := v.cur.Load()
+	v.amu.Unlock()
+	cur.ChunksArrived(ids)
 }
 
 // Leader reports whether this process saves the shared purgatory state

@@ -424,3 +424,62 @@ func TestSharedNeedsLocalUpdater(t *testing.T) {
 		t.Fatal("opened over a store that is not a LocalUpdater")
 	}
 }
+
+// hookStore runs after, once, after the first GetChunks it answers.
+type hookStore struct {
+	*countStore
+	mu    sync.Mutex
+	after func()
+}
+
+func (h *hookStore) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engine.ChunkID]engine.Chunk, error) {
+	got, err := h.countStore.GetChunks(ctx, ids)
+	h.mu.Lock()
+	f := h.after
+	h.after = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return got, err
+}
+
+// Chunks that arrive while the hold-back is rebuilt, after the new one
+// read the store, release the notes they complete: the arrivals are kept
+// for it.
+func TestSharedArrivalDuringRebuild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared, err := store.NewMemory(store.Options{Name: "vault"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shared.Close()
+		w := &hookStore{countStore: &countStore{Store: shared}}
+		v := NewServed(bg, w, ServedConfig{Name: "a", Shared: true})
+		if err := v.Open(ServedHooks{}); err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		if err := v.SetHunter(bg, &fakeHunter{start: time.Now()}, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.BulkDocs(bg, []json.RawMessage{meta("x.md", "1-x", "h:1")}); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		w.after = func() {
+			if err := shared.PutChunks(bg, []engine.Chunk{{ID: "h:1", Data: "piece"}}); err != nil {
+				t.Error(err)
+			}
+			v.ChunksArrived([]engine.ChunkID{"h:1"})
+		}
+		w.mu.Unlock()
+		if err := v.SetHunter(bg, &fakeHunter{start: time.Now()}, true); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if revs, _ := leaves(t, shared, "x.md"); !slices.Equal(revs, []string{"1-x"}) {
+			t.Fatalf("not released: leaves %v, held %+v", revs, v.cur.Load().Held())
+		}
+	})
+}
