@@ -128,8 +128,8 @@ func (r *routedDatabases) errNoLocalDatabases(name string) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	return fmt.Errorf("%w: this relay keeps its databases on CouchDB and serves only the databases of its configuration (%s); "+
-		"to serve %q, add a [[databases]] table for it with a [databases.store]", couchapi.ErrIllegalName, strings.Join(names, ", "), name)
+	return fmt.Errorf("this relay keeps its databases on CouchDB and serves only the databases of its configuration (%s); "+
+		"to serve %q, add a [[databases]] table for it with a [databases.store]: %w", strings.Join(names, ", "), name, couchapi.ErrForbidden)
 }
 
 // Open returns the named database's store.

@@ -134,7 +134,7 @@ type memCouch struct {
 }
 
 func (m *memCouch) ServerUUID(context.Context) (string, error) { return m.uuid, nil }
-func (m *memCouch) Close() error                                { return nil }
+func (m *memCouch) Close() error                               { return nil }
 
 // Without a data folder only the configured names exist: creating
 // another is refused with a reason that says how to serve it.
@@ -148,7 +148,7 @@ func TestRoutedDatabasesWithoutDataFolder(t *testing.T) {
 		}
 	}
 	err := r.Create(ctx, "other")
-	if !errors.Is(err, couchapi.ErrIllegalName) || !strings.Contains(err.Error(), "serves only the databases of its configuration (notes, team)") {
+	if !errors.Is(err, couchapi.ErrForbidden) || !strings.Contains(err.Error(), "serves only the databases of its configuration (notes, team)") {
 		t.Errorf("creating an unconfigured database: %v", err)
 	}
 	if _, err := r.Open(ctx, "other"); !errors.Is(err, engine.ErrNotFound) {

@@ -39,6 +39,9 @@ func (s *Server) createDB(q *request) *apiError {
 		if errors.Is(err, ErrIllegalName) {
 			return illegalDBName(q.db)
 		}
+		if errors.Is(err, ErrForbidden) {
+			return forbiddenDB(err)
+		}
 		return asAPIError(err)
 	}
 	q.w.Header().Set("Location", "/"+url.PathEscape(q.db))
@@ -54,10 +57,20 @@ func (s *Server) deleteDB(q *request) *apiError {
 		if errors.Is(err, engine.ErrNotFound) {
 			return errDBMissing
 		}
+		if errors.Is(err, ErrForbidden) {
+			return forbiddenDB(err)
+		}
 		return asAPIError(err)
 	}
 	writeJSON(q.w, http.StatusOK, map[string]bool{"ok": true})
 	return nil
+}
+
+// forbiddenDB answers a database creation or deletion the Databases
+// refuses (err wraps ErrForbidden) with its reason: say, a server that
+// serves only the databases of its configuration.
+func forbiddenDB(err error) *apiError {
+	return errorf(http.StatusForbidden, "forbidden", strings.TrimSuffix(err.Error(), ": "+ErrForbidden.Error()))
 }
 
 // ensureFullCommit is a no-op: every store write is durable when it
