@@ -108,32 +108,44 @@ func (t *bridgeTally) view(db string, current *ebridge.Bridge) (v bridgeView, ok
 	}
 	// A copy of the sums, so that the snapshot (it may ask the store)
 	// runs without the lock.
-	last, hunt := d.last, d.hunt
-	ups, sources := make(map[string]ebridge.UpstreamStatus, len(d.ups)), make(map[string]ebridge.SourceStatus, len(d.sources))
-	for k, u := range d.ups {
-		ups[k] = u
-	}
-	for k, s := range d.sources {
-		sources[k] = s
-	}
+	last, sums := d.last, d.copySums()
 	t.mu.Unlock()
 	v.b, v.running = last, current == last
 	v.ups, v.hunt = last.Snapshot()
-	for i := range v.ups {
-		u := &v.ups[i]
-		if !v.running {
+	sums.addTo(v.ups, &v.hunt, v.running)
+	return v, true
+}
+
+// copySums copies the retired bridges' sums.
+func (d *dbTally) copySums() *dbTally {
+	c := &dbTally{hunt: d.hunt, sources: make(map[string]ebridge.SourceStatus, len(d.sources)),
+		ups: make(map[string]ebridge.UpstreamStatus, len(d.ups))}
+	for k, u := range d.ups {
+		c.ups[k] = u
+	}
+	for k, s := range d.sources {
+		c.sources[k] = s
+	}
+	return c
+}
+
+// addTo adds the retired bridges' sums to the newest bridge's snapshot;
+// a bridge that no longer runs shows its upstreams stopped.
+func (d *dbTally) addTo(ups []ebridge.UpstreamStatus, hs *ebridge.HuntStatus, running bool) {
+	for i := range ups {
+		u := &ups[i]
+		if !running {
 			u.State = ebridge.StateStopped
 		}
-		r := ups[u.Name]
+		r := d.ups[u.Name]
 		u.Resets += r.Resets
 		u.DocsPulled += r.DocsPulled
 		u.DocsPushed += r.DocsPushed
 		u.Errors += r.Errors
-		addSource(&u.Hunt, sources[u.Hunt.ThrottleKey])
+		addSource(&u.Hunt, d.sources[u.Hunt.ThrottleKey])
 	}
-	v.hunt.Completed += hunt.Completed
-	v.hunt.Removed += hunt.Removed
-	v.hunt.Hedges += hunt.Hedges
-	v.hunt.MemoHits += hunt.MemoHits
-	return v, true
+	hs.Completed += d.hunt.Completed
+	hs.Removed += d.hunt.Removed
+	hs.Hedges += d.hunt.Hedges
+	hs.MemoHits += d.hunt.MemoHits
 }

@@ -1,7 +1,9 @@
 // Command livesync-relay is a LiveSync-compatible CouchDB-protocol
 // server: the Obsidian Self-hosted LiveSync plugin (and PouchDB, and the
 // livesync CLI) use it as their CouchDB remote. Its data is a folder of
-// bbolt files; it needs no CouchDB.
+// bbolt files; it needs no CouchDB. A database may instead be kept on a
+// CouchDB server ([databases.store] kind = "couchdb"), which several
+// relays then serve together (see "Several relays" below).
 //
 //	go run ./cmd/livesync-relay                      # 127.0.0.1:5984, ./livesync-data
 //	livesync-relay --config /etc/livesync-relay/relay.toml
@@ -30,6 +32,25 @@
 // relay.example.toml documents every key; secrets come from files or
 // environment variables, never from the file itself, and are never
 // logged.
+//
+// # Several relays
+//
+// A database with a CouchDB store is that CouchDB database: documents,
+// revisions and the changes feed are CouchDB's, and the hold-back's held
+// notes, the purgatory and the hunt's lease are _local documents in it,
+// which CouchDB never lists or replicates. Every relay in front of it
+// follows its changes feed (a note held by one relay is released by the
+// one that sees its chunks) and reads the others' holds every refresh;
+// one relay at a time holds the lease (lease_ttl, renewed every third of
+// it) and alone runs the database's upstreams and the hunt, continuing
+// the last leader's hunt state, so per-source limits are global. When
+// every database is kept on CouchDB the relay opens no data folder: its
+// admin comes from [[users]] or the environment, its uuid is the CouchDB
+// server's, only the configured databases exist, and the filesystem may
+// be read-only. CouchDB out of reach means 503 answers while serving,
+// and a logged wait (1 s doubling to 30 s) at start; wrong credentials
+// stop the start at once. --check-config checks a configuration and its
+// secrets without listening or connecting.
 //
 // # Upstreams
 //
