@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi"
 	"github.com/livesync-go/livesync-go/adapters/couchdb/couchapi/couchdir"
+	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/store"
 )
 
 // readOnlyDir is an empty folder the relay may not write to (mode 0555;
@@ -421,4 +425,42 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// At start the relay waits for a CouchDB server it cannot reach (logging
+// each attempt) and serves once it answers; a refusal of the credentials
+// is no outage and stops the start at once, saying what to check.
+func TestRelayWaitsForCouchDBAtStart(t *testing.T) {
+	fakeCouchServers(t)
+	fake := openCouchServer
+	var mu sync.Mutex
+	attempts := 0
+	openCouchServer = func(ctx context.Context, cfg couchdir.Config) (couchServer, error) {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		if n == 1 {
+			return nil, fmt.Errorf("GET http://couch.invalid:5984/: %w", store.ErrUnavailable)
+		}
+		return fake(ctx, cfg)
+	}
+	dir := readOnlyDir(t)
+	rn := startNoData(t, writeConfig(t, noDataConfig), dir)
+	if !strings.Contains(rn.out.String(), "CouchDB cannot be reached") || attempts != 2 {
+		t.Errorf("%d attempts; output:\n%s", attempts, rn.out)
+	}
+	rn.admin("PUT", "/vault/doc", map[string]string{"a": "b"}, 201)
+	rn.stop()
+
+	openCouchServer = func(context.Context, couchdir.Config) (couchServer, error) {
+		return nil, &engine.Error{Op: "GET /", Stage: engine.StageAuth, Err: errors.New("couchdb: HTTP 401 unauthorized")}
+	}
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--config", writeConfig(t, noDataConfig), "--data-dir", dir},
+		envOf(map[string]string{"COUCH_PW": "couch-secret", envAdminPassword: "x"}), &out, nil)
+	if code != exitFailure || !strings.Contains(out.String(), `check user "admin" and its password`) || strings.Contains(out.String(), "couch-secret") {
+		t.Errorf("wrong credentials: exit %d, %s", code, out.String())
+	}
+	assertEmpty(t, dir)
 }
