@@ -132,12 +132,17 @@ func (d *DB) RevsDiff(ctx context.Context, revs map[string][]string) (map[string
 // 405 or 501, or Config.NoBulkGet), it falls back to one GET
 // ?open_revs=[…]&revs=true&latest=true per document, as PouchDB does.
 func (d *DB) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+	return d.bulkGet(ctx, revs, true)
+}
+
+// bulkGet is BulkGet, asking with latest=true or not.
+func (d *DB) bulkGet(ctx context.Context, revs []engine.DocRev, latest bool) ([]json.RawMessage, error) {
 	if len(revs) == 0 {
 		return nil, nil
 	}
 	select {
 	case <-d.bulkGetMissing:
-		return d.openRevs(ctx, revs)
+		return d.openRevs(ctx, revs, latest)
 	default:
 	}
 	type ref struct {
@@ -156,20 +161,23 @@ func (d *DB) BulkGet(ctx context.Context, revs []engine.DocRev) ([]json.RawMessa
 			} `json:"docs"`
 		} `json:"results"`
 	}
-	q := url.Values{"revs": {"true"}, "latest": {"true"}}
+	q := url.Values{"revs": {"true"}}
+	if latest {
+		q.Set("latest", "true")
+	}
 	err := d.do(ctx, "bulk get", "", http.MethodPost, d.dbURL("/_bulk_get", q), map[string]any{"docs": refs}, &a)
 	if err != nil {
 		if httpStatus(err) == http.StatusNotFound {
 			// A missing database is not a missing endpoint.
 			if ok, xerr := d.Exists(ctx); xerr == nil && ok {
 				d.markNoBulkGet()
-				return d.openRevs(ctx, revs)
+				return d.openRevs(ctx, revs, latest)
 			}
 			return nil, err
 		}
 		if isMissingEndpoint(err) {
 			d.markNoBulkGet()
-			return d.openRevs(ctx, revs)
+			return d.openRevs(ctx, revs, latest)
 		}
 		return nil, err
 	}
@@ -226,7 +234,7 @@ func isMissingEndpoint(err error) bool {
 
 // openRevs is the fallback of BulkGet: kivik's OpenRevs (multipart/mixed)
 // per document, asking with latest=true as PouchDB does.
-func (d *DB) openRevs(ctx context.Context, revs []engine.DocRev) ([]json.RawMessage, error) {
+func (d *DB) openRevs(ctx context.Context, revs []engine.DocRev, latest bool) ([]json.RawMessage, error) {
 	var order []string
 	want := map[string][]string{}
 	for _, r := range revs {
@@ -237,7 +245,7 @@ func (d *DB) openRevs(ctx context.Context, revs []engine.DocRev) ([]json.RawMess
 	}
 	byRev := map[engine.DocRev]json.RawMessage{}
 	for _, id := range order {
-		rs := d.db.OpenRevs(ctx, id, want[id], kivik.Param("revs", true), kivik.Param("latest", true))
+		rs := d.db.OpenRevs(ctx, id, want[id], kivik.Param("revs", true), kivik.Param("latest", latest))
 		for rs.Next() {
 			if rs.Err() != nil {
 				continue

@@ -38,7 +38,7 @@ func getRevs(t *testing.T, st store.Store, id string, opts store.RevsOptions) []
 // request order with the missing ones empty, latest=true following a
 // revision to the leaves below it, and a document with many conflicting
 // leaves read whole.
-func testGetRevs(t *testing.T, st store.Store) {
+func testGetRevs(t *testing.T, st store.Store, p Profile) {
 	// 1-a ─┬─ 2-b            (leaf)
 	//      └─ 2-c ── 3-d      (deleted leaf)
 	// 1-z                     (leaf, a second root)
@@ -97,7 +97,10 @@ func testGetRevs(t *testing.T, st store.Store) {
 	}
 
 	// Many conflicting leaves, all read in one call.
-	const n = 2000
+	n := 2000
+	if p.ManyLeaves > 0 {
+		n = p.ManyLeaves
+	}
 	docs := make([]json.RawMessage, n)
 	revs := make([]string, n)
 	for i := range docs {
