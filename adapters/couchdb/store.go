@@ -206,3 +206,47 @@ func (s *Store) dbStatus(c context.Context) (dbInfo, error) {
 type dbInfo struct {
 	CompactRunning bool `json:"compact_running"`
 }
+
+// Exists reports whether the database exists on the server.
+func (s *Store) Exists(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.call(ctx, "check database", func(c context.Context) error {
+		var err error
+		ok, err = s.db.Exists(c)
+		return err
+	})
+	return ok, err
+}
+
+// Create creates the database on the server; created is false when it
+// was there already.
+func (s *Store) Create(ctx context.Context) (created bool, err error) {
+	err = s.call(ctx, "create database", func(c context.Context) error {
+		err := s.db.do(c, "create database", "", http.MethodPut, s.db.dbURL("", nil), struct{}{}, nil)
+		if httpStatus(err) == http.StatusPreconditionFailed {
+			return nil
+		}
+		created = err == nil
+		return err
+	})
+	return created, err
+}
+
+// ServerUUID returns the uuid the server gives in GET / (CouchDB 2+ and
+// express-pouchdb answer one); "" when it gives none.
+func (s *Store) ServerUUID(ctx context.Context) (string, error) {
+	var uuid string
+	err := s.call(ctx, "server info", func(c context.Context) error {
+		var root struct {
+			UUID any `json:"uuid"`
+		}
+		if err := s.db.do(c, "server info", "", http.MethodGet, s.db.base.String()+"/", nil, &root); err != nil {
+			return err
+		}
+		if u, ok := root.UUID.(string); ok {
+			uuid = u
+		}
+		return nil
+	})
+	return uuid, err
+}
