@@ -132,7 +132,7 @@ func TestRelayWithoutDataFolder(t *testing.T) {
 	if ls.Store != storeCouch || ls.StoreLocation != "http://couch.invalid:5984/shared-vault" || ls.StoreBytes != 0 {
 		t.Errorf("leader's store: %q %q %d", ls.Store, ls.StoreLocation, ls.StoreBytes)
 	}
-	if ls.Shared.Holder == "" || fs.Shared.Holder != ls.Shared.Holder || ls.Shared.LeaseUntil == nil || ls.Shared.Takeovers < 1 || fs.Shared.Takeovers != 0 {
+	if ls.Shared.Holder == "" || ls.Shared.Self != ls.Shared.Holder || fs.Shared.Holder != ls.Shared.Holder || fs.Shared.Self == ls.Shared.Self || ls.Shared.LeaseUntil == nil || ls.Shared.Takeovers < 1 || fs.Shared.Takeovers != 0 {
 		t.Errorf("leader %+v, follower %+v", *ls.Shared, *fs.Shared)
 	}
 	metrics := string(leader.admin("GET", "/metrics", nil, 200))
@@ -396,6 +396,10 @@ func TestRelayCouchDBStore(t *testing.T) {
 	if code, _ := rn.do("GET", "/healthz", "", "", nil); code != 200 {
 		t.Errorf("/healthz while CouchDB is away: %d, want 200 (the process serves)", code)
 	}
+	waitFor(t, 15*time.Second, "/status to show the outage in shared.last_error", func() bool {
+		s := rn.status().db(t, "vault")
+		return s.Shared != nil && s.Shared.LastError != "" && s.Shared.LastErrorAt != nil
+	})
 	startProxy(t, addr, target)
 	waitFor(t, 15*time.Second, "recovery once CouchDB is back", func() bool {
 		code, _ := rn.do("GET", "/vault/doc1", rn.user, rn.pass, nil)

@@ -69,10 +69,12 @@ type dbStatus struct {
 // coordinate, as this relay sees it: one of them, the leader, holds the
 // hunt's lease and alone runs the upstreams and the hunt.
 type sharedStatus struct {
-	// Leader is true while this relay holds the lease; Holder is who
-	// holds it (this relay's name or another's; "" when free or not
-	// read yet), until LeaseUntil unless renewed.
+	// Leader is true while this relay holds the lease; Self is this
+	// relay's name in the lease, Holder who holds it (Self or another
+	// relay; "" when free or not read yet), until LeaseUntil unless
+	// renewed.
 	Leader     bool       `json:"leader"`
+	Self       string     `json:"self"`
 	Holder     string     `json:"holder"`
 	LeaseUntil *time.Time `json:"lease_until"`
 	// Takeovers counts the times this relay became the leader;
@@ -82,22 +84,29 @@ type sharedStatus struct {
 	Takeovers uint64 `json:"takeovers"`
 	Refreshes uint64 `json:"refreshes"`
 	Arrivals  uint64 `json:"arrivals"`
-	// LastError is the last failure of the coordination (CouchDB
-	// unreachable, the lease lost), "" when none.
-	LastError string `json:"last_error"`
+	// LastError is what fails now in the coordination (the lease, the
+	// feed or the refresh: CouchDB unreachable, say), "" when everything
+	// works; LastErrorAt is when the latest failure happened (null if
+	// none ever did).
+	LastError   string     `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
 }
 
 func sharedStatusOf(s *couchapi.SharedStatus) *sharedStatus {
 	if s == nil {
 		return nil
 	}
-	out := &sharedStatus{Leader: s.Leader, Holder: s.Holder, Takeovers: s.Takeovers, Refreshes: s.Refreshes,
-		Arrivals: s.Arrivals, LastError: s.LastError}
-	if !s.LeaseUntil.IsZero() {
-		u := s.LeaseUntil.UTC().Truncate(time.Millisecond)
-		out.LeaseUntil = &u
+	return &sharedStatus{Leader: s.Leader, Self: s.Self, Holder: s.Holder, LeaseUntil: msTime(s.LeaseUntil),
+		Takeovers: s.Takeovers, Refreshes: s.Refreshes, Arrivals: s.Arrivals, LastError: s.LastError, LastErrorAt: msTime(s.LastErrorAt)}
+}
+
+// msTime is t in UTC to the millisecond; nil for the zero time.
+func msTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
 	}
-	return out
+	u := t.UTC().Truncate(time.Millisecond)
+	return &u
 }
 
 // heldStatus is one held document: why it is not served yet.
