@@ -86,8 +86,11 @@ type Served struct {
 	recording bool
 	pending   []engine.ChunkID
 
-	// rmu serialises Refresh and SetHunter, and guards what Refresh saw.
-	rmu       sync.Mutex
+	// rsem serialises Refresh and SetHunter, and guards what Refresh
+	// saw: a lock that a caller stops waiting for when its context ends
+	// (a Refresh stuck on an unresponsive store must not hold a lost
+	// leader's SetHunter beyond that caller's deadline).
+	rsem      chan struct{}
 	synced    bool   // a Refresh compared the area with the hold-back
 	seenIndex []byte // the holding index as the last Refresh read it
 	seenState []byte // contentKey of the purgatory state this hold-back restored
@@ -106,7 +109,7 @@ func NewServed(ctx context.Context, inner store.Store, cfg ServedConfig) *Served
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Holdback.Logger = cfg.Log
-	v := &Served{cfg: cfg, inner: inner}
+	v := &Served{cfg: cfg, inner: inner, rsem: make(chan struct{}, 1)}
 	if cfg.Passphrase != "" {
 		c, salt, err := vaultCodec(ctx, inner, cfg.Passphrase)
 		switch {

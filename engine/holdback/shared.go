@@ -57,12 +57,16 @@ func (v *Served) Refresh(ctx context.Context) error {
 	if !v.cfg.Shared {
 		return nil
 	}
-	v.rmu.Lock()
-	defer v.rmu.Unlock()
 	got, err := store.GetLocals(ctx, v.inner, []string{localIndex, localState})
 	if err != nil {
 		return fmt.Errorf("database %q: refresh: %w", v.cfg.Name, err)
 	}
+	// Read before taking the lock: a rebuild meanwhile read the area
+	// after this, so what follows is at worst a comparison too many.
+	if err := v.lockRefresh(ctx); err != nil {
+		return err
+	}
+	defer v.unlockRefresh()
 	index, state := got[localIndex], got[localState]
 	v.mu.RLock()
 	leader, closed := v.leader, v.closed
@@ -104,13 +108,15 @@ func (v *Served) Refresh(ctx context.Context) error {
 // loses the leadership leaves the state to the process that took it
 // over (a save now could overwrite what that one saved since).
 func (v *Served) SetHunter(ctx context.Context, h purgatory.Hunter, leader bool) error {
-	v.rmu.Lock()
-	defer v.rmu.Unlock()
+	if err := v.lockRefresh(ctx); err != nil {
+		return fmt.Errorf("database %q: set hunter: %w", v.cfg.Name, err)
+	}
+	defer v.unlockRefresh()
 	return v.rebuild(ctx, h, leader)
 }
 
 // rebuild replaces the hold-back with one with hunter h, as leader or
-// follower. The caller holds rmu.
+// follower. The caller holds rsem.
 func (v *Served) rebuild(ctx context.Context, h purgatory.Hunter, leader bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -160,6 +166,18 @@ func (v *Served) rebuild(ctx context.Context, h purgatory.Hunter, leader bool) e
 	v.cfg.Log.Info("the hold-back was rebuilt", "leader", leader, "hunter", h != nil, "held", len(hb.p.Held()))
 	return nil
 }
+
+// lockRefresh takes rsem, or returns ctx's error when ctx ends first.
+func (v *Served) lockRefresh(ctx context.Context) error {
+	select {
+	case v.rsem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (v *Served) unlockRefresh() { <-v.rsem }
 
 // beginSwap starts keeping the chunk arrivals for the hold-back a
 // rebuild is building: it may have read the store before they were
