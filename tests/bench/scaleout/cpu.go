@@ -182,5 +182,9 @@ func report(w io.Writer, o options, rs []*result) {
 	for _, r := range rs {
 		fmt.Fprintf(w, "%s, %d relay(s): %d documents, %d live notes held and released, %d violations, %d relay(s) holding the lease at the end\n",
 			r.Setup, r.Relays, r.Docs, r.LiveNotes, r.Violations, r.Leaders)
+		if r.Setup == "couchdb" {
+			fmt.Fprintf(w, "  the relays made %d requests to the server for the clients' %d (%.2f each, longpolls included): %s\n",
+				r.ServerRequests, r.Requests, float64(r.ServerRequests)/float64(max(1, r.Requests)), r.ServerKinds)
+		}
 	}
 }

@@ -158,6 +158,10 @@ type result struct {
 	Violations int     `json:"violations"`
 	CPU        cpuUse  `json:"cpu"`
 	Leaders    int     `json:"leaders"` // relays that said they held the lease at the end
+	// The requests the relays made to the server while the clients ran
+	// (couchdb setups; longpolls counted apart), and the largest kinds.
+	ServerRequests int    `json:"serverRequests"`
+	ServerKinds    string `json:"serverKinds"`
 }
 
 // runSetup runs one setup of n relays.
@@ -172,6 +176,13 @@ func runSetup(o options, srv server, n int) (*result, error) {
 	dbName := fmt.Sprintf("scaleout_bench_%d_%d", n, time.Now().UnixNano())
 	defer deleteDB(srv, dbName)
 	admin := randomHex()
+	proxy, err := startProxy(srv.url)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.close()
+	via := srv
+	via.url = proxy.url
 	var relays []*relayProc
 	defer func() {
 		for _, r := range relays {
@@ -179,7 +190,7 @@ func runSetup(o options, srv server, n int) (*result, error) {
 		}
 	}()
 	for i := range n {
-		r, err := startRelay(ctx, o, srv, filepath.Join(dir, fmt.Sprint("relay", i)), dbName, admin)
+		r, err := startRelay(ctx, o, via, filepath.Join(dir, fmt.Sprint("relay", i)), dbName, admin)
 		if err != nil {
 			return nil, err
 		}
@@ -197,9 +208,11 @@ func runSetup(o options, srv server, n int) (*result, error) {
 	if o.bbolt {
 		res.Setup = "bbolt"
 	}
+	proxy.take()
 	if err := runLoad(ctx, o, srv, relays, w, admin, res); err != nil {
 		return nil, err
 	}
+	res.ServerRequests, res.ServerKinds = summary(proxy.take())
 	for _, r := range relays {
 		if r.leader(admin) {
 			res.Leaders++

@@ -5,7 +5,7 @@
 # one run: throughput and p99 per setup, and the CPU of the relays, the
 # server and the clients over the catch-up (see main.go).
 #
-#   tests/bench/scaleout/run.sh        # NOTES=1000 CLIENTS=20 PROCS=6 SETUPS=1,2,3
+#   tests/bench/scaleout/run.sh        # NOTES=300 CLIENTS=20 PROCS=6 SETUPS=bbolt,1,2,3
 #
 # Starts the test server (tests/couchserver), builds the relay and the
 # benchmark, prints one JSON line per setup and a table (stdout);
@@ -13,10 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
-NOTES="${NOTES:-1000}"
+NOTES="${NOTES:-300}"
 CLIENTS="${CLIENTS:-20}"
 PROCS="${PROCS:-6}"
-SETUPS="${SETUPS:-1,2,3}"
+SETUPS="${SETUPS:-bbolt,1,2,3}"
 if [ ! -d tests/pouchdb/node_modules ] || [ tests/pouchdb/package-lock.json -nt tests/pouchdb/node_modules/.package-lock.json ]; then
 	(cd tests/pouchdb && npm ci --no-audit --no-fund --loglevel=error)
 fi
