@@ -146,11 +146,13 @@ var _ store.Store = (*Store)(nil)
 // continue with the downtime subtracted; held revisions saved after the
 // last state save are held again), then starts the purgatory and the
 // periodic save. On error the inner store is left open.
-func New(cfg Config, deps Deps) (*Store, error) { return newStore(cfg, deps, sharing{}) }
+func New(cfg Config, deps Deps) (*Store, error) {
+	return newStore(context.Background(), cfg, deps, sharing{})
+}
 
 // newStore is New, sharing the inner store with other processes as sh
-// says.
-func newStore(cfg Config, deps Deps, sh sharing) (*Store, error) {
+// says; ctx bounds the reads of what the inner store keeps.
+func newStore(ctx context.Context, cfg Config, deps Deps, sh sharing) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -182,7 +184,7 @@ func newStore(cfg Config, deps Deps, sh sharing) (*Store, error) {
 		return nil, err
 	}
 	s.p = p
-	if err := s.resume(context.Background()); err != nil {
+	if err := s.resume(ctx); err != nil {
 		p.Close()
 		return nil, err
 	}

@@ -127,7 +127,7 @@ func NewServed(ctx context.Context, inner store.Store, cfg ServedConfig) *Served
 // Open builds the hold-back with the hooks.
 func (v *Served) Open(h ServedHooks) error {
 	v.hooks = h
-	hb, err := v.newHold(v.codec, h.Hunter)
+	hb, err := v.newHold(context.Background(), v.codec, h.Hunter)
 	if err != nil {
 		return fmt.Errorf("database %q: %w", v.cfg.Name, err)
 	}
@@ -214,11 +214,13 @@ func (v *Served) rekey(ctx context.Context) {
 	if err := old.Close(); err != nil {
 		log.Warn("saving the hold-back before the rebuild", "err", err)
 	}
-	hb, err := v.newHold(codec, v.hooks.Hunter)
+	// Not the request's context: a client that goes away must not
+	// leave the database without a hold-back.
+	hb, err := v.newHold(context.Background(), codec, v.hooks.Hunter)
 	if err != nil {
 		log.Error("the hold-back could not be rebuilt with the vault's codec; serving without it", "err", err)
 		codec = nil
-		if hb, err = v.newHold(nil, v.hooks.Hunter); err != nil {
+		if hb, err = v.newHold(context.Background(), nil, v.hooks.Hunter); err != nil {
 			log.Error("the hold-back could not be reopened; writes fail until a restart", "err", err)
 			v.endSwap(nil)
 			return

@@ -37,9 +37,9 @@ type sharing struct {
 
 // newHold builds a hold-back over the Served's inner store with codec
 // (nil: none) and hunter, shared as the configuration and the
-// leadership say.
-func (v *Served) newHold(codec *livesync.Codec, h purgatory.Hunter) (*Store, error) {
-	return newStore(v.cfg.Holdback, Deps{Inner: noClose{v.inner}, Codec: codec, Hunter: h},
+// leadership say. ctx bounds the reads of the area and the state.
+func (v *Served) newHold(ctx context.Context, codec *livesync.Codec, h purgatory.Hunter) (*Store, error) {
+	return newStore(ctx, v.cfg.Holdback, Deps{Inner: noClose{v.inner}, Codec: codec, Hunter: h},
 		sharing{shared: v.cfg.Shared, follower: v.cfg.Shared && !v.leader})
 }
 
@@ -138,7 +138,7 @@ func (v *Served) rebuild(ctx context.Context, h purgatory.Hunter, leader bool) e
 		old.follower.Store(true)
 	}
 	v.leader = leader
-	hb, err := v.newHold(v.codec, h)
+	hb, err := v.newHold(ctx, v.codec, h)
 	if err != nil {
 		v.endSwap(nil)
 		if old == nil {
