@@ -319,7 +319,10 @@ func (r *sharedRunner) refreshLoop() {
 			return
 		case <-t.C:
 		}
-		if err := r.served.Refresh(r.ctx); err != nil {
+		ctx, cancel := context.WithTimeout(r.ctx, r.ttl)
+		err := r.served.Refresh(ctx)
+		cancel()
+		if err != nil {
 			if r.ctx.Err() != nil {
 				return
 			}
@@ -357,6 +360,13 @@ func (r *sharedRunner) leaseLoop() {
 // hangs cannot keep a leader from noticing in time that it cannot renew.
 func (r *sharedRunner) leaseCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.ctx, r.ttl/3)
+}
+
+// hookCtx bounds a rebuild of the hold-back (SetHunter), which reads the
+// holding area and waits for a Refresh in progress: a store that hangs
+// must not stop the lease loop for good. A Refresh is bounded alike.
+func (r *sharedRunner) hookCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.ctx, r.ttl)
 }
 
 // acquire takes the lease if it is free, expired or this relay's, and
@@ -405,7 +415,9 @@ func (r *sharedRunner) lead(state json.RawMessage) {
 		r.restore(b.Hunt(), state)
 		h = b.Hunt()
 	}
-	if err := r.served.SetHunter(r.ctx, h, true); err != nil {
+	ctx, cancel := r.hookCtx()
+	defer cancel()
+	if err := r.served.SetHunter(ctx, h, true); err != nil {
 		if b != nil {
 			b.Close()
 		}
@@ -508,7 +520,9 @@ func (r *sharedRunner) stepDown(why string) {
 // setFollower leaves the hold-back without a hunter, not saving the
 // purgatory: the leader does. A failure is retried by the lease loop.
 func (r *sharedRunner) setFollower() {
-	if err := r.served.SetHunter(r.ctx, nil, false); err != nil {
+	ctx, cancel := r.hookCtx()
+	defer cancel()
+	if err := r.served.SetHunter(ctx, nil, false); err != nil {
 		r.demote = r.ctx.Err() == nil
 		if r.demote {
 			r.fail("bridge", fmt.Errorf("unhooking the hunt from the hold-back: %w", err))
