@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -539,7 +540,9 @@ func newSoHuntLog(t *testing.T, target string) (*soHuntLog, string) {
 		t.Fatal(err)
 	}
 	l := &soHuntLog{arrived: make(chan int, 1000)}
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = u.Host }}
+	// The requests of a killed relay end in errors: not logged.
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = u.Host },
+		ErrorLog: log.New(io.Discard, "", 0)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_all_docs") {
 			l.mu.Lock()

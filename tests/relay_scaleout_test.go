@@ -34,7 +34,10 @@ func TestRelayScaleout(t *testing.T) {
 	t.Run("Converge", func(t *testing.T) { t.Parallel(); testScaleoutConverge(t, bin) })
 	t.Run("MetadataFirst", func(t *testing.T) { t.Parallel(); testScaleoutMetadataFirst(t, bin) })
 	t.Run("SaltFromAnotherRelay", func(t *testing.T) { t.Parallel(); testScaleoutSaltElsewhere(t, bin) })
-	t.Run("Failover", func(t *testing.T) { t.Parallel(); testScaleoutFailover(t, bin) })
+	t.Run("Failover", func(t *testing.T) { t.Parallel(); testScaleoutFailover(t, bin, 0) })
+	// Killed once a lease renewal saved the window's requests: the
+	// survivor must wait for the window the dead leader filled.
+	t.Run("FailoverAfterRenewal", func(t *testing.T) { t.Parallel(); testScaleoutFailover(t, bin, 2*soTTL/3) })
 	t.Run("ReleaseTwice", func(t *testing.T) { t.Parallel(); testScaleoutReleaseTwice(t, bin) })
 	t.Run("CouchDBDown", func(t *testing.T) { t.Parallel(); testScaleoutCouchDBDown(t, bin) })
 }
@@ -257,13 +260,17 @@ func testScaleoutMetadataFirst(t *testing.T, bin string) {
 
 // The vault set up through B (the first client's handshake writes the
 // salt there), a note pushed metadata-first through A: A must hold it as
-// well, although it never saw the salt written.
+// well, although the salt and the milestone were never written through
+// it.
 func testScaleoutSaltElsewhere(t *testing.T, bin string) {
 	server := freshDB(t, couchServer, nil)
 	rs := soStartAll(t, bin, soSetup{database: server.Name()}, "a", "b")
 	a, b := rs[0], rs[1]
 	codec := soHandshake(t, b.db, "first-client")
-	soHandshake(t, a.db, "second-client")
+	// The pushing client's handshake lands on B too (a load balancer
+	// sends each request where it likes): A sees no write of the vault's
+	// settings at all.
+	soHandshake(t, b.db, "second-client")
 	n := soNotes(t, codec, "Salt", 1)[0]
 	sides := []soSide{a.side(), b.side(), soServerSide(t, server)}
 	soPush(t, a.db, n.meta)
@@ -468,7 +475,10 @@ func soCheckDown(t *testing.T, r *soRelay, n soNote) []soNote {
 // survivor takes the lease within the TTL and a margin and releases every
 // note; the upstream's log of the requests of every relay never shows
 // more than 3 in a window or 2 at once.
-func testScaleoutFailover(t *testing.T, bin string) {
+//
+// With killAfter the kill comes that long after the third request
+// instead, when a lease renewal has saved the hunt's state with it.
+func testScaleoutFailover(t *testing.T, bin string, killAfter time.Duration) {
 	const perWindow, window = 3, 5 * time.Second
 	ce := couchServer(t)
 	server, codec := soVault(t)
@@ -498,6 +508,9 @@ func testScaleoutFailover(t *testing.T, bin string) {
 	soPush(t, leader.db, metas...)
 
 	soWaitArrivals(t, hl, perWindow, 30*time.Second)
+	time.Sleep(killAfter)
+	// The leader now (the lease may have moved since the start).
+	leader = soLeader(t, soTTL+2*time.Second, rs...)
 	last := leader.mustStatus(t)
 	killedAt := time.Now()
 	// Not p.signal: the cleanup still waits for the exit it reports.
@@ -518,6 +531,20 @@ func testScaleoutFailover(t *testing.T, bin string) {
 	t.Logf("every note released %v after the kill", time.Since(killedAt).Round(time.Millisecond))
 	soReadable(t, codec, notes, survivors...)
 	soCheckHuntLimits(t, hl, killedAt, perWindow, window, last, leader, survivors, next)
+	for _, r := range rs {
+		t.Logf("relay %s's lease log:\n%s", r.name, soLeaseLines(r))
+	}
+}
+
+// soLeaseLines are the lines of r's log about the lease.
+func soLeaseLines(r *soRelay) string {
+	var out []string
+	for _, l := range strings.Split(r.p.output(), "\n") {
+		if strings.Contains(l, "lease") || strings.Contains(l, "leads") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // soWaitUpstreamLive waits until r's upstream "up" is live.
