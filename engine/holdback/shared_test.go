@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -482,4 +483,53 @@ func TestSharedArrivalDuringRebuild(t *testing.T) {
 			t.Fatalf("not released: leaves %v, held %+v", revs, v.cur.Load().Held())
 		}
 	})
+}
+
+// BenchmarkSharedRefresh measures a Refresh of a relay that holds n
+// notes (adopted already): idle (the index unchanged) and after another
+// relay changed the area (one more note held there, then released).
+func BenchmarkSharedRefresh(b *testing.B) {
+	for _, n := range []int{0, 100, 1000} {
+		shared, err := store.NewMemory(store.Options{Name: "vault"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		open := func(name string) *Served {
+			v := NewServed(bg, shared, ServedConfig{Name: name, Shared: true})
+			if err := v.Open(ServedHooks{}); err != nil {
+				b.Fatal(err)
+			}
+			return v
+		}
+		a, o := open("a"), open("other")
+		for i := range n {
+			id := "n" + strconv.Itoa(i) + ".md"
+			if _, err := o.BulkDocs(bg, []json.RawMessage{meta(id, "1-a", "h:"+id)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := a.Refresh(bg); err != nil || a.Stats().Held != n {
+			b.Fatalf("adopted %d of %d (%v)", a.Stats().Held, n, err)
+		}
+		b.Run("idle/held="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				if err := a.Refresh(bg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("changed/held="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				o.cur.Load().area.changeIndex(bg, func(map[string]struct{}) bool { return true })
+				b.StartTimer()
+				if err := a.Refresh(bg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		a.Close()
+		o.Close()
+		shared.Close()
+	}
 }
