@@ -629,8 +629,10 @@ func (r *sharedRunner) readVault(ctx context.Context) ([2]string, error) {
 	return out, nil
 }
 
-// checkVault tells the bridge (when this relay runs it) that a client of
-// another relay wrote the sync parameters or the milestone.
+// checkVault tells the hold-back and the bridge (when this relay runs
+// it) that a client of another relay wrote the sync parameters or the
+// milestone: the hold-back adopts the vault's codec (the first client's
+// salt), the bridge its new salt or settings.
 func (r *sharedRunner) checkVault() {
 	cur, err := r.readVault(r.ctx)
 	if err != nil {
@@ -640,6 +642,9 @@ func (r *sharedRunner) checkVault() {
 	prev := r.vault
 	r.vault = cur
 	r.mu.Unlock()
+	if cur != prev {
+		r.served.VaultChanged(r.ctx)
+	}
 	if cur[0] != prev[0] {
 		r.paramsChanged(r.ctx)
 	}

@@ -1,6 +1,7 @@
 package couchapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/bridge"
 	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/lease"
+	"github.com/livesync-go/livesync-go/engine/negotiate"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -119,10 +121,16 @@ type relay struct {
 	builds atomic.Int32
 }
 
-func openRelay(t *testing.T, st store.Store, name string) *relay {
+// openRelay opens the relay name over st, with the vault passphrase
+// passphrase[0] if given.
+func openRelay(t *testing.T, st store.Store, name string, passphrase ...string) *relay {
 	t.Helper()
 	r := &relay{name: name}
-	r.h = NewHeld(oneStore{st: st, cut: &r.cut, hang: &r.hang}, HeldConfig{
+	var pw map[string]string
+	if len(passphrase) > 0 {
+		pw = map[string]string{"vault": passphrase[0]}
+	}
+	r.h = NewHeld(oneStore{st: st, cut: &r.cut, hang: &r.hang}, HeldConfig{Passphrases: pw,
 		Bridge: func(db string, local bridge.Local, log *slog.Logger) (*bridge.Bridge, error) {
 			r.builds.Add(1)
 			return bridge.New(local, bridge.Config{DB: db, UUID: "uuid", Log: log})
@@ -455,3 +463,33 @@ func (p plainDatabases) Open(ctx context.Context, name string) (store.Store, err
 func (p plainDatabases) Create(ctx context.Context, name string) error { return nil }
 func (p plainDatabases) Delete(ctx context.Context, name string) error { return nil }
 func (p plainDatabases) List(ctx context.Context) ([]string, error)    { return []string{"vault"}, nil }
+
+// TestSharedVaultSalt: the first client writes the vault's salt through
+// A; B, opened before, adopts the vault's codec at its next refresh, so
+// it can judge obfuscated metadata too.
+func TestSharedVaultSalt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newSharedStore(t)
+		a, b := openRelay(t, st, "A", "secret"), openRelay(t, st, "B", "secret")
+		synctest.Wait()
+		if c, _ := b.d.Codec(); c != nil {
+			t.Fatal("B has a codec before the vault has a salt")
+		}
+		salt, err := negotiate.NewSalt(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params, _ := json.Marshal(negotiate.NewSyncParameters(salt))
+		if err := a.d.PutLocal(t.Context(), negotiate.SyncParametersLocalID, params); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := a.d.Codec(); c == nil {
+			t.Fatal("A has no codec after the salt was written through it")
+		}
+		time.Sleep(testRefresh)
+		synctest.Wait()
+		if c, got := b.d.Codec(); c == nil || !bytes.Equal(got, salt) {
+			t.Fatalf("B's codec after its refresh: %v, salt %x", c, got)
+		}
+	})
+}
