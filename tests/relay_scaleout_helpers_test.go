@@ -439,6 +439,27 @@ func soLeader(t *testing.T, timeout time.Duration, rs ...*soRelay) *soRelay {
 	}
 }
 
+// soFirstLeader polls the relays' /status (every 50 ms, until timeout)
+// until one of them says it is the leader, and returns it.
+func soFirstLeader(t *testing.T, timeout time.Duration, rs ...*soRelay) *soRelay {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var seen []string
+		for _, r := range rs {
+			s, raw, ok := r.status()
+			if ok && s.Shared != nil && s.Shared.Leader {
+				return r
+			}
+			seen = append(seen, fmt.Sprintf("%s: %.300s", r.name, raw))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader within %v:\n%s", timeout, strings.Join(seen, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // soTCPProxy forwards TCP connections to a server. stop closes its port
 // (connections are refused) and cuts the open connections; start listens
 // again on the same port: the server went away and came back.
