@@ -88,6 +88,23 @@ func (h *heldDatabases) fileSize(name string) (int64, bool) {
 	return fi.Size(), true
 }
 
+// Delete removes a database. One kept on CouchDB is asked of its server
+// first, which refuses (other relays may serve it), so that a refused
+// delete leaves it open and served here; HeldDatabases.Delete would
+// close its hold-back (and give up its lease) before asking.
+func (h *heldDatabases) Delete(ctx context.Context, name string) error {
+	if h.dir.onCouch(name) {
+		if err := h.dir.Delete(ctx, name); err != nil {
+			return err
+		}
+		if err := h.HeldDatabases.Delete(ctx, name); err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return h.HeldDatabases.Delete(ctx, name)
+}
+
 // storeKind is "couchdb" or "bbolt": where the database is kept.
 func (h *heldDatabases) storeKind(name string) string {
 	if h.dir.onCouch(name) {

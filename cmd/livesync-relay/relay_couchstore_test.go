@@ -381,6 +381,9 @@ func TestRelayCouchDBStore(t *testing.T) {
 	if code, b := couchCall(t, "GET", couchURL+"/"+db+"/doc1", user, password); code != 200 || !strings.Contains(string(b), "kept on CouchDB") {
 		t.Errorf("the document on the CouchDB server: %d %s", code, b)
 	}
+	if code, b := rn.do("DELETE", "/vault", rn.user, rn.pass, nil); code != 403 || !strings.Contains(string(b), "delete it on the CouchDB server") {
+		t.Errorf("deleting a database kept on CouchDB: %d %s", code, b)
+	}
 	if s := rn.status().db(t, "vault"); s.Store != storeCouch || s.Shared == nil || !strings.HasSuffix(s.StoreLocation, "/"+db) {
 		t.Errorf("/status: store %q at %q, shared %v", s.Store, s.StoreLocation, s.Shared)
 	}
