@@ -406,39 +406,6 @@ func (r *soRelay) mustStatus(t *testing.T) soDBStatus {
 	return s
 }
 
-// soLeader polls the relays' /status (every 50 ms, until timeout) until
-// exactly one of them says it is the leader and the others name it as
-// the holder; it returns it.
-func soLeader(t *testing.T, timeout time.Duration, rs ...*soRelay) *soRelay {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var seen []string
-	for {
-		var leaders []*soRelay
-		holders := map[string]bool{}
-		seen = seen[:0]
-		for _, r := range rs {
-			s, raw, ok := r.status()
-			if !ok || s.Shared == nil {
-				seen = append(seen, fmt.Sprintf("%s: %.300s", r.name, raw))
-				continue
-			}
-			if s.Shared.Leader {
-				leaders = append(leaders, r)
-			}
-			holders[s.Shared.Holder] = true
-			seen = append(seen, fmt.Sprintf("%s: %+v", r.name, *s.Shared))
-		}
-		if len(leaders) == 1 && len(holders) == 1 && !holders[""] {
-			return leaders[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no single leader within %v:\n%s", timeout, strings.Join(seen, "\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // soFirstLeader polls the relays' /status (every 50 ms, until timeout)
 // until one of them says it is the leader, and returns it.
 func soFirstLeader(t *testing.T, timeout time.Duration, rs ...*soRelay) *soRelay {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -164,10 +165,10 @@ func testScaleoutConverge(t *testing.T, bin string) {
 		t.Fatalf("the conflict on the server: %q", want[x.id])
 	}
 	for _, s := range sides[:3] {
-		if got := s.changes(t); !mapsEqual(got, want) {
+		if got := s.changes(t); !maps.Equal(got, want) {
 			t.Errorf("%s: _changes differs from the server's:\n%v\n%v", s.name, got, want)
 		}
-		if got := s.allDocs(t); !mapsEqual(got, wantAll) {
+		if got := s.allDocs(t); !maps.Equal(got, wantAll) {
 			t.Errorf("%s: _all_docs differs from the server's", s.name)
 		}
 		var doc struct {
@@ -184,18 +185,6 @@ func testScaleoutConverge(t *testing.T, bin string) {
 		all = append(all, ns...)
 	}
 	soReadable(t, codec, all[1:], rs...)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // soEdit is a second revision 2-id of n's metadata (same body), as a
