@@ -114,9 +114,11 @@ func soStart(t *testing.T, bin, name string, s soSetup) *soRelay {
 func soStartAll(t *testing.T, bin string, s soSetup, names ...string) []*soRelay {
 	t.Helper()
 	var rs []*soRelay
+	start := time.Now()
 	for _, n := range names {
 		rs = append(rs, soStart(t, bin, n, s))
 	}
+	t.Logf("%d relays started in %v", len(rs), time.Since(start).Round(time.Millisecond))
 	return rs
 }
 
