@@ -5,14 +5,17 @@
 // ([databases.store] kind = "couchdb"), in one run
 // (tests/bench/scaleout/run.sh).
 //
-//	scaleoutbench -relay BIN -script livesync-load.mjs [-notes 1000] [-clients 20] [-procs 6] [-setups 1,2,3]
+//	scaleoutbench -relay BIN -script livesync-load.mjs [-notes 1000] [-clients 20] [-procs 6] [-setups bbolt,1,2,3]
 //
+// A setup "bbolt" is one relay with its database in a bbolt file (the
+// default store), the baseline the couchdb setups are compared with.
 // The server is the one LIVESYNC_TEST_COUCHDB_URL, _USER and _PASSWORD
 // name (COUCHSERVER_PID: its process, for its CPU time). For each setup
 // of N relays it
 //
 //  1. starts N relay processes in front of a new database on the server
-//     (lease_ttl 15 s, refresh 2 s: the defaults);
+//     (lease_ttl 15 s, refresh 2 s: the defaults), through a proxy in
+//     this process that counts the requests the relays make;
 //  2. pushes a vault of -notes E2EE notes of about 1 KiB through relay 1,
 //     chunks before the metadata (nothing held);
 //  3. starts -clients PouchDB 9 clients configured as LiveSync configures
@@ -196,7 +199,11 @@ func runSetup(o options, srv server, n int) (*result, error) {
 		}
 		relays = append(relays, r)
 	}
-	logf("%d relays serve %s on the server", n, dbName)
+	if o.bbolt {
+		logf("one relay serves the vault from a bbolt file")
+	} else {
+		logf("%d relays serve %s on the server", n, dbName)
+	}
 	w, err := newWriter(ctx, relays[0].url, relays[n-1].url, admin)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -37,6 +39,8 @@ func startProxy(target string) (*countingProxy, error) {
 	p := &countingProxy{url: "http://" + l.Addr().String(), n: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1 // changes feeds pass as written
+	// Longpolls cut when a relay stops are no news.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.n[requestKind(r)]++
