@@ -3,6 +3,8 @@ package couchdb
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"net/http"
 	"sort"
 	"strings"
@@ -34,6 +36,12 @@ func (s *Store) Changes(ctx context.Context, req engine.ChangesRequest) (engine.
 		page, err = s.db.Changes(c, req)
 		if err != nil {
 			return err
+		}
+		for _, ch := range page.Results {
+			if ch.ID == "" || ch.Seq == "" || len(ch.Revs) == 0 || slices.Contains(ch.Revs, "") {
+				return &engine.Error{Op: "changes", DocID: ch.ID, Stage: engine.StageProtocol,
+					Err: fmt.Errorf("couchdb: a change without an id, a seq or revisions: %w", engine.ErrMalformed)}
+			}
 		}
 		if page.Pending < 0 && (req.Limit == 0 || len(page.Results) < req.Limit) {
 			page.Pending = 0

@@ -34,7 +34,7 @@ func readableID(id string) bool {
 }
 
 func notFound(op, id string) error {
-	return fmt.Errorf("%s %q: %w", op, id, engine.ErrNotFound)
+	return fmt.Errorf("couchdb store: %s %q: %w", op, id, engine.ErrNotFound)
 }
 
 // Get reads one document with GET /db/id and the options as CouchDB's
