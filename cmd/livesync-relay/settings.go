@@ -155,34 +155,8 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		}
 	}
 
-	if fc.dbsDefined {
-		for _, d := range fc.Databases {
-			s.databases = append(s.databases, d.Name)
-			ups, err := resolveUpstreams(fc, d, getenv)
-			if err != nil {
-				return nil, err
-			}
-			if len(ups) > 0 {
-				s.upstreams[d.Name] = ups
-			}
-			st, ok, err := resolveStore(fc, d, getenv)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				s.stores[d.Name] = st
-			}
-			if d.PassphraseFile == "" && d.PassphraseEnv == "" {
-				continue
-			}
-			p, err := secretFrom(fc.resolvePath(d.PassphraseFile), d.PassphraseEnv, getenv, "passphrase")
-			if err != nil {
-				return nil, usageError{fmt.Sprintf("database %q: %v", d.Name, err)}
-			}
-			s.passphrases[d.Name] = p
-		}
-	} else {
-		s.databases = []string{defaultDatabase}
+	if err := s.resolveDatabases(fc, getenv); err != nil {
+		return nil, err
 	}
 	for _, u := range fc.Users {
 		h := u.PasswordHash
@@ -223,4 +197,40 @@ func (s *settings) noDataDir() bool {
 		}
 	}
 	return true
+}
+
+// resolveDatabases reads the configured databases' upstreams, stores and
+// passphrases (the default database "vault" without a [[databases]]
+// list).
+func (s *settings) resolveDatabases(fc *fileConfig, getenv func(string) string) error {
+	if fc.dbsDefined {
+		for _, d := range fc.Databases {
+			s.databases = append(s.databases, d.Name)
+			ups, err := resolveUpstreams(fc, d, getenv)
+			if err != nil {
+				return err
+			}
+			if len(ups) > 0 {
+				s.upstreams[d.Name] = ups
+			}
+			st, ok, err := resolveStore(fc, d, getenv)
+			if err != nil {
+				return err
+			}
+			if ok {
+				s.stores[d.Name] = st
+			}
+			if d.PassphraseFile == "" && d.PassphraseEnv == "" {
+				continue
+			}
+			p, err := secretFrom(fc.resolvePath(d.PassphraseFile), d.PassphraseEnv, getenv, "passphrase")
+			if err != nil {
+				return usageError{fmt.Sprintf("database %q: %v", d.Name, err)}
+			}
+			s.passphrases[d.Name] = p
+		}
+	} else {
+		s.databases = []string{defaultDatabase}
+	}
+	return nil
 }
