@@ -1,4 +1,4 @@
-//go:build !js
+//go:build linux
 
 package main
 
@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,6 +184,13 @@ func report(w io.Writer, o options, rs []*result) {
 	for _, r := range rs {
 		fmt.Fprintf(w, "%s, %d relay(s): %d documents, %d live notes held and released, %d violations, %d relay(s) holding the lease at the end\n",
 			r.Setup, r.Relays, r.Docs, r.LiveNotes, r.Violations, r.Leaders)
+		var kinds []string
+		for _, k := range slices.Sorted(maps.Keys(r.ByKind)) {
+			if b := r.ByKind[k]; b.N >= 20 {
+				kinds = append(kinds, fmt.Sprintf("%s %d: p50 %.0f, p99 %.0f", k, b.N, b.P50Ms, b.P99Ms))
+			}
+		}
+		fmt.Fprintf(w, "  client-side latency by kind (ms): %s\n", strings.Join(kinds, "; "))
 		if r.Setup == "couchdb" {
 			fmt.Fprintf(w, "  the relays made %d requests to the server for the clients' %d (%.2f each, longpolls included): %s\n",
 				r.ServerRequests, r.Requests, float64(r.ServerRequests)/float64(max(1, r.Requests)), r.ServerKinds)

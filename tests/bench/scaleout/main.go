@@ -1,4 +1,4 @@
-//go:build !js
+//go:build linux
 
 // Command scaleoutbench measures LiveSync clients spread over 1, 2 and 3
 // relays that keep their database on one CouchDB-protocol server
@@ -38,7 +38,7 @@
 // of the relays, the server, the node clients and this process at the
 // clients' start and when the last one caught up, and /proc/stat for the
 // whole machine over the same window: the catch-up window the throughput
-// is measured over.
+// is measured over. Linux only (/proc).
 package main
 
 import (
@@ -165,6 +165,14 @@ type result struct {
 	// (couchdb setups; longpolls counted apart), and the largest kinds.
 	ServerRequests int    `json:"serverRequests"`
 	ServerKinds    string `json:"serverKinds"`
+	// ByKind is the client-side latency by kind of request.
+	ByKind map[string]kindLatency `json:"byKind"`
+}
+
+type kindLatency struct {
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
 }
 
 // runSetup runs one setup of n relays.
@@ -287,8 +295,12 @@ func runLoad(ctx context.Context, o options, srv server, relays []*relayProc, w 
 			return err
 		}
 		merged.Clients = append(merged.Clients, r.Clients...)
-		for _, v := range r.Latencies {
+		for k, v := range r.Latencies {
 			merged.all = append(merged.all, v...)
+			if merged.Latencies == nil {
+				merged.Latencies = map[string][]float64{}
+			}
+			merged.Latencies[k] = append(merged.Latencies[k], v...)
 		}
 	}
 	return w.check(ctx, merged, res)
@@ -328,6 +340,7 @@ func startRelay(ctx context.Context, o options, srv server, dir, dbName, admin s
 	r.cmd.Env = append(os.Environ(), "LIVESYNC_RELAY_ADMIN_USER=admin", "LIVESYNC_RELAY_ADMIN_PASSWORD="+admin,
 		"SCALEOUT_COUCHDB_PASSWORD="+srv.password)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no relay outlives the benchmark
 	if err := r.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -482,6 +495,7 @@ func startLoad(ctx context.Context, o options, url, admin string, first, k int, 
 		"--first", strconv.Itoa(first), "--clients", strconv.Itoa(k), "--watch-prefix", "live/")
 	p.cmd.Env = append(os.Environ(), "LIVESYNC_TEST_COUCHDB_USER=admin", "LIVESYNC_TEST_COUCHDB_PASSWORD="+admin)
 	p.cmd.Stderr = p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
@@ -765,6 +779,10 @@ func (w *writer) check(ctx context.Context, r loadResult, res *result) error {
 	}
 	res.Requests = len(r.all)
 	res.P50Ms, res.P99Ms, res.MaxMs = percentile(r.all, 50), percentile(r.all, 99), percentile(r.all, 100)
+	res.ByKind = map[string]kindLatency{}
+	for k, v := range r.Latencies {
+		res.ByKind[k] = kindLatency{len(v), percentile(v, 50), percentile(v, 99)}
+	}
 	if len(bad) > 0 || res.Violations > 0 {
 		return fmt.Errorf("%d violations; clients differ from the database (%d documents): %s", res.Violations, len(lines), strings.Join(bad, "; "))
 	}
