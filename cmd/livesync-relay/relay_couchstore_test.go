@@ -145,12 +145,15 @@ func TestRelayWithoutDataFolder(t *testing.T) {
 		t.Error("follower's /metrics lacks livesync_relay_lease_leader 0")
 	}
 
-	// The leader stops: the follower takes the lease within its TTL.
+	// The leader stops (and releases the lease): the follower takes it
+	// at its next lease attempt.
+	stopped := time.Now()
 	leader.stop()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		s := follower.status().db(t, "vault")
 		if s.Shared.Leader && s.Shared.Takeovers == 1 {
+			t.Logf("the follower led %v after the leader's stop began", time.Since(stopped).Round(time.Millisecond))
 			break
 		}
 		if time.Now().After(deadline) {
@@ -359,9 +362,11 @@ func TestRelayCouchDBStore(t *testing.T) {
 		return strings.Contains(rn.out.String(), "CouchDB cannot be reached")
 	})
 	proxy := startProxy(t, addr, target)
+	back := time.Now()
 	select {
 	case r := <-ready:
 		rn.r, rn.url = r, r.url
+		t.Logf("the relay served %v after CouchDB answered", time.Since(back).Round(time.Millisecond))
 	case code := <-rn.done:
 		t.Fatalf("the relay exited with %d:\n%s", code, rn.out)
 	case <-time.After(60 * time.Second):
@@ -389,10 +394,12 @@ func TestRelayCouchDBStore(t *testing.T) {
 	}
 
 	proxy.stop()
+	gone := time.Now()
 	waitFor(t, 15*time.Second, "503 while CouchDB is away", func() bool {
 		code, _ := rn.do("GET", "/vault/doc1", rn.user, rn.pass, nil)
 		return code == 503
 	})
+	t.Logf("503 %v after CouchDB went away", time.Since(gone).Round(time.Millisecond))
 	if code, _ := rn.do("PUT", "/vault/doc2", rn.user, rn.pass, map[string]string{"text": "x"}); code != 503 {
 		t.Errorf("a write while CouchDB is away: %d, want 503", code)
 	}
@@ -404,10 +411,12 @@ func TestRelayCouchDBStore(t *testing.T) {
 		return s.Shared != nil && s.Shared.LastError != "" && s.Shared.LastErrorAt != nil
 	})
 	startProxy(t, addr, target)
+	back = time.Now()
 	waitFor(t, 15*time.Second, "recovery once CouchDB is back", func() bool {
 		code, _ := rn.do("GET", "/vault/doc1", rn.user, rn.pass, nil)
 		return code == 200
 	})
+	t.Logf("200 again %v after CouchDB came back", time.Since(back).Round(time.Millisecond))
 	rn.admin("PUT", "/vault/doc2", map[string]string{"text": "after"}, 201)
 	if code := rn.stop(); code != exitOK {
 		t.Errorf("exit %d:\n%s", code, rn.out)
