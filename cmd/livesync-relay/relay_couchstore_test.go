@@ -480,3 +480,28 @@ func TestRelayWaitsForCouchDBAtStart(t *testing.T) {
 	}
 	assertEmpty(t, dir)
 }
+
+// A configuration may mix stores: the bbolt databases stay in the data
+// folder (and clients may create more there), the CouchDB ones are
+// shared, and /status tells them apart.
+func TestRelayMixedStores(t *testing.T) {
+	fakeCouchServers(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, noDataConfig+"\n[[databases]]\nname = \"local\"\n")
+	rn := startNoData(t, cfg, dir)
+	rn.admin("PUT", "/local/doc", map[string]string{"a": "b"}, 201)
+	rn.admin("PUT", "/vault/doc", map[string]string{"a": "b"}, 201)
+	rn.admin("PUT", "/created", nil, 201)
+	st := rn.status()
+	if l, v := st.db(t, "local"), st.db(t, "vault"); l.Store != storeBolt || l.Shared != nil || l.StoreBytes == 0 || v.Store != storeCouch || v.Shared == nil {
+		t.Errorf("local: %q shared %v, %d bytes; vault: %q shared %v", l.Store, l.Shared, l.StoreBytes, v.Store, v.Shared)
+	}
+	for _, f := range []string{"local.db", "created.db", "server.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the data folder lacks %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vault.db")); err == nil {
+		t.Error("the CouchDB database has a bbolt file too")
+	}
+}
