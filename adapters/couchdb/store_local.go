@@ -16,10 +16,18 @@ import (
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
-// _local documents: the server keeps each with an "_id" and a "0-N"
-// "_rev"; the Store hands them out without those two fields (the body as
-// written, keys in their order), as the other Stores keep them, so that
-// UpdateLocal's "the same bytes write nothing" holds.
+// _local documents: the server keeps each with its own "_id" and "0-N"
+// "_rev", which the Store uses for compare-and-swap and hands out
+// without. A caller's body is kept as written, keys in their order: its
+// own "_id" and "_rev" (couchapi keeps the revision it serves in the
+// body) travel as keepID and keepRev, which the server does not
+// interpret, and come back under their names. So a Store reads what was
+// written, as the other Stores do, and UpdateLocal's "the same bytes
+// write nothing" holds.
+const (
+	keepID  = "livesync-go:_id"
+	keepRev = "livesync-go:_rev"
+)
 
 func checkLocal(id string) error {
 	if id == "" {
@@ -31,56 +39,76 @@ func checkLocal(id string) error {
 	return nil
 }
 
-// splitLocal parses a _local document as the server sent it into its
-// _rev and its body without _id and _rev (compact, keys in order).
-func splitLocal(raw []byte) (rev string, body json.RawMessage, err error) {
+// rekey copies the JSON object raw into b (after its "{"), compact, keys
+// in order, each key renamed by name (dropped when it returns ""). It
+// returns the value of the key "_rev" as it was in raw.
+func rekey(b *bytes.Buffer, raw []byte, name func(string) string) (rev string, err error) {
+	bad := func(err error) error { return fmt.Errorf("not a JSON object: %v: %w", err, engine.ErrMalformed) }
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", nil, fmt.Errorf("couchdb: a _local document is not a JSON object: %w", engine.ErrMalformed)
+		return "", fmt.Errorf("not a JSON object: %w", engine.ErrMalformed)
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
+	first := true
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return "", nil, fmt.Errorf("couchdb: bad _local document: %v: %w", err, engine.ErrMalformed)
+			return "", bad(err)
 		}
 		key, _ := t.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return "", nil, fmt.Errorf("couchdb: bad _local document: %v: %w", err, engine.ErrMalformed)
+			return "", bad(err)
 		}
-		switch key {
-		case "_rev":
+		if key == "_rev" {
 			_ = json.Unmarshal(v, &rev)
-			continue
-		case "_id":
+		}
+		if key = name(key); key == "" {
 			continue
 		}
-		if b.Len() > 1 {
+		if !first {
 			b.WriteByte(',')
 		}
+		first = false
 		k, _ := json.Marshal(key)
 		b.Write(k)
 		b.WriteByte(':')
-		if err := json.Compact(&b, v); err != nil {
-			return "", nil, fmt.Errorf("couchdb: bad _local document: %v: %w", err, engine.ErrMalformed)
+		if err := json.Compact(b, v); err != nil {
+			return "", bad(err)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return "", nil, fmt.Errorf("couchdb: bad _local document: %v: %w", err, engine.ErrMalformed)
+		return "", bad(err)
+	}
+	return rev, nil
+}
+
+// splitLocal parses a _local document as the server sent it into the
+// server's _rev and the body as the caller wrote it.
+func splitLocal(raw []byte) (rev string, body json.RawMessage, err error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	rev, err = rekey(&b, raw, func(k string) string {
+		switch k {
+		case "_id", "_rev":
+			return ""
+		case keepID:
+			return "_id"
+		case keepRev:
+			return "_rev"
+		}
+		return k
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("couchdb: a _local document is %w", err)
 	}
 	b.WriteByte('}')
 	return rev, b.Bytes(), nil
 }
 
-// withLocalMeta returns body (a JSON object) with _id and _rev (if any)
-// set first and any of its own _id/_rev dropped.
+// withLocalMeta returns the caller's body (a JSON object) as the server
+// keeps it: the server's _id and _rev (if any) first, then its fields,
+// with its own _id and _rev renamed.
 func withLocalMeta(id, rev string, body json.RawMessage) (json.RawMessage, error) {
-	_, clean, err := splitLocal(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: a _local document must be a JSON object", store.ErrInvalid)
-	}
 	var b bytes.Buffer
 	k, _ := json.Marshal(localPrefix + id)
 	b.WriteString(`{"_id":`)
@@ -90,12 +118,24 @@ func withLocalMeta(id, rev string, body json.RawMessage) (json.RawMessage, error
 		b.WriteString(`,"_rev":`)
 		b.Write(r)
 	}
-	if len(clean) > 2 {
-		b.WriteByte(',')
-		b.Write(clean[1:])
-	} else {
-		b.WriteByte('}')
+	b.WriteByte(',')
+	n := b.Len()
+	_, err := rekey(&b, body, func(k string) string {
+		switch k {
+		case "_id":
+			return keepID
+		case "_rev":
+			return keepRev
+		}
+		return k
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: a _local document must be a JSON object", store.ErrInvalid)
 	}
+	if b.Len() == n {
+		b.Truncate(n - 1)
+	}
+	b.WriteByte('}')
 	return b.Bytes(), nil
 }
 
@@ -137,21 +177,20 @@ func (s *Store) GetLocal(ctx context.Context, id string) (json.RawMessage, error
 	return body, err
 }
 
-// PutLocal writes _local/id, last write wins (DB.PutLocal). The document
-// must be a JSON object.
+// PutLocal writes _local/id, last write wins: UpdateLocal with the new
+// document, so that the caller's own _id and _rev are kept (see
+// withLocalMeta). The document must be a JSON object.
 func (s *Store) PutLocal(ctx context.Context, id string, doc json.RawMessage) error {
 	if err := checkLocal(id); err != nil {
 		return err
 	}
-	if _, _, err := splitLocal(doc); err != nil {
-		return fmt.Errorf("%w: local document %q: a JSON object is required", store.ErrInvalid, id)
+	if _, err := withLocalMeta(id, "", doc); err != nil {
+		return fmt.Errorf("local document %q: %w", id, err)
 	}
-	return s.call(ctx, "put local", func(c context.Context) error {
-		if len(localURL(s.db, id)) > maxPathInURL+len(s.db.dbURL("", nil)) {
-			return s.putLongLocal(c, id, doc)
-		}
-		return s.db.PutLocal(c, id, doc)
-	})
+	if len(localURL(s.db, id)) > maxPathInURL+len(s.db.dbURL("", nil)) {
+		return s.call(ctx, "put local", func(c context.Context) error { return s.putLongLocal(c, id, doc) })
+	}
+	return s.UpdateLocal(ctx, id, func(json.RawMessage) (json.RawMessage, error) { return doc, nil })
 }
 
 // putLongLocal writes a _local document whose id is too long for a URL
@@ -284,9 +323,6 @@ func (s *Store) updateLocalOnce(c context.Context, id string, fn func(old json.R
 			return true, callerError{merr}
 		}
 		err = s.db.do(c, "update local", localPrefix+id, http.MethodPut, localURL(s.db, id), doc, nil)
-		if err == nil {
-			s.db.setLocalRev(id, "") // PutLocal reads the _rev afresh
-		}
 	}
 	if isConflict(err) || (errors.Is(err, engine.ErrNotFound) && found) {
 		return false, nil

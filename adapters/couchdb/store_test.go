@@ -5,14 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
-	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/store"
 	"github.com/livesync-go/livesync-go/engine/store/storetest"
 )
@@ -116,5 +115,50 @@ func TestStoreLocalUpdateTwoStores(t *testing.T) {
 	storetest.RunLocalUpdate(t, a, b)
 }
 
-var _ = errors.Is
-var _ engine.Endpoint
+
+// benchServer is envCouch for benchmarks.
+func benchServer(b *testing.B) couchServer {
+	s := couchServer{os.Getenv("LIVESYNC_TEST_COUCHDB_URL"), os.Getenv("LIVESYNC_TEST_COUCHDB_USER"), os.Getenv("LIVESYNC_TEST_COUCHDB_PASSWORD")}
+	if s.url == "" {
+		b.Skip("LIVESYNC_TEST_COUCHDB_URL not set")
+	}
+	return s
+}
+
+// The shared store benchmarks over the CouchDB store (compare with
+// engine/store/boltstore's BenchmarkBulkDocs and BenchmarkChanges*).
+func BenchmarkStoreBulkDocs(b *testing.B) {
+	s := benchServer(b)
+	storetest.BenchBulkDocs(b, func(b *testing.B) store.Store { return openStore(b, s, randomDBName()) })
+}
+
+func BenchmarkStoreChanges(b *testing.B) {
+	s := benchServer(b)
+	storetest.BenchChanges(b, func(b *testing.B) store.Store { return openStore(b, s, randomDBName()) }, "")
+}
+
+func BenchmarkStoreChangesSelector(b *testing.B) {
+	s := benchServer(b)
+	storetest.BenchChanges(b, func(b *testing.B) store.Store { return openStore(b, s, randomDBName()) }, `{"type":{"$ne":"leaf"}}`)
+}
+
+// TestStoreLocalKeepsOwnRev: a _local document's own _id and _rev (the
+// "0-N" couchapi serves, kept in the body) come back as written, not
+// replaced by the server's.
+func TestStoreLocalKeepsOwnRev(t *testing.T) {
+	s := envCouch(t)
+	st := openStore(t, s, randomDBName())
+	for _, doc := range []string{
+		`{"_id":"_local/cp","_rev":"0-7","last_seq":"5"}`,
+		`{"b":1,"_rev":"0-8","a":{"x":[1,2]}}`,
+		`{}`,
+	} {
+		if err := st.PutLocal(t.Context(), "cp", json.RawMessage(doc)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.GetLocal(t.Context(), "cp")
+		if err != nil || string(got) != doc {
+			t.Fatalf("GetLocal = %s, %v; want %s", got, err, doc)
+		}
+	}
+}

@@ -216,6 +216,10 @@ func (s *Store) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engine.
 		}
 		for k, i := range idx {
 			r := rows[k]
+			if r.Error == "not_found" && checked[i].Rev != "" {
+				// An edit of a revision of a document that is not there.
+				r.Error, r.Reason = "conflict", "Document update conflict."
+			}
 			results[i].Rev, results[i].Error, results[i].Reason = r.Rev, r.Error, r.Reason
 			if r.Error != "" {
 				results[i].Rev = ""
