@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 

@@ -115,7 +115,6 @@ func TestStoreLocalUpdateTwoStores(t *testing.T) {
 	storetest.RunLocalUpdate(t, a, b)
 }
 
-
 // benchServer is envCouch for benchmarks.
 func benchServer(b *testing.B) couchServer {
 	s := couchServer{os.Getenv("LIVESYNC_TEST_COUCHDB_URL"), os.Getenv("LIVESYNC_TEST_COUCHDB_USER"), os.Getenv("LIVESYNC_TEST_COUCHDB_PASSWORD")}
