@@ -7,6 +7,11 @@
 //		})
 //	}
 //
+// A Store whose semantics differ on purpose (one kept in CouchDB keeps
+// every revision's body until compaction, whatever Options.KeepBodies
+// says) runs RunProfile with a Profile naming each difference; Run is
+// RunProfile with the zero Profile, store.Open's semantics.
+//
 // Run calls open once per subtest and closes the store it gets (Close must
 // be idempotent). The suite covers new_edits=false and true, conflicts and
 // their resolution, the winning-revision rule, deleted leaves and
