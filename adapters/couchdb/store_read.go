@@ -109,7 +109,7 @@ func (s *Store) getByBody(c context.Context, id string, opts store.GetOptions) (
 	if opts.Revs {
 		return docs[0], nil
 	}
-	return withoutRevisions(docs[0]), nil
+	return store.WithoutRevisions(docs[0]), nil
 }
 
 // leafDoc is one leaf of open_revs=all with what ordering needs.
@@ -189,23 +189,6 @@ func (l *leafDoc) descends(gen int, hash string) bool {
 	return k < len(l.path) && l.path[k] == hash
 }
 
-// withoutRevisions drops _revisions from a document.
-func withoutRevisions(doc json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(doc, &m) != nil {
-		return doc
-	}
-	if _, ok := m["_revisions"]; !ok {
-		return doc
-	}
-	delete(m, "_revisions")
-	out, err := json.Marshal(m)
-	if err != nil {
-		return doc
-	}
-	return out
-}
-
 // GetRevs reads several revisions of one document: every leaf, or the
 // leaves below named revisions (Latest), from one open_revs=all answer
 // (ordered and matched here by each leaf's _revisions), or the named
@@ -225,7 +208,7 @@ func (s *Store) getRevs(c context.Context, id string, opts store.RevsOptions) ([
 		if opts.History {
 			return doc
 		}
-		return withoutRevisions(doc)
+		return store.WithoutRevisions(doc)
 	}
 	if !readableID(id) {
 		if opts.All {

@@ -268,7 +268,7 @@ func (p *Peer) handleBulkGet(ctx context.Context, _ string, args []json.RawMessa
 		entries := p.openRevs(ctx, id, revsByID[id], found)
 		for _, e := range entries {
 			if !req.Revs && e.OK != nil {
-				e.OK = withoutRevisions(e.OK)
+				e.OK = store.WithoutRevisions(e.OK)
 			}
 			if size += len(e.OK); size > MaxBulkGetBytes {
 				return nil, badRequest("bulkGet answer exceeds %d bytes; ask for fewer revisions", MaxBulkGetBytes)
@@ -329,23 +329,6 @@ func (p *Peer) openRevs(ctx context.Context, id string, revs []string, found map
 		}
 	}
 	return out
-}
-
-// withoutRevisions drops _revisions from a document.
-func withoutRevisions(doc json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(doc, &m) != nil {
-		return doc
-	}
-	if _, ok := m["_revisions"]; !ok {
-		return doc
-	}
-	delete(m, "_revisions")
-	b, err := json.Marshal(m)
-	if err != nil {
-		return doc
-	}
-	return b
 }
 
 func (p *Peer) getWinner(ctx context.Context, id string) (json.RawMessage, bool) {

@@ -225,3 +225,21 @@ func buildDoc(id, rev string, deleted bool, body []byte, revs []string, revStart
 	}
 	return b
 }
+
+// WithoutRevisions returns doc without its _revisions field; doc itself
+// when it has none or is not a JSON object.
+func WithoutRevisions(doc json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(doc, &m) != nil {
+		return doc
+	}
+	if _, ok := m["_revisions"]; !ok {
+		return doc
+	}
+	delete(m, "_revisions")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return doc
+	}
+	return out
+}
