@@ -100,6 +100,7 @@ type Hunt struct {
 	flushing  int                 // flushes delivering events now (Wait waits for them)
 	waiters   chan struct{}       // closed when a document is dropped (Wait)
 	restored  map[string]DocState // backoff of documents of a restored State not enqueued yet
+	saturated time.Time           // see Saturate; zero when never called
 }
 
 // New returns a running Hunt.
@@ -342,6 +343,9 @@ func (h *Hunt) throttle(key string) *throttle {
 	if t == nil {
 		t = newThrottle(key, h.cfg) // created lazily, on first use
 		h.throttles[key] = t
+		if !h.saturated.IsZero() {
+			t.saturate(h.saturated, time.Now())
+		}
 	}
 	return t
 }

@@ -119,6 +119,35 @@ func (h *Hunt) Restore(s State) {
 	h.trigger()
 }
 
+// Saturate counts MaxPerWindow request starts at at (clamped to now)
+// against every throttle key, those known now and those first used
+// later, so no request starts to any source before at+Window. It is for
+// a Hunt that continues one whose last requests are unknown: one that
+// ended without saving its State, when at is the last instant it could
+// have made a request. Its requests, at most MaxPerWindow per key in any
+// Window and none after at, have then all left the Window before this
+// Hunt makes its first, so the limits hold across both. The starts are
+// part of State, so a Hunt that continues this one keeps them.
+func (h *Hunt) Saturate(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	now := time.Now()
+	if at.After(now) {
+		at = now
+	}
+	if at.After(h.saturated) {
+		h.saturated = at
+	}
+	for _, t := range h.throttles {
+		t.saturate(h.saturated, now)
+	}
+	h.log.Debug("hunt: every source's window counted as full", "until", h.saturated.Add(h.cfg.Window))
+	h.trigger()
+}
+
 // restoreDocs records the backoff of docs for their Enqueue (under the
 // lock) and applies it to documents already enqueued and not in a pass.
 // It returns how many it ignored.

@@ -328,3 +328,55 @@ func TestStateHostileRestore(t *testing.T) {
 		}
 	})
 }
+
+// A run that ends without saving its last requests (a leader that died
+// between two saves of its State) is continued by one that restores the
+// older State and calls Saturate at the moment it takes over: across
+// both, no Window holds more than MaxPerWindow starts per source, also
+// for a source the saved State never saw, and the continuing run starts
+// hunting exactly one Window after the takeover.
+func TestSaturateKeepsTheLimitAfterAnUnsavedEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{MaxPerWindow: 3, MaxInFlight: 3, HedgeAfter: time.Hour}
+		r := newRig(t, cfg)
+		a := r.source("a:5984", false)
+		saved := r.h.State() // the last save: before any request
+		for i := range 6 {
+			a.set(func(s *fakeSource) { s.has[chunkName(i)] = true })
+			r.h.Enqueue(docName(i), ids(chunkName(i)), "a:5984", 0)
+		}
+		time.Sleep(10 * time.Second) // three requests go out, unsaved
+		r.h.Close()
+		if n := len(a.got()); n != 3 {
+			t.Fatalf("the first run made %d requests, want 3", n)
+		}
+		next := newRig(t, cfg)
+		next.t0 = r.t0
+		next.srcs = append(next.srcs, a)
+		next.h.AddSource(a, nil)
+		next.h.Restore(saved)
+		takeover := time.Now()
+		next.h.Saturate(takeover)
+		// a now lacks the rest but one; b, a source first used after the
+		// takeover, has them.
+		a.set(func(s *fakeSource) { delete(s.has, chunkName(4)); delete(s.has, chunkName(5)) })
+		b := next.source("b:5984", false, chunkName(4), chunkName(5))
+		for i := 3; i < 6; i++ {
+			next.h.Enqueue(docName(i), ids(chunkName(i)), "", 0)
+		}
+		time.Sleep(10 * time.Minute)
+		second := append(a.got()[3:], b.got()...)
+		if len(b.got()) == 0 || len(second) < 2 {
+			t.Fatalf("the continuing run asked a %v and b %v", a.got()[3:], b.got())
+		}
+		want := takeover.Sub(r.t0) + time.Minute
+		for _, q := range second {
+			if q.at < want {
+				t.Errorf("the continuing run asked %v at %v, before %v (one Window after the takeover)", q.ids, q.at, want)
+			}
+		}
+		if first := slices.MinFunc(second, func(x, y request) int { return int(x.at - y.at) }); first.at != want {
+			t.Errorf("the continuing run's first request at %v, want %v", first.at, want)
+		}
+	})
+}

@@ -234,3 +234,12 @@ func (t *throttle) restore(starts []time.Time, now time.Time) {
 		t.starts = slices.Delete(t.starts, 0, n-t.maxPerWindow)
 	}
 }
+
+// saturate adds maxPerWindow starts at at (see Hunt.Saturate).
+func (t *throttle) saturate(at, now time.Time) {
+	starts := make([]time.Time, t.maxPerWindow)
+	for i := range starts {
+		starts[i] = at
+	}
+	t.restore(starts, now)
+}
