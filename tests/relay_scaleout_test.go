@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -480,16 +479,10 @@ func soCheckDown(t *testing.T, r *soRelay, n soNote) []soNote {
 // more than 3 in a window or 2 at once.
 //
 // With afterRenewal the kill comes once a lease renewal has saved the
-// hunt's state with the third request.
+// hunt's state with the third request. Either way the survivor that takes
+// the expired lease asks the upstream nothing for one window, since what
+// the dead leader did after its last renewal is unknown.
 func testScaleoutFailover(t *testing.T, bin string, afterRenewal bool) {
-	// Known bug, not fixed yet: the hunt's state is saved in the lease only
-	// at each renewal, so the requests a leader made after its last renewal
-	// are not counted by the relay that takes over an expired lease, and
-	// the per-source limit is exceeded across an unclean handover. These
-	// subtests prove it and fail; they run when LIVESYNC_TEST_FAILOVER=1.
-	if os.Getenv("LIVESYNC_TEST_FAILOVER") != "1" {
-		t.Skip("known bug: an unclean lease handover forgets the dead leader's hunt requests since its last renewal; set LIVESYNC_TEST_FAILOVER=1 to run")
-	}
 	const perWindow, window = 3, 8 * time.Second
 	ce := couchServer(t)
 	server, codec := soVault(t)

@@ -119,26 +119,55 @@ func (l *Lease) encode(d doc) (json.RawMessage, error) {
 	return b, nil
 }
 
-// Acquire takes the lease if it is free, expired or already this
-// holder's, and extends it to now+TTL. held is false (err nil) when
-// another holder's lease is still valid. state is the payload the last
-// holder saved (nil if none), returned whether or not it was taken.
-func (l *Lease) Acquire(ctx context.Context) (held bool, state json.RawMessage, err error) {
-	err = l.st.UpdateLocal(ctx, l.cfg.ID, func(old json.RawMessage) (json.RawMessage, error) {
+// Grant is what Take found and did.
+type Grant struct {
+	// Held is true when this holder has the lease now.
+	Held bool
+	// State is the payload the last holder saved (nil if none), whether
+	// or not the lease was taken.
+	State json.RawMessage
+	// Unclean is true when Held and the last holder did not release the
+	// lease: it ran out, was this holder's own from a run that never
+	// released it, or could not be read. Whatever that holder did after
+	// it last saved State is then unknown.
+	Unclean bool
+}
+
+// Take takes the lease if it is free, expired or already this holder's,
+// and extends it to now+TTL. Held is false (err nil) when another
+// holder's lease is still valid.
+func (l *Lease) Take(ctx context.Context) (Grant, error) {
+	var g Grant
+	err := l.st.UpdateLocal(ctx, l.cfg.ID, func(old json.RawMessage) (json.RawMessage, error) {
 		now := time.Now()
 		d := decode(old)
-		held, state = false, d.State // set afresh: the store may run this again
+		g = Grant{State: d.State} // set afresh: the store may run this again
 		if d.live(now) && d.Holder != l.cfg.Holder {
 			return old, nil
 		}
-		held = true
+		g.Held = true
+		g.Unclean = old != nil && (d.Holder != "" || !readable(old))
 		d.Holder, d.Until = l.cfg.Holder, now.Add(l.cfg.TTL).UnixMilli()
 		return l.encode(d)
 	})
 	if err != nil {
-		return false, nil, fmt.Errorf("lease %q: acquire: %w", l.cfg.ID, err)
+		return Grant{}, fmt.Errorf("lease %q: acquire: %w", l.cfg.ID, err)
 	}
-	return held, state, nil
+	return g, nil
+}
+
+// Acquire is Take without telling whether the last holder released the
+// lease.
+func (l *Lease) Acquire(ctx context.Context) (held bool, state json.RawMessage, err error) {
+	g, err := l.Take(ctx)
+	return g.Held, g.State, err
+}
+
+// readable reports whether b is a lease document as this package writes
+// them.
+func readable(b json.RawMessage) bool {
+	var d doc
+	return json.Unmarshal(b, &d) == nil
 }
 
 // Renew extends the lease to now+TTL and saves state (nil keeps the

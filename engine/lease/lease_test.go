@@ -222,3 +222,51 @@ func TestLeaseUnreadableIsFree(t *testing.T) {
 		}
 	})
 }
+
+func take(t *testing.T, l *lease.Lease) lease.Grant {
+	t.Helper()
+	g, err := l.Take(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// Take tells a handover the last holder made (a release, or a lease
+// never held) from one it did not: an expired lease, this holder's own
+// lease left by a run that never released it, an unreadable document.
+func TestLeaseTakeTellsUncleanHandovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memStore(t)
+		ctx := context.Background()
+		a := lease.New(st, lease.Config{Holder: "a", TTL: 10 * time.Second})
+		b := lease.New(st, lease.Config{Holder: "b", TTL: 10 * time.Second})
+		if g := take(t, a); !g.Held || g.Unclean {
+			t.Fatalf("a never-held lease: %+v, want held, clean", g)
+		}
+		if err := a.Release(ctx, json.RawMessage(`{"n":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if g := take(t, b); !g.Held || g.Unclean || string(g.State) != `{"n":1}` {
+			t.Fatalf("a released lease: %+v, want held, clean, a's state", g)
+		}
+		if g := take(t, a); g.Held || g.Unclean {
+			t.Fatalf("b's live lease: %+v, want refused", g)
+		}
+		time.Sleep(10 * time.Second)
+		if g := take(t, a); !g.Held || !g.Unclean {
+			t.Fatalf("b's expired lease: %+v, want held, unclean", g)
+		}
+		restarted := lease.New(st, lease.Config{Holder: "a", TTL: 10 * time.Second})
+		if g := take(t, restarted); !g.Held || !g.Unclean {
+			t.Fatalf("a's own live lease, left by an earlier run: %+v, want held, unclean", g)
+		}
+		if err := st.(store.Store).PutLocal(ctx, lease.Prefix+"x", json.RawMessage(`[1]`)); err != nil {
+			t.Fatal(err)
+		}
+		c := lease.New(st, lease.Config{ID: lease.Prefix + "x", Holder: "c"})
+		if g := take(t, c); !g.Held || !g.Unclean {
+			t.Fatalf("an unreadable lease: %+v, want held, unclean", g)
+		}
+	})
+}

@@ -374,7 +374,7 @@ func (r *sharedRunner) hookCtx() (context.Context, context.CancelFunc) {
 func (r *sharedRunner) acquire() {
 	ctx, cancel := r.leaseCtx()
 	defer cancel()
-	held, state, err := r.lease.Acquire(ctx)
+	g, err := r.lease.Take(ctx)
 	if err != nil {
 		if r.ctx.Err() == nil {
 			r.fail("lease", err)
@@ -382,7 +382,7 @@ func (r *sharedRunner) acquire() {
 		return
 	}
 	r.ok("lease")
-	if !held {
+	if !g.Held {
 		holder, until, err := r.lease.Info(ctx)
 		if err != nil {
 			holder, until = "", time.Time{}
@@ -393,14 +393,21 @@ func (r *sharedRunner) acquire() {
 		return
 	}
 	r.held, r.renewed = true, time.Now()
-	r.lead(state)
+	r.lead(g.State, g.Unclean)
 }
 
 // lead makes this relay the leader: it builds the bridge, restores the
 // hunt's state the last leader saved, hooks the hunt into the hold-back
 // (which hands it every held note) and starts the bridge. When that
 // fails the lease is given up, so that another relay may lead.
-func (r *sharedRunner) lead(state json.RawMessage) {
+//
+// After an unclean takeover (the last leader's lease ran out, it never
+// released it) the requests that leader's hunt made since it last saved
+// its state are unknown; it made none after its lease ran out, which is
+// no later than now. The hunt therefore counts every source's window as
+// full from now, and asks no source for one hunt window: the per-source
+// limits hold across the handover at the cost of that wait.
+func (r *sharedRunner) lead(state json.RawMessage, unclean bool) {
 	var b *bridge.Bridge
 	if r.build != nil {
 		var err error
@@ -413,6 +420,10 @@ func (r *sharedRunner) lead(state json.RawMessage) {
 	var h purgatory.Hunter
 	if b != nil {
 		r.restore(b.Hunt(), state)
+		if unclean {
+			b.Hunt().Saturate(r.renewed)
+			r.log.Info("the last leader did not release the lease: the hunt asks no source for one hunt window")
+		}
 		h = b.Hunt()
 	}
 	ctx, cancel := r.hookCtx()
