@@ -38,11 +38,16 @@ type docState struct {
 // lookup reads the winning revision of each id (and its document with
 // docs) with one POST _all_docs?keys per keysBatch ids.
 func (s *Store) lookup(c context.Context, op string, ids []string, docs bool) (map[string]docState, error) {
-	out := make(map[string]docState, len(ids))
 	var q url.Values
 	if docs {
 		q = url.Values{"include_docs": {"true"}}
 	}
+	return s.lookupQuery(c, op, ids, q)
+}
+
+// lookupQuery is lookup with the query q of the _all_docs requests.
+func (s *Store) lookupQuery(c context.Context, op string, ids []string, q url.Values) (map[string]docState, error) {
+	out := make(map[string]docState, len(ids))
 	for start := 0; start < len(ids); start += keysBatch {
 		part := ids[start:min(start+keysBatch, len(ids))]
 		var a struct {

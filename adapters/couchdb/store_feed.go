@@ -55,7 +55,8 @@ func (s *Store) Changes(ctx context.Context, req engine.ChangesRequest) (engine.
 }
 
 // orderLeaves puts the winner first in each change with several leaves,
-// unless the server is Apache CouchDB (which already does).
+// unless the server is Apache CouchDB (which already does). The leaves
+// of all such changes are read together (see leavesMany).
 func (s *Store) orderLeaves(c context.Context, changes []engine.Change) error {
 	var multi []int
 	for i := range changes {
@@ -71,12 +72,17 @@ func (s *Store) orderLeaves(c context.Context, changes []engine.Change) error {
 	} else if v == "couchdb" {
 		return nil
 	}
+	ids := make([]string, len(multi))
+	for k, i := range multi {
+		ids[k] = changes[i].ID
+	}
+	all, err := s.leavesMany(c, ids)
+	if err != nil {
+		return err
+	}
 	for _, i := range multi {
 		ch := &changes[i]
-		leaves, err := s.leaves(c, ch.ID)
-		if err != nil {
-			return err
-		}
+		leaves := all[ch.ID]
 		deleted := make(map[string]bool, len(leaves))
 		for _, l := range leaves {
 			deleted[l.rev] = l.deleted

@@ -154,30 +154,44 @@ func (s *Store) leaves(c context.Context, id string) ([]leafDoc, error) {
 		if len(r.OK) == 0 || string(r.OK) == "null" {
 			continue
 		}
-		var head struct {
-			Rev       string `json:"_rev"`
-			Deleted   bool   `json:"_deleted"`
-			Revisions struct {
-				Start int      `json:"start"`
-				IDs   []string `json:"ids"`
-			} `json:"_revisions"`
+		l, err := parseLeaf(id, r.OK)
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(r.OK, &head); err != nil {
-			return nil, &engine.Error{Op: "open revs", DocID: id, Stage: engine.StageProtocol,
-				Err: fmt.Errorf("couchdb: a leaf is not a document: %w", engine.ErrMalformed)}
-		}
-		gen, hash := splitRev(head.Rev)
-		if gen == 0 {
-			return nil, &engine.Error{Op: "open revs", DocID: id, Stage: engine.StageProtocol,
-				Err: fmt.Errorf("couchdb: a leaf with a malformed _rev %q: %w", head.Rev, engine.ErrMalformed)}
-		}
-		out = append(out, leafDoc{rev: head.Rev, gen: gen, hash: hash, deleted: head.Deleted,
-			path: head.Revisions.IDs, start: head.Revisions.Start, doc: r.OK})
+		out = append(out, l)
 	}
+	sortLeaves(out)
+	return out, nil
+}
+
+// parseLeaf reads what ordering needs from a leaf read with revs=true.
+func parseLeaf(id string, doc json.RawMessage) (leafDoc, error) {
+	var head struct {
+		Rev       string `json:"_rev"`
+		Deleted   bool   `json:"_deleted"`
+		Revisions struct {
+			Start int      `json:"start"`
+			IDs   []string `json:"ids"`
+		} `json:"_revisions"`
+	}
+	if err := json.Unmarshal(doc, &head); err != nil {
+		return leafDoc{}, &engine.Error{Op: "open revs", DocID: id, Stage: engine.StageProtocol,
+			Err: fmt.Errorf("couchdb: a leaf is not a document: %w", engine.ErrMalformed)}
+	}
+	gen, hash := splitRev(head.Rev)
+	if gen == 0 {
+		return leafDoc{}, &engine.Error{Op: "open revs", DocID: id, Stage: engine.StageProtocol,
+			Err: fmt.Errorf("couchdb: a leaf with a malformed _rev %q: %w", head.Rev, engine.ErrMalformed)}
+	}
+	return leafDoc{rev: head.Rev, gen: gen, hash: hash, deleted: head.Deleted,
+		path: head.Revisions.IDs, start: head.Revisions.Start, doc: doc}, nil
+}
+
+// sortLeaves puts leaves in winning order.
+func sortLeaves(out []leafDoc) {
 	sort.SliceStable(out, func(i, j int) bool {
 		return winsOver(out[i].deleted, out[i].gen, out[i].hash, out[j].deleted, out[j].gen, out[j].hash)
 	})
-	return out, nil
 }
 
 // descends reports whether leaf l is rev (gen, hash) or below it.
@@ -204,48 +218,15 @@ func (s *Store) GetRevs(ctx context.Context, id string, opts store.RevsOptions) 
 }
 
 func (s *Store) getRevs(c context.Context, id string, opts store.RevsOptions) ([]store.RevDocs, error) {
-	shape := func(doc json.RawMessage) json.RawMessage {
-		if opts.History {
-			return doc
-		}
-		return store.WithoutRevisions(doc)
-	}
 	if !readableID(id) {
-		if opts.All {
-			return nil, nil
-		}
-		out := make([]store.RevDocs, len(opts.Revs))
-		for i, rev := range opts.Revs {
-			out[i].Rev = rev
-		}
-		return out, nil
+		return unreadableRevs(opts), nil
 	}
 	if opts.All || opts.Latest {
 		leaves, err := s.leaves(c, id)
 		if err != nil {
 			return nil, err
 		}
-		if opts.All {
-			out := make([]store.RevDocs, len(leaves))
-			for i := range leaves {
-				out[i] = store.RevDocs{Rev: leaves[i].rev, Docs: []json.RawMessage{shape(leaves[i].doc)}}
-			}
-			return out, nil
-		}
-		out := make([]store.RevDocs, len(opts.Revs))
-		for i, rev := range opts.Revs {
-			out[i].Rev = rev
-			gen, hash := splitRev(rev)
-			if gen == 0 {
-				continue
-			}
-			for k := range leaves {
-				if leaves[k].descends(gen, hash) {
-					out[i].Docs = append(out[i].Docs, shape(leaves[k].doc))
-				}
-			}
-		}
-		return out, nil
+		return revsFromLeaves(leaves, opts), nil
 	}
 	seen := map[string]bool{}
 	var refs []engine.DocRev
@@ -259,23 +240,81 @@ func (s *Store) getRevs(c context.Context, id string, opts store.RevsOptions) ([
 	if err != nil {
 		return nil, err
 	}
-	byRev := make(map[string]json.RawMessage, len(docs))
-	for _, d := range docs {
-		var head struct {
-			Rev string `json:"_rev"`
-		}
-		if json.Unmarshal(d, &head) == nil {
-			byRev[head.Rev] = shape(d)
-		}
+	return revsFromDocs(id, byDocRev(docs), opts), nil
+}
+
+// shapeRevs leaves out _revisions unless opts asks for them.
+func shapeRevs(opts store.RevsOptions, doc json.RawMessage) json.RawMessage {
+	if opts.History {
+		return doc
+	}
+	return store.WithoutRevisions(doc)
+}
+
+// unreadableRevs is GetRevs' answer for an id the Store cannot read.
+func unreadableRevs(opts store.RevsOptions) []store.RevDocs {
+	if opts.All {
+		return nil
 	}
 	out := make([]store.RevDocs, len(opts.Revs))
 	for i, rev := range opts.Revs {
 		out[i].Rev = rev
-		if d, ok := byRev[rev]; ok {
-			out[i].Docs = []json.RawMessage{d}
+	}
+	return out
+}
+
+// revsFromLeaves answers GetRevs with All or Latest from the document's
+// leaves in winning order.
+func revsFromLeaves(leaves []leafDoc, opts store.RevsOptions) []store.RevDocs {
+	if opts.All {
+		out := make([]store.RevDocs, len(leaves))
+		for i := range leaves {
+			out[i] = store.RevDocs{Rev: leaves[i].rev, Docs: []json.RawMessage{shapeRevs(opts, leaves[i].doc)}}
+		}
+		return out
+	}
+	out := make([]store.RevDocs, len(opts.Revs))
+	for i, rev := range opts.Revs {
+		out[i].Rev = rev
+		gen, hash := splitRev(rev)
+		if gen == 0 {
+			continue
+		}
+		for k := range leaves {
+			if leaves[k].descends(gen, hash) {
+				out[i].Docs = append(out[i].Docs, shapeRevs(opts, leaves[k].doc))
+			}
 		}
 	}
-	return out, nil
+	return out
+}
+
+// byDocRev indexes documents read by _bulk_get by their _id and _rev.
+func byDocRev(docs []json.RawMessage) map[engine.DocRev]json.RawMessage {
+	out := make(map[engine.DocRev]json.RawMessage, len(docs))
+	for _, d := range docs {
+		var head struct {
+			ID  string `json:"_id"`
+			Rev string `json:"_rev"`
+		}
+		if json.Unmarshal(d, &head) == nil {
+			out[engine.DocRev{ID: head.ID, Rev: head.Rev}] = d
+		}
+	}
+	return out
+}
+
+// revsFromDocs answers GetRevs of named revisions of id from the
+// documents read.
+func revsFromDocs(id string, docs map[engine.DocRev]json.RawMessage, opts store.RevsOptions) []store.RevDocs {
+	out := make([]store.RevDocs, len(opts.Revs))
+	for i, rev := range opts.Revs {
+		out[i].Rev = rev
+		if d, ok := docs[engine.DocRev{ID: id, Rev: rev}]; ok {
+			out[i].Docs = []json.RawMessage{shapeRevs(opts, d)}
+		}
+	}
+	return out
 }
 
 // AllDocs lists the live documents in id order (GET _all_docs, which

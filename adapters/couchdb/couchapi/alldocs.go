@@ -136,29 +136,27 @@ func parseAllDocs(q *request) (allDocsQuery, *apiError) {
 
 // allDocsByKeys returns the rows of the documents a.keys names, with
 // their bodies: a deleted document's row carries its deleted revision, an
-// unknown id's row is missing.
+// unknown id's row is missing. The documents are read together
+// (store.GetWinners): one batch for a store whose reads are round trips.
 func allDocsByKeys(ctx context.Context, st store.Store, a allDocsQuery) ([]allDocsRow, *apiError) {
 	keys := a.keys
 	if a.descending {
 		slices.Reverse(keys)
 	}
-	var rows []allDocsRow
-	for _, k := range keys {
-		doc, err := st.Get(ctx, k, store.GetOptions{Conflicts: a.conflicts})
-		switch {
-		case err == nil:
-			_, rev, _, _ := docHead(doc)
-			rows = append(rows, allDocsRow{id: k, rev: rev, doc: doc})
-		case errors.Is(err, engine.ErrNotFound):
-			row := allDocsRow{id: k, missing: true}
-			if w, err := st.BulkGet(ctx, []engine.DocRev{{ID: k}}); err == nil && len(w) == 1 {
-				if _, rev, del, ok := docHead(w[0]); ok && del {
-					row = allDocsRow{id: k, rev: rev, deleted: true}
-				}
-			}
-			rows = append(rows, row)
+	won, err := store.GetWinners(ctx, st, keys, a.conflicts)
+	if err != nil {
+		return nil, asAPIError(err)
+	}
+	rows := make([]allDocsRow, 0, len(keys))
+	for i, k := range keys {
+		switch w := won[i]; {
+		case w.Doc != nil:
+			_, rev, _, _ := docHead(w.Doc)
+			rows = append(rows, allDocsRow{id: k, rev: rev, doc: w.Doc})
+		case w.Deleted:
+			rows = append(rows, allDocsRow{id: k, rev: w.Rev, deleted: true})
 		default:
-			return nil, asAPIError(err)
+			rows = append(rows, allDocsRow{id: k, missing: true})
 		}
 	}
 	return page(rows, a.skip, a.limit), nil

@@ -232,7 +232,9 @@ func parseBulkGetRef(it json.RawMessage) bulkGetRef {
 // error. The references to one document are answered from one store read
 // of its revision tree (two more at most: every leaf, and latest=true for
 // revisions no longer readable), so n revisions of one document cost time
-// linear in n and in its tree, not n reads of it.
+// linear in n and in its tree, not n reads of it; and the documents are
+// read together (store.GetRevsMany), so a store whose reads are round
+// trips answers the whole request in a few.
 func answerBulkGet(ctx context.Context, st store.Store, refs []bulkGetRef, opts bulkGetOptions) *apiError {
 	byID := map[string][]int{}
 	var order []string
@@ -245,29 +247,31 @@ func answerBulkGet(ctx context.Context, st store.Store, refs []bulkGetRef, opts 
 		}
 		byID[r.docID] = append(byID[r.docID], i)
 	}
-	answered := 0
-	for _, id := range order {
-		idx := byID[id]
-		var named []string
+	wants := make([]bulkGetWant, len(order))
+	for k, id := range order {
+		w := bulkGetWant{id: id}
 		seen := map[string]bool{}
-		all := false
-		for _, i := range idx {
+		for _, i := range byID[id] {
 			if rev := refs[i].rev; rev == "" {
-				all = true
+				w.all = true
 			} else if !seen[rev] {
 				seen[rev] = true
-				named = append(named, rev)
+				w.named = append(w.named, rev)
 			}
 		}
-		docs, leaves, ae := readBulkGetRevs(ctx, st, id, named, all, opts)
-		if ae != nil {
-			return ae
-		}
-		for _, i := range idx {
+		wants[k] = w
+	}
+	if ae := readBulkGetRevs(ctx, st, wants, opts); ae != nil {
+		return ae
+	}
+	answered := 0
+	for k, id := range order {
+		w := &wants[k]
+		for _, i := range byID[id] {
 			r := &refs[i]
-			got := docs[r.rev]
+			got := w.docs[r.rev]
 			if r.rev == "" {
-				got = leaves
+				got = w.leaves
 			}
 			if answered += len(got); answered > MaxAnswerRevs {
 				return errAnswerTooLarge
@@ -287,46 +291,76 @@ func answerBulkGet(ctx context.Context, st store.Store, refs []bulkGetRef, opts 
 	return nil
 }
 
-// readBulkGetRevs reads the named revisions of document id (with
+// bulkGetWant is what a _bulk_get asks of one document, and what was
+// read of it.
+type bulkGetWant struct {
+	id     string
+	named  []string // the revisions named, each once
+	all    bool     // a reference without rev: every leaf
+	docs   map[string][]json.RawMessage
+	leaves []json.RawMessage
+}
+
+// readBulkGetRevs reads, for every document, its named revisions (with
 // latest=true, a named revision no longer readable is followed to its
-// leaves) and, if all, every leaf.
-func readBulkGetRevs(ctx context.Context, st store.Store, id string, named []string, all bool, opts bulkGetOptions) (docs map[string][]json.RawMessage, leaves []json.RawMessage, ae *apiError) {
-	docs = map[string][]json.RawMessage{}
-	var lost []string // named revisions not readable, for latest=true
-	if len(named) > 0 {
-		res, err := st.GetRevs(ctx, id, store.RevsOptions{Revs: named, History: opts.withRevs})
-		if err != nil {
-			return nil, nil, asAPIError(err)
+// leaves) and, if all, every leaf: one store.GetRevsMany for the named
+// revisions, and one for the leaves.
+func readBulkGetRevs(ctx context.Context, st store.Store, wants []bulkGetWant, opts bulkGetOptions) *apiError {
+	var reqs []store.RevsRequest
+	var who []int
+	for k := range wants {
+		wants[k].docs = map[string][]json.RawMessage{}
+		if len(wants[k].named) > 0 {
+			reqs = append(reqs, store.RevsRequest{ID: wants[k].id, Opts: store.RevsOptions{Revs: wants[k].named, History: opts.withRevs}})
+			who = append(who, k)
 		}
-		for _, r := range res {
-			if len(r.Docs) > 0 {
-				docs[r.Rev] = r.Docs
-			} else {
-				lost = append(lost, r.Rev)
+	}
+	lost := map[int][]string{} // named revisions not readable, for latest=true
+	if len(reqs) > 0 {
+		res, err := store.GetRevsMany(ctx, st, reqs)
+		if err != nil {
+			return asAPIError(err)
+		}
+		for n, k := range who {
+			for _, r := range res[n] {
+				if len(r.Docs) > 0 {
+					wants[k].docs[r.Rev] = r.Docs
+				} else if opts.latest {
+					lost[k] = append(lost[k], r.Rev)
+				}
 			}
 		}
 	}
-	if opts.latest && len(lost) > 0 {
-		res, err := st.GetRevs(ctx, id, store.RevsOptions{Revs: lost, Latest: true, History: opts.withRevs})
-		if err != nil {
-			return nil, nil, asAPIError(err)
+	reqs, who = reqs[:0], who[:0]
+	var isAll []bool
+	for k := range wants {
+		if revs := lost[k]; len(revs) > 0 {
+			reqs = append(reqs, store.RevsRequest{ID: wants[k].id, Opts: store.RevsOptions{Revs: revs, Latest: true, History: opts.withRevs}})
+			who, isAll = append(who, k), append(isAll, false)
 		}
-		for _, r := range res {
-			if len(r.Docs) > 0 {
-				docs[r.Rev] = r.Docs
+		if wants[k].all {
+			reqs = append(reqs, store.RevsRequest{ID: wants[k].id, Opts: store.RevsOptions{All: true, History: opts.withRevs}})
+			who, isAll = append(who, k), append(isAll, true)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	res, err := store.GetRevsMany(ctx, st, reqs)
+	if err != nil {
+		return asAPIError(err)
+	}
+	for n, k := range who {
+		for _, r := range res[n] {
+			switch {
+			case isAll[n]:
+				wants[k].leaves = append(wants[k].leaves, r.Docs...)
+			case len(r.Docs) > 0:
+				wants[k].docs[r.Rev] = r.Docs
 			}
 		}
 	}
-	if all {
-		res, err := st.GetRevs(ctx, id, store.RevsOptions{All: true, History: opts.withRevs})
-		if err != nil {
-			return nil, nil, asAPIError(err)
-		}
-		for _, r := range res {
-			leaves = append(leaves, r.Docs...)
-		}
-	}
-	return docs, leaves, nil
+	return nil
 }
 
 // writeBulkGet writes the answer of _bulk_get, one result per reference.
