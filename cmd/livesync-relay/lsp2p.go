@@ -18,6 +18,7 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/p2p/trysteronet"
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/decorate"
+	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/livesyncrpc"
 	"github.com/livesync-go/livesync-go/engine/negotiate"
@@ -89,7 +90,10 @@ type lsp2pRoom struct {
 	lastErr string
 	node    *livesyncp2p.Node
 	view    vaultView       // the node's codec
-	sources map[string]bool // peer ids in the hunt
+	sources map[string]bool // peer ids in the hunt sourcesOf
+	// sourcesOf is the hunt sources was built for: a database kept on
+	// CouchDB gets a new hunt each time this relay becomes its leader.
+	sourcesOf *hunt.Hunt
 }
 
 // withLSP2PHunts adds an entry, maybe empty, for every database with a

@@ -53,6 +53,7 @@ func (rm *lsp2pRoom) syncHunt(ctx context.Context) {
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
+	rm.sourcesFor(h)
 	for id := range want {
 		if rm.sources[id] {
 			continue
@@ -67,6 +68,16 @@ func (rm *lsp2pRoom) syncHunt(ctx context.Context) {
 			h.RemoveSource(livesyncp2p.ThrottlePrefix + id)
 			rm.log.Info("a LiveSync P2P device left the hunt", "peer", id)
 		}
+	}
+}
+
+// sourcesFor makes rm.sources those of h: none when h is not the hunt
+// they were added to (a database kept on CouchDB gets a new hunt each
+// time this relay becomes its leader, and that hunt has no devices yet).
+// rm.mu is held.
+func (rm *lsp2pRoom) sourcesFor(h *hunt.Hunt) {
+	if rm.sourcesOf != h {
+		rm.sources, rm.sourcesOf = map[string]bool{}, h
 	}
 }
 

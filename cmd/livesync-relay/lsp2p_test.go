@@ -15,6 +15,9 @@ import (
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/adapters/p2p/livesyncp2p"
 	"github.com/livesync-go/livesync-go/adapters/p2p/trysteronet"
+	"github.com/livesync-go/livesync-go/engine/enginetest"
+	"github.com/livesync-go/livesync-go/engine/fetch"
+	"github.com/livesync-go/livesync-go/engine/hunt"
 	"github.com/livesync-go/livesync-go/engine/livesync"
 	"github.com/livesync-go/livesync-go/engine/livesyncrpc"
 	"github.com/livesync-go/livesync-go/engine/store"
@@ -247,5 +250,31 @@ func TestLiveSyncP2PWrongRoomPassphrase(t *testing.T) {
 	metrics := string(rn.admin("GET", "/metrics", nil, 200))
 	if !strings.Contains(metrics, `livesync_relay_livesync_p2p_join_errors_total{db="vault",group="unit-room"} `) {
 		t.Error("/metrics lacks the join errors")
+	}
+}
+
+// The devices recorded as hunt sources belong to one hunt: when the
+// database's hunt is replaced (this relay became the leader of a shared
+// database again), the new hunt gets every device added afresh.
+func TestLiveSyncP2PSourcesFollowTheHunt(t *testing.T) {
+	newHunt := func() *hunt.Hunt {
+		h, err := hunt.New(hunt.Config{}, hunt.Deps{Local: enginetest.NewMemChunks(), Claims: fetch.NewCoordinator()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		return h
+	}
+	first, second := newHunt(), newHunt()
+	rm := &lsp2pRoom{}
+	rm.sourcesFor(first)
+	rm.sources["peer"] = true
+	rm.sourcesFor(first)
+	if !rm.sources["peer"] {
+		t.Fatal("the same hunt lost its recorded devices")
+	}
+	rm.sourcesFor(second)
+	if len(rm.sources) != 0 {
+		t.Fatalf("a new hunt starts with devices %v recorded as its sources", rm.sources)
 	}
 }
