@@ -14,6 +14,7 @@ import (
 var (
 	_ store.BatchReader = (*Store)(nil)
 	_ store.BatchReader = (*Served)(nil)
+	_ store.BatchReader = noClose{}
 )
 
 // GetRevsMany answers each request as GetRevs would.
@@ -34,4 +35,14 @@ func (v *Served) GetRevsMany(ctx context.Context, reqs []store.RevsRequest) ([][
 // GetWinners reads the winning revision of each id, as Get would.
 func (v *Served) GetWinners(ctx context.Context, ids []string, conflicts bool) ([]store.Winner, error) {
 	return v.cur.Load().GetWinners(ctx, ids, conflicts)
+}
+
+// GetRevsMany passes the batch to the wrapped store.
+func (n noClose) GetRevsMany(ctx context.Context, reqs []store.RevsRequest) ([][]store.RevDocs, error) {
+	return store.GetRevsMany(ctx, n.Store, reqs)
+}
+
+// GetWinners passes the batch to the wrapped store.
+func (n noClose) GetWinners(ctx context.Context, ids []string, conflicts bool) ([]store.Winner, error) {
+	return store.GetWinners(ctx, n.Store, ids, conflicts)
 }
