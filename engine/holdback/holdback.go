@@ -179,7 +179,8 @@ func newStore(ctx context.Context, cfg Config, deps Deps, sh sharing) (*Store, e
 		s.area.shared = true
 		s.follower.Store(sh.follower)
 	}
-	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter, Release: s.release})
+	p, err := purgatory.New(cfg.Purgatory, purgatory.Deps{Local: deps.Inner, Hunter: deps.Hunter,
+		Release: s.release, ReleaseMany: s.releaseMany})
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +448,15 @@ func (s *Store) writeThrough(ctx context.Context, docs []json.RawMessage, js []j
 	s.n.unreadable += c.unreadable
 	s.n.undecodable += c.undecodable
 	s.mu.Unlock()
-	s.p.ChunksArrived(arrived)
+	if len(arrived) > 0 {
+		// The notes these chunks complete are released before the
+		// writer is answered: a pusher that has had its last answer
+		// finds every note it completed served, by GET and the feed.
+		s.p.ChunksArrived(arrived)
+		if err := s.p.Settle(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("holdback: releasing the notes completed by a write", "err", err)
+		}
+	}
 	return nil
 }
 
@@ -527,9 +536,9 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 		}
 		return err
 	}
-	for _, doc := range slices.Sorted(maps.Keys(bodies)) {
-		if err := s.area.add(ctx, doc, owners[doc], bodies[doc]); err != nil {
-			return fail(0, fmt.Errorf("holdback: keeping %q: %w", doc, err))
+	if len(bodies) > 0 {
+		if err := s.area.addMany(ctx, bodies, owners); err != nil {
+			return fail(0, fmt.Errorf("holdback: keeping %d held documents: %w", len(bodies), err))
 		}
 	}
 	if newDoc || s.area.upd != nil {
@@ -701,61 +710,6 @@ func (s *Store) forget(ctx context.Context, doc, rev string) {
 	if err := s.area.remove(ctx, doc, func(r string) bool { return r == rev }); err != nil {
 		s.saveFailed("holding area", err)
 	}
-}
-
-// release is the purgatory's Deps.Release: the held body is written to
-// the inner store (new_edits=false), where it gets a new sequence after
-// every sequence a reader can have seen, and this revision and every
-// older one of the document leave the holding area (late binding).
-// Called one at a time by the purgatory.
-func (s *Store) release(ctx context.Context, doc, rev string) error {
-	h, err := s.area.get(ctx, doc)
-	if err != nil {
-		return err // a malformed holding document is ErrMalformed: rejected
-	}
-	hb, ok := h.Revs[rev]
-	if !ok {
-		// Bodies are kept before the purgatory sees a revision, so a
-		// missing one left for good (pruned, or lost with its holding
-		// document).
-		s.mu.Lock()
-		s.dropLocked(doc, func(r string) bool { return r == rev })
-		s.mu.Unlock()
-		return fmt.Errorf("holdback: no held body for %q rev %s: %w", doc, rev, engine.ErrNotFound)
-	}
-	// Never served before its chunks, whatever announced them.
-	if j := classify(s.codec, hb.Body); j.kind == kindMeta && len(j.r.Chunks) > 0 {
-		ids := slices.Compact(slices.Sorted(slices.Values(j.r.Chunks)))
-		got, err := s.inner.GetChunks(ctx, ids)
-		if err != nil {
-			return err
-		}
-		if len(got) < len(ids) {
-			return fmt.Errorf("holdback: %q rev %s: %d of %d chunks stored: %w", doc, rev, len(got), len(ids), engine.ErrMissingChunk)
-		}
-	}
-	res, err := s.inner.BulkDocs(ctx, []json.RawMessage{hb.Body})
-	if err != nil {
-		return err
-	}
-	if len(res) != 1 || res[0].Error != "" {
-		reason := "no result"
-		if len(res) == 1 {
-			reason = res[0].Error + ": " + res[0].Reason
-		}
-		return &engine.Error{Op: "release held revision", DocID: doc, Stage: engine.StageStorage,
-			Err: fmt.Errorf("holdback: the store refused rev %s (%s): %w", rev, reason, engine.ErrMalformed)}
-	}
-	older := func(r string) bool { return purgatory.CompareRevs(r, rev) <= 0 }
-	s.mu.Lock()
-	s.dropLocked(doc, older)
-	s.n.released++
-	s.mu.Unlock()
-	if err := s.area.remove(ctx, doc, older); err != nil {
-		s.saveFailed("holding area", err)
-	}
-	s.log.Info("holdback: held revision released", "doc", doc, "rev", rev, "source", sourceName(hb.Source))
-	return nil
 }
 
 func sourceName(s string) string {

@@ -62,9 +62,7 @@ func (p *Purgatory) tick() {
 	}
 	p.mu.Unlock()
 	// Arrivals win over a deadline that falls at the same instant.
-	for _, doc := range slices.Sorted(maps.Keys(ready)) {
-		p.settle(p.ctx, doc)
-	}
+	p.settleMany(p.ctx, slices.Sorted(maps.Keys(ready)))
 	p.mu.Lock()
 	p.expireLocked(time.Now())
 	p.mu.Unlock()

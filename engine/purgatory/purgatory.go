@@ -45,6 +45,13 @@ type Deps struct {
 	// store no longer has it); any other error keeps it held and the
 	// release is retried after Config.ReleaseRetry.
 	Release func(ctx context.Context, doc, rev string) error
+	// ReleaseMany, if set, releases one revision of each of several
+	// documents at once, as Release would each (in one store
+	// transaction, say), and returns each one's error in revs order. It
+	// is used when arrivals make several documents complete at once,
+	// with Release's rules: never concurrently, never calling Hold or
+	// Retry.
+	ReleaseMany func(ctx context.Context, revs []engine.DocRev) []error
 }
 
 // State is the state of a held document.
@@ -481,88 +488,144 @@ type relResult struct {
 func (p *Purgatory) settle(ctx context.Context, doc string) []relResult {
 	var res []relResult
 	for {
-		p.mu.Lock()
-		e := p.entries[doc]
-		var hr *heldRev
-		if e != nil {
-			hr = e.candidate(time.Now())
-		}
-		p.mu.Unlock()
+		e, hr := p.candidate(doc)
 		if hr == nil {
 			return res
 		}
 		err := p.deps.Release(ctx, doc, hr.rev)
-		class := classify(err)
-		var recheck []engine.ChunkID
-		if class == releaseMissing {
-			var lerr error
-			if recheck, lerr = p.missing(ctx, hr.chunks); lerr != nil || len(recheck) == 0 {
-				class = releaseTransient
-			}
-		}
-		p.mu.Lock()
-		now := time.Now()
-		if e.find(hr.rev) != hr { // cannot happen: revisions leave only under relMu
-			p.mu.Unlock()
-			continue
-		}
-		src := sourceName(hr.source)
-		switch class {
-		case releaseOK:
-			p.n.releases++
-			res = append(res, relResult{hr.rev, hold.Released, nil})
-			p.log.Info("purgatory: revision released", "doc", doc, "rev", hr.rev, "source", src)
-			if e.waited || len(e.revs) > 1 {
-				p.marks[doc] = mark{rev: hr.rev, until: now.Add(p.cfg.RememberExpired)}
-			}
-			for _, old := range slices.Clone(e.revs) {
-				if CompareRevs(old.rev, hr.rev) <= 0 {
-					if old != hr {
-						p.n.superseded++
-						res = append(res, relResult{old.rev, hold.Superseded, nil})
-					}
-					p.dropRev(e, old)
-				}
-			}
-			p.afterDropLocked(e)
-		case releaseRejected:
-			p.n.verifyFailures++
-			rerr := &ReleaseError{Doc: doc, Rev: hr.rev, Permanent: true, Err: err}
-			res = append(res, relResult{hr.rev, hold.Rejected, rerr})
-			p.log.Warn("purgatory: revision rejected", "doc", doc, "rev", hr.rev, "source", src, "reason", "verification failed", "err", err)
-			p.mem[memKey{doc, hr.rev}] = memory{until: now.Add(p.cfg.RememberExpired), rejected: true}
-			p.dropRev(e, hr)
-			p.afterDropLocked(e)
-		case releaseGone:
-			res = append(res, relResult{hr.rev, hold.Dropped, nil})
-			p.log.Info("purgatory: revision dropped", "doc", doc, "rev", hr.rev, "source", src, "reason", "not in store")
-			p.dropRev(e, hr)
-			p.afterDropLocked(e)
-		case releaseMissing:
-			p.unindex(e, hr)
-			for _, id := range recheck {
-				hr.missing[id] = struct{}{}
-			}
-			p.index(e, hr)
-			e.waited = true
-			e.reason = ReasonMissing
-			p.log.Info("purgatory: release found chunks missing", "doc", doc, "rev", hr.rev, "source", src, "missing", len(recheck))
-			if e.state == Active {
-				p.enqueueLocked(e, p.cfg.PulledDelay)
-			}
-		default:
-			p.n.releaseErrors++
-			res = append(res, relResult{hr.rev, hold.Held, &ReleaseError{Doc: doc, Rev: hr.rev, Err: err}})
-			p.log.Warn("purgatory: release failed", "doc", doc, "rev", hr.rev, "source", src, "reason", ReasonReleaseFailed, "err", err)
-			e.waited = true
-			e.reason = ReasonReleaseFailed
-			e.retryAt = now.Add(p.cfg.ReleaseRetry)
-			p.mu.Unlock()
-			p.wake()
+		r, stop := p.released(ctx, e, hr, err)
+		res = append(res, r...)
+		if stop {
 			return res
 		}
-		p.mu.Unlock()
 	}
+}
+
+// candidate returns doc's entry and its revision to release now, if any.
+func (p *Purgatory) candidate(doc string) (*entry, *heldRev) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[doc]
+	if e == nil {
+		return nil, nil
+	}
+	return e, e.candidate(time.Now())
+}
+
+// settleMany settles docs (sorted): with Deps.ReleaseMany, the candidate
+// revisions of them all are released in one call, then each document is
+// settled on its own for what is left (an older complete revision after
+// a rejected one); without it, one settle each. The caller holds relMu.
+func (p *Purgatory) settleMany(ctx context.Context, docs []string) {
+	if p.deps.ReleaseMany == nil || len(docs) < 2 {
+		for _, doc := range docs {
+			p.settle(ctx, doc)
+		}
+		return
+	}
+	type cand struct {
+		e  *entry
+		hr *heldRev
+	}
+	var cands []cand
+	var revs []engine.DocRev
+	for _, doc := range docs {
+		if e, hr := p.candidate(doc); hr != nil {
+			cands = append(cands, cand{e, hr})
+			revs = append(revs, engine.DocRev{ID: doc, Rev: hr.rev})
+		}
+	}
+	if len(revs) == 0 {
+		return
+	}
+	errs := p.deps.ReleaseMany(ctx, revs)
+	for i, c := range cands {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = errors.New("purgatory: ReleaseMany answered too few results")
+		}
+		if _, stop := p.released(ctx, c.e, c.hr, err); !stop {
+			p.settle(ctx, c.e.doc)
+		}
+	}
+}
+
+// released records what the release of hr (doc's candidate) did, err
+// being Deps.Release's answer, and reports whether settling doc stops
+// there (a release failed and is retried later). The caller holds relMu.
+func (p *Purgatory) released(ctx context.Context, e *entry, hr *heldRev, err error) (res []relResult, stop bool) {
+	doc := e.doc
+	class := classify(err)
+	var recheck []engine.ChunkID
+	if class == releaseMissing {
+		var lerr error
+		if recheck, lerr = p.missing(ctx, hr.chunks); lerr != nil || len(recheck) == 0 {
+			class = releaseTransient
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if e.find(hr.rev) != hr { // cannot happen: revisions leave only under relMu
+		return nil, false
+	}
+	src := sourceName(hr.source)
+	switch class {
+	case releaseOK:
+		p.n.releases++
+		res = append(res, relResult{hr.rev, hold.Released, nil})
+		p.log.Info("purgatory: revision released", "doc", doc, "rev", hr.rev, "source", src)
+		if e.waited || len(e.revs) > 1 {
+			p.marks[doc] = mark{rev: hr.rev, until: now.Add(p.cfg.RememberExpired)}
+		}
+		for _, old := range slices.Clone(e.revs) {
+			if CompareRevs(old.rev, hr.rev) <= 0 {
+				if old != hr {
+					p.n.superseded++
+					res = append(res, relResult{old.rev, hold.Superseded, nil})
+				}
+				p.dropRev(e, old)
+			}
+		}
+		p.afterDropLocked(e)
+	case releaseRejected:
+		p.n.verifyFailures++
+		rerr := &ReleaseError{Doc: doc, Rev: hr.rev, Permanent: true, Err: err}
+		res = append(res, relResult{hr.rev, hold.Rejected, rerr})
+		p.log.Warn("purgatory: revision rejected", "doc", doc, "rev", hr.rev, "source", src, "reason", "verification failed", "err", err)
+		p.mem[memKey{doc, hr.rev}] = memory{until: now.Add(p.cfg.RememberExpired), rejected: true}
+		p.dropRev(e, hr)
+		p.afterDropLocked(e)
+	case releaseGone:
+		res = append(res, relResult{hr.rev, hold.Dropped, nil})
+		p.log.Info("purgatory: revision dropped", "doc", doc, "rev", hr.rev, "source", src, "reason", "not in store")
+		p.dropRev(e, hr)
+		p.afterDropLocked(e)
+	case releaseMissing:
+		p.unindex(e, hr)
+		for _, id := range recheck {
+			hr.missing[id] = struct{}{}
+		}
+		p.index(e, hr)
+		e.waited = true
+		e.reason = ReasonMissing
+		p.log.Info("purgatory: release found chunks missing", "doc", doc, "rev", hr.rev, "source", src, "missing", len(recheck))
+		if e.state == Active {
+			p.enqueueLocked(e, p.cfg.PulledDelay)
+		}
+	default:
+		p.n.releaseErrors++
+		res = append(res, relResult{hr.rev, hold.Held, &ReleaseError{Doc: doc, Rev: hr.rev, Err: err}})
+		p.log.Warn("purgatory: release failed", "doc", doc, "rev", hr.rev, "source", src, "reason", ReasonReleaseFailed, "err", err)
+		e.waited = true
+		e.reason = ReasonReleaseFailed
+		e.retryAt = now.Add(p.cfg.ReleaseRetry)
+		p.wake()
+		return res, true
+	}
+	return res, false
 }
 
 // afterDropLocked deletes an entry with no revisions left (and stops its
