@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 )
@@ -36,6 +37,8 @@ environment:
   LIVESYNC_RELAY_ADMIN_USER           built-in admin's name (default admin)
   LIVESYNC_RELAY_ADMIN_PASSWORD       built-in admin's password (never stored)
   LIVESYNC_RELAY_ADMIN_PASSWORD_FILE  a file holding it
+  LIVESYNC_RELAY_CPUPROFILE           write a Go CPU profile of the whole run to this
+                                      file (diagnostics; written at a clean stop)
 `
 
 // Exit codes.
@@ -61,7 +64,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "livesync-relay: second signal: exiting at once; held documents saved at the last periodic save are kept")
 		os.Exit(exitFailure)
 	}()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil))
+	stopProfile := startCPUProfile(os.Getenv("LIVESYNC_RELAY_CPUPROFILE"))
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil)
+	stopProfile()
+	os.Exit(code)
+}
+
+// startCPUProfile starts a CPU profile written to path (nothing if path
+// is empty) and returns what stops it.
+func startCPUProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "livesync-relay: CPU profile: %v\n", err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // run is the whole command: it parses args, reads the configuration,
