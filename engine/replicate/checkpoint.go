@@ -139,11 +139,12 @@ func getCheckpoint(ctx context.Context, ep engine.Endpoint, id string) (checkpoi
 // writeCheckpoint records seq on the target and then on the source: on
 // the local side always, on the remote side when due (see
 // Config.RemoteCheckpointBatches) or when force is set, else remembered
-// for flushCheckpoint. Every checkpoint only covers changes already on
-// the target, so a lagging one means re-listing, never losing, changes.
-func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoint, seq string, force bool) error {
+// for flushCheckpoint; n is the number of batches seq completes. Every
+// checkpoint only covers changes already on the target, so a lagging one
+// means re-listing, never losing, changes.
+func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoint, seq string, n int, force bool) error {
 	cp.remoteSeq = seq
-	cp.remoteBatches++
+	cp.remoteBatches += n
 	due := force || cp.remoteBatches >= r.cfg.RemoteCheckpointBatches ||
 		time.Since(cp.remoteAt) >= r.cfg.RemoteCheckpointInterval
 	if lg.dir == Pull {

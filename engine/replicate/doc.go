@@ -26,15 +26,19 @@
 //     (same session, or the newest session both histories know; PouchDB's
 //     compareReplicationLogs) the run starts, else from the beginning.
 //  2. Pages: Changes(Since, Limit=BatchSize) pages are read ahead by one
-//     goroutine, at most BatchesLimit pages read and not yet written.
-//  3. Per page, in order: RevsDiff on the target, BulkGet of the missing
-//     revisions from the source (with _revisions), BulkDocs with
-//     new_edits=false to the target, then for pulls the hooks: chunk ids
-//     to Arrivals, every metadata revision (livesync.ParseMeta,
-//     hold.FromMeta) to Holder.Hold with HoldSource, so metadata
-//     whose chunks are not local waits in the purgatory with the
-//     pulled-metadata delay.
-//  4. Checkpoint: the page's LastSeq is written to the target, then to
+//     goroutine, and each page's RevsDiff (on the target) and BulkGet of
+//     the missing revisions (from the source, with _revisions) start at
+//     once in a goroutine of their own; at most BatchesLimit pages are
+//     read and not yet written, which bounds the fetches in flight.
+//  3. Writes, in feed order: BulkDocs with new_edits=false to the target
+//     (a pull writes the consecutive pages already fetched in one call,
+//     one store transaction; a push writes page by page), then for pulls
+//     the hooks: chunk ids to Arrivals, every metadata revision
+//     (livesync.ParseMeta, hold.FromMeta) to Holder.Hold with HoldSource,
+//     so metadata whose chunks are not local waits in the purgatory with
+//     the pulled-metadata delay.
+//  4. Checkpoint: the last LastSeq of the pages written is written to
+//     the target, then to
 //     the source (a source refusing with an auth error is treated as
 //     read-only) — on the local side after every batch, on the remote
 //     side only every Config.RemoteCheckpointBatches batches or

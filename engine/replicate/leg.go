@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/livesync-go/livesync-go/engine"
@@ -64,9 +63,14 @@ func endpointID(ctx context.Context, ep engine.Endpoint, id string) (string, err
 // at the end of the source feed; following, it waits for changes until
 // ctx ends or an error. It returns the number of batches completed.
 //
-// One goroutine reads pages ahead (at most sz.limit pages read and not
-// yet written), this one writes them in order and checkpoints after each,
-// so a checkpoint never covers a change that is not on the target.
+// The work is pipelined (pipeline.go): one goroutine reads pages of
+// changes ahead, each page's RevsDiff and BulkGet run in a goroutine of
+// their own as soon as it is read, and this goroutine writes the fetched
+// pages in feed order. At most sz.limit pages are read and not yet
+// written (batches_limit), which also bounds the fetches in flight. The
+// checkpoint is written after each write, at the last sequence of the
+// pages written so far in order, so it never covers a change that is not
+// on the target, whatever order the fetches finish in.
 //
 // The remote side's checkpoint is written less often (writeCheckpoint);
 // whatever it lacks is written when the pass ends, however it ends.
@@ -75,7 +79,7 @@ func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p
 	if err != nil {
 		return 0, err
 	}
-	defer func() { // runs last, after the reader has stopped
+	defer func() { // runs last, after the pipeline has stopped
 		if cp.remoteSeq == "" {
 			return
 		}
@@ -93,58 +97,40 @@ func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p
 	}()
 	*p = Progress{Direction: lg.dir, LastSeq: cp.since, Pending: -1}
 
-	type item struct {
-		page engine.ChangesPage
-		err  error
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	pl := newPipeline(lg, sz, follow)
+	defer pl.wg.Wait()
 	defer cancel()
-	tokens := make(chan struct{}, sz.limit)
-	pages := make(chan item, sz.limit)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(pages)
-		since := cp.since
-		for {
-			select {
-			case tokens <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			page, err := lg.src.Changes(ctx, engine.ChangesRequest{Since: since, Limit: sz.batch, Selector: lg.selector, Wait: follow})
-			pages <- item{page, err} // never blocks: every item holds a token
-			if err != nil {
-				return
-			}
-			if !follow && (len(page.Results) == 0 || page.Pending == 0) {
-				return
-			}
-			if page.LastSeq != "" {
-				since = page.LastSeq
-			}
-		}
-	}()
+	pl.wg.Add(1)
+	go pl.read(ctx, cp.since)
 
-	for it := range pages {
-		if it.err != nil {
-			return batches, it.err
-		}
-		err := r.batch(ctx, lg, it.page.Results, p)
-		<-tokens
+	for {
+		group, err := pl.next(ctx)
 		if err != nil {
 			return batches, err
 		}
-		if seq := it.page.LastSeq; seq != "" && seq != p.LastSeq {
-			if err := r.writeCheckpoint(ctx, lg, cp, seq, it.page.Pending == 0); err != nil {
+		if group == nil {
+			break
+		}
+		if err := r.writeGroup(ctx, lg, group, p); err != nil {
+			return batches, err
+		}
+		pl.release(len(group))
+		last := group[len(group)-1].page
+		seq := ""
+		for _, f := range group {
+			if f.page.LastSeq != "" {
+				seq = f.page.LastSeq
+			}
+		}
+		if seq != "" && seq != p.LastSeq {
+			if err := r.writeCheckpoint(ctx, lg, cp, seq, len(group), last.Pending == 0); err != nil {
 				return batches, err
 			}
 			p.LastSeq = seq
 		}
-		p.Pending = it.page.Pending
-		batches++
+		p.Pending = last.Pending
+		batches += len(group)
 		if r.cfg.Progress != nil {
 			r.cfg.Progress(*p)
 		}
@@ -155,12 +141,11 @@ func (r *Replicator) pass(ctx context.Context, lg *leg, sz sizes, follow bool, p
 	return batches, nil
 }
 
-// batch transfers the revisions of one page of changes that the target
-// lacks: RevsDiff on the target, BulkGet from the source, BulkDocs
-// (new_edits=false) to the target, then the pull hooks.
-func (r *Replicator) batch(ctx context.Context, lg *leg, changes []engine.Change, p *Progress) error {
+// fetch lists, for one page of changes, the revisions the target lacks
+// (RevsDiff) and reads them from the source (BulkGet).
+func fetch(ctx context.Context, lg *leg, changes []engine.Change) ([]json.RawMessage, error) {
 	if len(changes) == 0 {
-		return nil
+		return nil, nil
 	}
 	revs := make(map[string][]string, len(changes))
 	for _, c := range changes {
@@ -168,7 +153,7 @@ func (r *Replicator) batch(ctx context.Context, lg *leg, changes []engine.Change
 	}
 	missing, err := lg.tgt.RevsDiff(ctx, revs)
 	if err != nil {
-		return shrinkable(err)
+		return nil, shrinkable(err)
 	}
 	var req []engine.DocRev
 	seen := make(map[engine.DocRev]bool)
@@ -182,11 +167,24 @@ func (r *Replicator) batch(ctx context.Context, lg *leg, changes []engine.Change
 		}
 	}
 	if len(req) == 0 {
-		return nil
+		return nil, nil
 	}
 	docs, err := lg.src.BulkGet(ctx, req)
 	if err != nil {
-		return shrinkable(err)
+		return nil, shrinkable(err)
+	}
+	return docs, nil
+}
+
+// writeGroup writes the fetched revisions of consecutive pages to the
+// target in one BulkDocs (new_edits=false), then runs the pull hooks.
+func (r *Replicator) writeGroup(ctx context.Context, lg *leg, group []*fetched, p *Progress) error {
+	docs := group[0].docs
+	if len(group) > 1 {
+		docs = nil
+		for _, f := range group {
+			docs = append(docs, f.docs...)
+		}
 	}
 	p.DocsRead += len(docs)
 	if len(docs) == 0 {

@@ -91,7 +91,7 @@ func (r *Replicator) catchUpOnce(ctx context.Context) error {
 // follow replicates one direction continuously.
 func (r *Replicator) follow(ctx context.Context, dir Direction) error {
 	bo := r.newBackoff()
-	sz := sizes{r.cfg.BatchSize, r.cfg.BatchesLimit}
+	sz := sizes{batch: r.cfg.BatchSize, limit: r.cfg.BatchesLimit}
 	for {
 		var n int
 		lg, err := r.leg(ctx, dir)

@@ -350,7 +350,7 @@ func (r *Replicator) oneShot(ctx context.Context, dir Direction) (Result, error)
 // ceil(l/2)+2 while either is above 5). Each attempt resumes from the
 // checkpoint of the previous one.
 func (r *Replicator) runLeg(ctx context.Context, lg *leg, p *Progress) error {
-	sz := sizes{r.cfg.BatchSize, r.cfg.BatchesLimit}
+	sz := sizes{batch: r.cfg.BatchSize, limit: r.cfg.BatchesLimit}
 	for {
 		_, err := r.pass(ctx, lg, sz, false, p)
 		var be *batchError
@@ -368,13 +368,18 @@ func (r *Replicator) runLeg(ctx context.Context, lg *leg, p *Progress) error {
 	}
 }
 
-type sizes struct{ batch, limit int }
+// sizes are batch_size and batches_limit; fallback is set once a failed
+// write has shrunk them.
+type sizes struct {
+	batch, limit int
+	fallback     bool
+}
 
 func (s sizes) shrink() (sizes, bool) {
 	if s.batch <= 5 && s.limit <= 5 {
 		return s, false
 	}
-	return sizes{(s.batch+1)/2 + 2, (s.limit+1)/2 + 2}, true
+	return sizes{(s.batch+1)/2 + 2, (s.limit+1)/2 + 2, true}, true
 }
 
 // batchError marks a failed bulk write (or a 413) that the size fallback

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -123,11 +124,14 @@ func TestSyncConflictsAndDeletions(t *testing.T) {
 func TestResumeFromCheckpointAfterInterruption(t *testing.T) {
 	remote, local := newMem("remote"), newMem("local")
 	seedVault(remote, 50) // 100 documents
-	calls := 0
-	local.onBulkDocs = func([]json.RawMessage) error {
-		calls++
-		if calls == 5 {
-			return transportErr
+	failed := false
+	local.onBulkDocs = func(docs []json.RawMessage) error {
+		// The write that holds the fifth page's first document fails.
+		for _, d := range docs {
+			if !failed && strings.Contains(string(d), `"_id":"h:c020"`) {
+				failed = true
+				return transportErr
+			}
 		}
 		return nil
 	}
@@ -136,18 +140,21 @@ func TestResumeFromCheckpointAfterInterruption(t *testing.T) {
 	if !replicate.IsTransport(err) {
 		t.Fatalf("interrupted pull: %v, want the transport error", err)
 	}
+	// Pages are fetched ahead of the writes (at most BatchesLimit pages
+	// beyond those written), and fetched pages are written together, so
+	// the failed write may have held the pages before the fifth too.
 	got, put := remote.bulkGetDocs, local.bulkDocsDocs
-	if got != 50 || put != 40 {
-		t.Fatalf("before the failure: %d fetched, %d written; want 50, 40", got, put)
+	if put > 40 || put%10 != 0 || got < 50 || got > put+30 {
+		t.Fatalf("before the failure: %d fetched, %d written; want whole pages up to 40 written, at most 3 pages more fetched", got, put)
 	}
 	res, err := r.Pull(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameDocs(t, remote, local)
-	// Only the batch that failed is fetched again; nothing written twice.
-	if d := remote.bulkGetDocs - got; d != 60 || res.Pull.DocsRead != 60 {
-		t.Errorf("rerun fetched %d documents, want 60", d)
+	// Only what was not written is fetched again; nothing written twice.
+	if d := remote.bulkGetDocs - got; d != 100-put || res.Pull.DocsRead != 100-put {
+		t.Errorf("rerun fetched %d documents, want %d", d, 100-put)
 	}
 	if local.bulkDocsDocs != 100 {
 		t.Errorf("written %d documents in all, want 100", local.bulkDocsDocs)
@@ -405,8 +412,10 @@ func TestRemoteCheckpointIsSpacedOut(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if local.putLocalCalls != 20 {
-				t.Errorf("local checkpoint writes = %d, want 20", local.putLocalCalls)
+			// A pull writes pages already fetched together (one
+			// checkpoint per write); a push writes every page alone.
+			if n := local.putLocalCalls; n > 20 || n < 1 || (dir == "push" && n != 20) {
+				t.Errorf("local checkpoint writes = %d, want 20 (at most 20 for a pull)", n)
 			}
 			if n := remote.putLocalCalls; n < 2 || n > 3 {
 				t.Errorf("remote checkpoint writes = %d, want 2 or 3", n)

@@ -1,0 +1,142 @@
+package replicate
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/livesync-go/livesync-go/engine"
+)
+
+// groupDocs bounds the documents of consecutive pages that a pull writes
+// to the local endpoint in one BulkDocs (one store transaction). Only
+// pages already fetched are grouped, and not after a failed write has
+// shrunk the batch sizes (the group could be what was too large), so it adds no memory beyond
+// batches_limit pages; it saves a transaction (and its fsync) and a
+// checkpoint write per page whenever the writer falls behind the fetches.
+const groupDocs = 1000
+
+// fetched is one page of changes and the revisions its fetch read from
+// the source; done is closed when docs and err are set.
+type fetched struct {
+	page engine.ChangesPage
+	docs []json.RawMessage
+	err  error
+	done chan struct{}
+}
+
+// pipeline reads pages of changes ahead and fetches each page's missing
+// revisions concurrently; next hands the fetched pages back in feed
+// order. A token is held from a page's read until release is called
+// after its write, so at most limit pages are read and not yet written.
+type pipeline struct {
+	lg     *leg
+	sz     sizes
+	follow bool
+	group  bool // write consecutive fetched pages together
+
+	tokens chan struct{}
+	pages  chan *fetched
+	held   *fetched // received by next, to be returned by its next call
+	wg     sync.WaitGroup
+}
+
+func newPipeline(lg *leg, sz sizes, follow bool) *pipeline {
+	return &pipeline{lg: lg, sz: sz, follow: follow, group: lg.dir == Pull && !sz.fallback,
+		tokens: make(chan struct{}, sz.limit), pages: make(chan *fetched, sz.limit)}
+}
+
+// read lists the source's changes from since, page after page, starting
+// a fetch for each page, until the end of the feed (unless following),
+// an error or the end of ctx. The caller has done wg.Add(1).
+func (pl *pipeline) read(ctx context.Context, since string) {
+	defer pl.wg.Done()
+	defer close(pl.pages)
+	for {
+		select {
+		case pl.tokens <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		page, err := pl.lg.src.Changes(ctx, engine.ChangesRequest{Since: since, Limit: pl.sz.batch, Selector: pl.lg.selector, Wait: pl.follow})
+		f := &fetched{page: page, done: make(chan struct{})}
+		if err != nil {
+			f.err = err
+			close(f.done)
+			pl.pages <- f // never blocks: every page holds a token
+			return
+		}
+		pl.wg.Add(1)
+		go func() {
+			defer pl.wg.Done()
+			defer close(f.done)
+			f.docs, f.err = fetch(ctx, pl.lg, page.Results)
+		}()
+		pl.pages <- f
+		if !pl.follow && (len(page.Results) == 0 || page.Pending == 0) {
+			return
+		}
+		if page.LastSeq != "" {
+			since = page.LastSeq
+		}
+	}
+}
+
+// next waits for the next page in feed order to be fetched and returns
+// it, followed by the pages after it that are fetched already (when
+// grouping, up to groupDocs documents). It returns nil at the end of the
+// feed and the page's error if its read or fetch failed; the pages before
+// a failed one have been returned and can be written and checkpointed.
+func (pl *pipeline) next(ctx context.Context) ([]*fetched, error) {
+	f := pl.held
+	pl.held = nil
+	if f == nil {
+		var ok bool
+		if f, ok = <-pl.pages; !ok {
+			return nil, nil
+		}
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	group := []*fetched{f}
+	n := len(f.docs)
+	for pl.group && n < groupDocs {
+		var g *fetched
+		select {
+		case g = <-pl.pages:
+		default:
+		}
+		if g == nil {
+			break
+		}
+		if !isDone(g) || g.err != nil || n+len(g.docs) > groupDocs {
+			pl.held = g
+			break
+		}
+		group = append(group, g)
+		n += len(g.docs)
+	}
+	return group, nil
+}
+
+func isDone(f *fetched) bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// release returns the tokens of n written pages.
+func (pl *pipeline) release(n int) {
+	for range n {
+		<-pl.tokens
+	}
+}
