@@ -58,11 +58,22 @@ func requestKind(r *http.Request) string {
 	switch {
 	case strings.Contains(r.URL.Path, "/_local/"):
 		kind = "_local"
+	case strings.Count(strings.Trim(r.URL.Path, "/"), "/") == 0:
+		kind = "{db}" // the database's information (or the server's)
 	case kind == "" || !strings.HasPrefix(kind, "_"):
 		kind = "{db}/{doc}"
 	}
-	if r.URL.Query().Get("feed") == "longpoll" {
+	q := r.URL.Query()
+	if q.Get("feed") == "longpoll" {
 		kind += " longpoll"
+	}
+	// The reads that stand for several documents or revisions, apart
+	// from the single-document ones.
+	switch {
+	case q.Has("open_revs"):
+		kind += " open_revs"
+	case q.Get("filter") == "_doc_ids":
+		kind += " doc_ids"
 	}
 	return kind + " " + r.Method
 }
@@ -86,7 +97,7 @@ func summary(n map[string]int) (int, string) {
 	}
 	kinds := slices.SortedFunc(maps.Keys(n), func(a, b string) int { return n[b] - n[a] })
 	var parts []string
-	for _, k := range kinds[:min(6, len(kinds))] {
+	for _, k := range kinds[:min(10, len(kinds))] {
 		parts = append(parts, fmt.Sprintf("%s %d", k, n[k]))
 	}
 	return total, strings.Join(parts, ", ")
