@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/livesync-go/livesync-go/adapters/folder"
 	"github.com/livesync-go/livesync-go/engine/dump"
@@ -191,42 +194,122 @@ func importRemote(c *command, dir, remoteArg string, hidden bool, newVault vault
 	return nil
 }
 
+// Import batches: files are written into the replica this many at a
+// time (or fewer, past importBatchBytes of content), each batch in two
+// store transactions.
+const (
+	importBatchFiles = 1000
+	importBatchBytes = 32 << 20
+)
+
 // importFiles writes the files of dir at paths into the replica's vault
-// and counts them; an unreadable file is named on stderr and skipped, a
-// failure of the local replica stops the import.
+// in batches and counts them; an unreadable file is named on stderr and
+// skipped, a failure of the local replica stops the import. A batch is
+// in the replica once its progress is shown: an interrupted import,
+// run again, finds those files unchanged.
 func importFiles(c *command, rep *replica, dir string, paths []string) (imported, unchanged, failed int, total int64, err error) {
+	pr := newImportProgress(c, len(paths))
+	defer pr.finish()
+	var batch []vault.FileWrite
+	var rels []string
+	var size int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := rep.v.PutFiles(c.ctx, batch)
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			switch {
+			case r.Err != nil:
+				fmt.Fprintf(c.stderr, "skip %s: %s\n", safe(rels[i]), safeErr(r.Err))
+				failed++
+				continue
+			case r.Unchanged:
+				unchanged++
+			default:
+				imported++
+			}
+			total += int64(len(batch[i].Data))
+		}
+		pr.add(len(batch))
+		batch, rels, size = batch[:0], rels[:0], 0
+		return nil
+	}
 	for _, rel := range paths {
 		if err := c.ctx.Err(); err != nil {
 			return 0, 0, 0, 0, err
 		}
-		full := filepath.Join(dir, filepath.FromSlash(rel))
-		info, err := os.Stat(full)
-		if err == nil && !info.Mode().IsRegular() {
-			err = fmt.Errorf("not a regular file")
-		}
-		var data []byte
-		if err == nil {
-			data, err = os.ReadFile(full)
-		}
-		var res vault.WriteResult
-		if err == nil {
-			res, err = rep.v.Write(c.ctx, folder.VaultPath(rel), data, vault.WriteOptions{MTime: info.ModTime()})
-			var le *localError
-			if errors.As(err, &le) {
-				return 0, 0, 0, 0, err
-			}
-		}
+		data, mtime, err := readImportFile(filepath.Join(dir, filepath.FromSlash(rel)))
 		if err != nil {
 			fmt.Fprintf(c.stderr, "skip %s: %s\n", safe(rel), safeErr(err))
 			failed++
+			pr.add(1)
 			continue
 		}
-		if res.Unchanged {
-			unchanged++
-		} else {
-			imported++
+		batch = append(batch, vault.FileWrite{Path: folder.VaultPath(rel), Data: data, WriteOptions: vault.WriteOptions{MTime: mtime}})
+		rels = append(rels, rel)
+		if size += int64(len(data)); len(batch) >= importBatchFiles || size >= importBatchBytes {
+			if err := flush(); err != nil {
+				return 0, 0, 0, 0, err
+			}
 		}
-		total += int64(len(data))
+	}
+	if err := flush(); err != nil {
+		return 0, 0, 0, 0, err
 	}
 	return imported, unchanged, failed, total, nil
+}
+
+// readImportFile reads a regular file and its modification time.
+func readImportFile(full string) ([]byte, time.Time, error) {
+	info, err := os.Stat(full)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, time.Time{}, fmt.Errorf("not a regular file")
+	}
+	data, err := os.ReadFile(full)
+	return data, info.ModTime(), err
+}
+
+// importProgress shows how many files of an import are in the local
+// replica: a bar on a terminal, a line per batch otherwise, nothing
+// when quiet.
+type importProgress struct {
+	c          *command
+	done, all  int
+	bar        *progressbar.ProgressBar
+	quiet, tty bool
+}
+
+func newImportProgress(c *command, all int) *importProgress {
+	pr := &importProgress{c: c, all: all, quiet: c.cf.quiet, tty: c.stderrTerminal}
+	if !pr.quiet && pr.tty {
+		pr.bar = progressbar.NewOptions(all, progressbar.OptionSetWriter(c.stderr), progressbar.OptionSetDescription("importing"),
+			progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionFullWidth(),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionOnCompletion(func() { fmt.Fprintln(c.stderr) }))
+	}
+	return pr
+}
+
+// add counts n more files stored (or skipped).
+func (pr *importProgress) add(n int) {
+	pr.done += n
+	switch {
+	case pr.quiet:
+	case pr.bar != nil:
+		_ = pr.bar.Set(pr.done)
+	case n > 1 || pr.done == pr.all:
+		fmt.Fprintf(pr.c.stderr, "stored %d/%d files locally\n", pr.done, pr.all)
+	}
+}
+
+func (pr *importProgress) finish() {
+	if pr.bar != nil && !pr.bar.IsFinished() {
+		_ = pr.bar.Finish()
+	}
 }
