@@ -10,6 +10,7 @@ import (
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/hold"
 	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
 // kind is what the Store makes of one pushed document.
@@ -62,6 +63,9 @@ type judged struct {
 // is never nil (a Codec without passphrase when none is configured).
 // Documents are never modified.
 func classify(codec *livesync.Codec, raw json.RawMessage) judged {
+	if j, ok := classifyChunk(raw); ok {
+		return j
+	}
 	d, err := livesync.ParseDoc(raw)
 	if err != nil {
 		return judged{kind: kindOther}
@@ -108,6 +112,38 @@ func classify(codec *livesync.Codec, raw json.RawMessage) judged {
 	j.r = hold.FromMeta(m)
 	j.r.Doc, j.r.Rev = id, rev
 	return j
+}
+
+// chunkMembers are the members classify reads of a chunk.
+var chunkMembers = map[string]bool{"_id": true, "_rev": true, "_deleted": true, "deleted": true, "_revisions": true, "data": true}
+
+// classifyChunk is classify for a chunk, the most common document of a
+// push, without decoding it: only the members classify reads are taken
+// from it. ok is false when raw is not a chunk (or not an object as far
+// as a walk can tell); classify then decodes it.
+func classifyChunk(raw json.RawMessage) (judged, bool) {
+	d := make(livesync.Doc, 6)
+	if !rawjson.Members(raw, func(k, v []byte) bool {
+		if chunkMembers[string(k)] {
+			d[string(k)] = v
+		}
+		return true
+	}) {
+		return judged{}, false
+	}
+	id := d.ID()
+	if !docid.IsChunkID(id) {
+		return judged{}, false
+	}
+	rev, ok := replicatedRev(d)
+	if !ok {
+		return judged{kind: kindOther, id: id}, true
+	}
+	j := judged{kind: kindOther, id: id, rev: rev}
+	if data := d["data"]; len(data) >= 2 && data[0] == '"' && !d.Deleted() {
+		j.kind = kindChunk
+	}
+	return j, true
 }
 
 // encryptedLeft reports metadata whose chunk list is still hidden after

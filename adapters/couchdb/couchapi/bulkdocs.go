@@ -1,10 +1,27 @@
 package couchapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
+
+// rawString reads an optional string member given raw (nil when
+// absent), as stringField does.
+func rawString(raw []byte, key string) (string, bool, *apiError) {
+	if isNull(raw) {
+		return "", false, nil
+	}
+	s, ok := rawjson.String(raw)
+	if !ok {
+		return "", false, badRequest(key + " must be a string")
+	}
+	return s, true, nil
+}
 
 // bulkRow is one row of a _bulk_docs answer.
 type bulkRow struct {
@@ -15,13 +32,31 @@ type bulkRow struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// bulkDoc is one parsed document of a _bulk_docs body.
+// bulkDoc is one parsed document of a _bulk_docs body: its raw bytes
+// and the few members the handler reads. The body is checked to be JSON
+// once, as a whole; each document is then only walked for those members
+// (rawjson), and decoded into fields only where a handler needs them
+// (fieldsOf: _local documents, new edits without _id).
 type bulkDoc struct {
-	raw    json.RawMessage
-	fields map[string]json.RawMessage
-	id     string
-	hasID  bool
-	rev    string
+	raw       json.RawMessage
+	fields    map[string]json.RawMessage
+	id        string
+	hasID     bool
+	rev       string
+	deleted   json.RawMessage
+	revisions json.RawMessage
+}
+
+// fieldsOf decodes d's members (once).
+func (d *bulkDoc) fieldsOf() (map[string]json.RawMessage, *apiError) {
+	if d.fields == nil {
+		f, ae := decodeDoc(d.raw)
+		if ae != nil {
+			return nil, ae
+		}
+		d.fields = f
+	}
+	return d.fields, nil
 }
 
 // bulkDocs answers POST /{db}/_bulk_docs. Malformed input (a document that
@@ -50,19 +85,38 @@ func (s *Server) bulkDocs(q *request) *apiError {
 // and its new_edits option: a malformed document refuses the whole
 // request.
 func (s *Server) parseBulkDocs(q *request) ([]bulkDoc, bool, *apiError) {
-	m, ae := readObject(q.r)
+	b, ae := readBody(q.r)
 	if ae != nil {
 		return nil, false, ae
 	}
-	rawDocs, ok := m["docs"]
-	if !ok {
+	b = bytes.TrimSpace(b)
+	switch {
+	case !utf8.Valid(b):
+		return nil, false, errInvalidJSON
+	case len(b) > 0 && !json.Valid(b):
+		return nil, false, invalidJSON(b)
+	case len(b) == 0 || b[0] != '{':
+		return nil, false, errNotObject
+	}
+	var rawDocs, rawNewEdits []byte
+	hasDocs := false
+	rawjson.Members(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "docs":
+			rawDocs, hasDocs = v, true
+		case "new_edits":
+			rawNewEdits = v
+		}
+		return true
+	})
+	if !hasDocs {
 		return nil, false, badRequest("POST body must include `docs` parameter.")
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(rawDocs, &raws); err != nil {
+	var raws [][]byte
+	if !isNull(rawDocs) && !rawjson.Elements(rawDocs, func(v []byte) bool { raws = append(raws, v); return true }) {
 		return nil, false, badRequest("`docs` parameter must be an array.")
 	}
-	newEdits, ae := jsonBool(m["new_edits"], true, "new_edits")
+	newEdits, ae := jsonBool(rawNewEdits, true, "new_edits")
 	if ae != nil {
 		return nil, false, badRequest("`new_edits` parameter must be a boolean.")
 	}
@@ -78,15 +132,27 @@ func (s *Server) parseBulkDocs(q *request) ([]bulkDoc, bool, *apiError) {
 // parseBulkDoc reads one document of a _bulk_docs request into d.
 func (s *Server) parseBulkDoc(d *bulkDoc, raw json.RawMessage, newEdits bool) *apiError {
 	d.raw = raw
-	fields, ae := decodeDoc(raw)
-	if ae != nil {
+	var rawID, rawRev []byte
+	if len(raw) == 0 || raw[0] != '{' || !rawjson.Members(raw, func(k, v []byte) bool {
+		switch string(k) {
+		case "_id":
+			rawID = v
+		case "_rev":
+			rawRev = v
+		case "_deleted":
+			d.deleted = v
+		case "_revisions":
+			d.revisions = v
+		}
+		return true
+	}) {
+		return errDocNotObject
+	}
+	var ae *apiError
+	if d.id, d.hasID, ae = rawString(rawID, "_id"); ae != nil {
 		return ae
 	}
-	d.fields = fields
-	if d.id, d.hasID, ae = stringField(fields, "_id"); ae != nil {
-		return ae
-	}
-	if d.rev, _, ae = stringField(fields, "_rev"); ae != nil {
+	if d.rev, _, ae = rawString(rawRev, "_rev"); ae != nil {
 		return ae
 	}
 	if int64(len(raw)) > s.maxDoc {
@@ -103,7 +169,7 @@ func (s *Server) parseBulkDoc(d *bulkDoc, raw json.RawMessage, newEdits bool) *a
 	if d.rev != "" && !validRev(d.rev) {
 		return errInvalidRev
 	}
-	if ae := checkRevisions(fields, d.rev); ae != nil {
+	if ae := checkRevisions(d.deleted, d.revisions, d.rev); ae != nil {
 		return ae
 	}
 	if !newEdits && (!d.hasID || d.rev == "") {
@@ -125,7 +191,11 @@ func (s *Server) bulkDocsReplicated(q *request, docs []bulkDoc) ([]bulkRow, *api
 		case isDesign(d.id) && !admin:
 			rows = append(rows, bulkRow{ID: d.id, Rev: d.rev, Error: "forbidden", Reason: errDesignAdmin.reason})
 		case strings.HasPrefix(d.id, "_local/"):
-			if _, err := s.writeLocal(ctx, q, strings.TrimPrefix(d.id, "_local/"), d.fields, d.rev, false); err != nil {
+			fields, ae := d.fieldsOf()
+			if ae != nil {
+				return nil, ae
+			}
+			if _, err := s.writeLocal(ctx, q, strings.TrimPrefix(d.id, "_local/"), fields, d.rev, false); err != nil {
 				name, reason := docError(err)
 				rows = append(rows, bulkRow{ID: d.id, Rev: d.rev, Error: name, Reason: reason})
 			}
@@ -158,7 +228,8 @@ func (s *Server) bulkDocsEdits(q *request, docs []bulkDoc) ([]bulkRow, *apiError
 	rows := make([]bulkRow, len(docs))
 	var batch []json.RawMessage
 	var inBatch []int
-	for i, d := range docs {
+	for i := range docs {
+		d := &docs[i]
 		id := d.id
 		if !d.hasID {
 			id = newDocID()
@@ -168,7 +239,11 @@ func (s *Server) bulkDocsEdits(q *request, docs []bulkDoc) ([]bulkRow, *apiError
 		case isDesign(id) && !admin:
 			rows[i].Error, rows[i].Reason = "forbidden", errDesignAdmin.reason
 		case strings.HasPrefix(id, "_local/"):
-			rev, err := s.writeNew(ctx, q, id, d.fields)
+			fields, ae := d.fieldsOf()
+			if ae != nil {
+				return nil, ae
+			}
+			rev, err := s.writeNew(ctx, q, id, fields)
 			if err != nil {
 				if ae := asAPIError(err); ae.status >= 500 {
 					return nil, ae
@@ -177,9 +252,16 @@ func (s *Server) bulkDocsEdits(q *request, docs []bulkDoc) ([]bulkRow, *apiError
 				continue
 			}
 			rows[i].OK, rows[i].Rev = true, rev
+		case d.hasID: // the document names itself: stored as sent
+			batch = append(batch, d.raw)
+			inBatch = append(inBatch, i)
 		default:
-			d.fields["_id"] = mustJSON(id)
-			b, err := json.Marshal(d.fields)
+			fields, ae := d.fieldsOf()
+			if ae != nil {
+				return nil, ae
+			}
+			fields["_id"] = mustJSON(id)
+			b, err := json.Marshal(fields)
 			if err != nil {
 				return nil, asAPIError(err)
 			}
@@ -207,15 +289,12 @@ func (s *Server) bulkDocsEdits(q *request, docs []bulkDoc) ([]bulkRow, *apiError
 // checkRevisions checks the _revisions and _deleted members of a
 // document: {start, ids} naming _rev first, start ≥ len(ids), ids
 // non-empty strings.
-func checkRevisions(fields map[string]json.RawMessage, rev string) *apiError {
-	if raw, ok := fields["_deleted"]; ok && !isNull(raw) {
-		var b bool
-		if json.Unmarshal(raw, &b) != nil {
-			return errorf(http.StatusBadRequest, "doc_validation", "_deleted must be a boolean")
-		}
+func checkRevisions(deleted, revisions json.RawMessage, rev string) *apiError {
+	if !isNull(deleted) && string(deleted) != "true" && string(deleted) != "false" {
+		return errorf(http.StatusBadRequest, "doc_validation", "_deleted must be a boolean")
 	}
-	raw, ok := fields["_revisions"]
-	if !ok || isNull(raw) {
+	raw := revisions
+	if isNull(raw) {
 		return nil
 	}
 	var rv struct {
