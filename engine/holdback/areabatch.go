@@ -12,13 +12,24 @@ import (
 // The holding area changed for many documents at once: a pushed batch
 // holds many notes, and one batch of chunks releases many. With a
 // LocalUpdater the holding documents change in one store.UpdateLocals
-// (one transaction where the store allows it) and the index in one
-// more, instead of two or three writes per document.
+// instead of one write each; when that is one transaction (a
+// store.LocalsUpdater), the index changes in it too, so a batch costs
+// one write where it cost two or three per document.
+
+// atomicMany reports whether updateMany changes the holding documents
+// and the index in one transaction.
+func (a *area) atomicMany() bool {
+	_, ok := a.upd.(store.LocalsUpdater)
+	return ok
+}
 
 // updateMany applies fn to the held revisions of each of docs (sorted,
 // distinct) and writes those fn reports changed; emptied lists the
-// documents fn changed and left with none.
-func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string, h *holdingDoc) bool) (emptied, changed []string, err error) {
+// documents fn changed and left with none, changed those it changed.
+// With index set (atomicMany only), the index is then changed by index
+// in the same transaction, given emptied and changed.
+func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string, h *holdingDoc) bool,
+	index func(set map[string]struct{}, emptied, changed []string) bool) (emptied, changed []string, err error) {
 	if a.upd == nil {
 		for _, doc := range docs {
 			e, err := a.update(ctx, doc, func(h *holdingDoc) bool { return fn(doc, h) })
@@ -31,15 +42,21 @@ func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string
 		}
 		return emptied, nil, nil
 	}
-	ids := make([]string, len(docs))
-	for i, d := range docs {
-		ids[i] = localDocPrefix + d
+	ids := make([]string, 0, len(docs)+1)
+	for _, d := range docs {
+		ids = append(ids, localDocPrefix+d)
+	}
+	if index != nil {
+		ids = append(ids, localIndex)
 	}
 	err = store.UpdateLocals(ctx, a.upd, ids, func(id string, old json.RawMessage) (json.RawMessage, error) {
-		doc := id[len(localDocPrefix):]
 		if id == ids[0] { // set afresh: the store may run this again
 			emptied, changed = emptied[:0], changed[:0]
 		}
+		if id == localIndex {
+			return a.indexUpdate(old, func(set map[string]struct{}) bool { return index(set, emptied, changed) })
+		}
+		doc := id[len(localDocPrefix):]
 		h := holdingDoc{Revs: map[string]heldBody{}}
 		if old != nil {
 			var err error
@@ -60,16 +77,50 @@ func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string
 	return emptied, changed, err
 }
 
+// indexUpdate is changeIndex's change of the index old by fn.
+func (a *area) indexUpdate(old json.RawMessage, fn func(docs map[string]struct{}) bool) (json.RawMessage, error) {
+	set := map[string]struct{}{}
+	var gen uint64
+	if old != nil {
+		if ix, err := decodeIndex(old); err == nil {
+			for _, d := range ix.Docs {
+				set[d] = struct{}{}
+			}
+			gen = ix.Gen
+		}
+	}
+	if !fn(set) {
+		return old, nil
+	}
+	ix := indexDoc{Docs: slices.Sorted(maps.Keys(set))}
+	if a.shared {
+		ix.Gen = gen + 1
+	}
+	return json.Marshal(ix)
+}
+
 // addMany keeps the revisions of each document of bodies, held for its
-// owner, in the holding area. The caller then indexes the documents
-// (Store.writeIndex).
-func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBody, owners map[string]string) error {
-	_, _, err := a.updateMany(ctx, slices.Sorted(maps.Keys(bodies)), func(doc string, h *holdingDoc) bool {
+// owner, in the holding area; indexed reports that they were indexed
+// in the same transaction (else the caller indexes them:
+// Store.writeIndex).
+func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBody, owners map[string]string) (indexed bool, err error) {
+	var index func(set map[string]struct{}, _, _ []string) bool
+	if a.atomicMany() {
+		docs := slices.Collect(maps.Keys(bodies))
+		index = func(set map[string]struct{}, _, _ []string) bool {
+			n := len(set)
+			for _, d := range docs {
+				set[d] = struct{}{}
+			}
+			return len(set) != n || a.shared
+		}
+	}
+	_, _, err = a.updateMany(ctx, slices.Sorted(maps.Keys(bodies)), func(doc string, h *holdingDoc) bool {
 		h.Owner = owners[doc]
 		maps.Copy(h.Revs, bodies[doc])
 		return true
-	})
-	return err
+	}, index)
+	return index != nil, err
 }
 
 // removeMany drops, for each document of upTo, its revisions not newer
@@ -77,6 +128,16 @@ func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBod
 // ones with it). With a LocalUpdater, a document this leaves with none
 // also leaves the index.
 func (a *area) removeMany(ctx context.Context, upTo map[string]string, older func(r, rev string) bool) error {
+	var index func(set map[string]struct{}, emptied, changed []string) bool
+	if a.atomicMany() {
+		index = func(set map[string]struct{}, emptied, changed []string) bool {
+			n := len(set)
+			for _, d := range emptied {
+				delete(set, d)
+			}
+			return len(set) != n || (a.shared && len(changed) > 0)
+		}
+	}
 	emptied, changed, err := a.updateMany(ctx, slices.Sorted(maps.Keys(upTo)), func(doc string, h *holdingDoc) bool {
 		n := len(h.Revs)
 		maps.DeleteFunc(h.Revs, func(r string, _ heldBody) bool { return older(r, upTo[doc]) })
@@ -84,9 +145,9 @@ func (a *area) removeMany(ctx context.Context, upTo map[string]string, older fun
 			h.Owner = ""
 		}
 		return len(h.Revs) != n
-	})
+	}, index)
 	switch {
-	case err != nil || a.upd == nil:
+	case err != nil || a.upd == nil || index != nil:
 		return err
 	case len(emptied) > 0: // unindex changes the index, counted in a shared area's Gen
 		return a.unindex(ctx, emptied)

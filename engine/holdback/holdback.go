@@ -536,12 +536,14 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 		}
 		return err
 	}
+	indexed := false
 	if len(bodies) > 0 {
-		if err := s.area.addMany(ctx, bodies, owners); err != nil {
+		var err error
+		if indexed, err = s.area.addMany(ctx, bodies, owners); err != nil {
 			return fail(0, fmt.Errorf("holdback: keeping %d held documents: %w", len(bodies), err))
 		}
 	}
-	if newDoc || s.area.upd != nil {
+	if !indexed && (newDoc || s.area.upd != nil) {
 		if err := s.writeIndex(ctx, slices.Sorted(maps.Keys(bodies))); err != nil {
 			return fail(0, fmt.Errorf("holdback: writing the holding index: %w", err))
 		}

@@ -73,7 +73,16 @@ func (p *Purgatory) tick() {
 // new deadlines derive from the old ones, not from now, so a late tick
 // (or Restore after downtime) lands where an on-time one would have.
 func (p *Purgatory) expireLocked(now time.Time) {
-	for _, doc := range slices.Sorted(maps.Keys(p.entries)) {
+	// Only the documents whose deadline passed, in id order: a tick runs
+	// for every write that brings chunks, and most find none due.
+	var due []string
+	for doc, e := range p.entries {
+		if (e.state == Active && !now.Before(e.activeUntil)) || (e.state == SoftExpired && !now.Before(e.softUntil)) {
+			due = append(due, doc)
+		}
+	}
+	slices.Sort(due)
+	for _, doc := range due {
 		e := p.entries[doc]
 		if e.state == Active && !now.Before(e.activeUntil) {
 			e.state = SoftExpired

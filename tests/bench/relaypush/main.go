@@ -155,7 +155,7 @@ func report(all []result) {
 }
 
 func runOnce(o options, order string, run int) (*result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "relaypush-")
 	if err != nil {
