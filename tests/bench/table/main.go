@@ -65,7 +65,7 @@ func main() {
 	flag.StringVar(&o.e2eeMin, "e2ee-min", "1.5", "BENCH_MIN_SECONDS of the E2EE benchmark")
 	flag.IntVar(&o.e2eeRuns, "e2ee-runs", 3, "RUNS of the E2EE benchmark")
 	flag.IntVar(&o.scaleNotes, "scaleout-notes", 300, "NOTES of the 20-client benchmark")
-	flag.StringVar(&skip, "skip", "", "sections left out: pull,push,import,e2ee,scaleout,scale")
+	flag.StringVar(&skip, "skip", "", "sections left out: pull,push,import,e2ee,splithash,scaleout,scale")
 	budget := flag.Duration("budget", 0, "start no section after this long (0: no limit)")
 	flag.Parse()
 	if *budget > 0 {

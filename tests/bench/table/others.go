@@ -21,7 +21,7 @@ func (b *bench) others() {
 	steps := []struct {
 		name string
 		f    func() error
-	}{{"e2ee", b.e2ee}, {"scaleout", b.scaleout}, {"scale", b.scaleCurve}}
+	}{{"e2ee", b.e2ee}, {"splithash", b.splitHash}, {"scaleout", b.scaleout}, {"scale", b.scaleCurve}}
 	for _, s := range steps {
 		if b.o.skip[s.name] || b.late(s.name) {
 			continue
@@ -164,5 +164,36 @@ func loadChunks(srv *server, db string, n int) error {
 			return fmt.Errorf("_bulk_docs: %d %.300s", code, resp)
 		}
 	}
+	return nil
+}
+
+// splitHash splits the vault's notes and hashes their chunks with
+// splithash (engine/chunk + engine/chunkid) and with splithash.mjs
+// (LiveSync's splitter + octagonal-wheels' xxhash), and checks that both
+// made the same chunk ids.
+func (b *bench) splitHash() error {
+	type res struct {
+		NotesPerSec float64
+		IdsDigest   string
+		Chunks      int
+	}
+	var got [2]res
+	for i, c := range [][]string{
+		{b.o.exe("splithash"), "-dir", b.vault(), "-min", b.o.e2eeMin + "s"},
+		{b.o.node, filepath.Join(b.o.root, "tests/bench/table/splithash.mjs"), "--dir", b.vault(), "--min", b.o.e2eeMin},
+	} {
+		p, err := runProc(nil, c[0], c[1:]...)
+		if err != nil {
+			return err
+		}
+		if err := lastJSON(p.out, &got[i]); err != nil {
+			return err
+		}
+	}
+	if got[0].IdsDigest != got[1].IdsDigest {
+		b.notes = append(b.notes, fmt.Sprintf("split+hash: the chunk ids differ (Go %d chunks, JS %d)", got[0].Chunks, got[1].Chunks))
+	}
+	b.res.add("splithash|ours", got[0].NotesPerSec)
+	b.res.add("splithash|ref", got[1].NotesPerSec)
 	return nil
 }

@@ -94,6 +94,8 @@ func (b *bench) rows() []row {
 	} {
 		add(b.ratioRow(e.what, e.k[:len(e.k)-1], "chunks/s", goal{}))
 	}
+	add(b.ratioRow(fmt.Sprintf("split + hash of the %d notes (V3 Rabin–Karp, xxhash64 ids, the same ids): engine/chunk+chunkid vs LiveSync's splitter with octagonal-wheels", b.o.notes),
+		"splithash", "notes/s", goal{}))
 	if p99, ok := median(b.res["scaleout|p99"]); ok {
 		d, _ := median(b.res["scaleout|docs"])
 		met := "yes"

@@ -7,7 +7,8 @@
 #   SMALL=1 tests/bench/table/run.sh        # small form (CI): NOTES=200 (~1,000 docs) RUNS=1 SCALE=1000,10000
 #
 # Env: NOTES, RUNS, SCALE, SCALEOUT_NOTES, E2EE_RUNS, E2EE_MIN_SECONDS,
-# SKIP (comma list of pull,push,import,e2ee,scaleout,scale). Starts the
+# SKIP (comma list of pull,push,import,e2ee,splithash,scaleout,scale), BUDGET (e.g.
+# 150s: no section starts after that long; the first round always runs). Starts the
 # CouchDB-protocol test server unless LIVESYNC_TEST_COUCHDB_URL and
 # COUCHSERVER_PID name one; the relay is started on a temporary data
 # folder. The table goes to stdout, progress to stderr.
@@ -39,6 +40,7 @@ mkdir -p "$work/bin"
 go build -o "$work/bin/" ./cmd/livesync ./cmd/livesync-relay ./tests/bench/pull/gopull
 go build -o "$work/bin/scaleoutbench" ./tests/bench/scaleout
 go build -o "$work/bin/benchtable" ./tests/bench/table
+go build -o "$work/bin/splithash" ./tests/bench/table/splithash
 if [ -z "${LIVESYNC_TEST_COUCHDB_URL:-}" ] || [ -z "${COUCHSERVER_PID:-}" ]; then
 	. tests/couchserver/start.sh
 	couchserver_start >&2
