@@ -129,5 +129,14 @@ bash wasm/example-plugin/check.sh
 
 step "the wasm module in headless Chromium (tests/browser)"
 LIVESYNC_TEST_WASM_DIR=wasm/dist node --test --test-concurrency=1 --test-force-exit tests/browser/
+
+# The benchmark table's small form (tests/bench/table/run.sh: ~1,000
+# documents, one round): its figures are printed, never a gate. It is
+# bounded to 3 minutes (no section starts after 110 s); a failure or a
+# timeout prints a warning and the suite goes on.
+step "the benchmark table, small form, not a gate (SMALL=1 tests/bench/table/run.sh)"
+if ! SMALL=1 BUDGET=110s timeout 180 bash tests/bench/table/run.sh; then
+	echo "warning: the benchmark table did not complete (not a gate)" >&2
+fi
 step
 echo "-- $((SECONDS - run_start)) s: tests/run.sh"
