@@ -75,7 +75,7 @@ func (b *bench) rows() []row {
 		if srv == b.relay {
 			userGoal = goal{v: 5}
 		}
-		add(b.ratioRow("pull from the "+srv.name+", as a user runs it: `livesync pull` process → bbolt, vs PouchDB 25/25 → memory",
+		add(b.ratioRow("pull from the "+srv.name+", as a user runs it: a `livesync pull` process (the engine's defaults) → bbolt, vs PouchDB 25/25 → memory",
 			pk("pull-user", srv), "docs/s", userGoal))
 		add(b.ratioRow("pull from the "+srv.name+", replication alone → memory, 25/25", pk("pull-25-25", srv), "docs/s", goal{}))
 		add(b.ratioRow("pull from the "+srv.name+", replication alone → memory, 100/10", pk("pull-100-10", srv), "docs/s", goal{}))
