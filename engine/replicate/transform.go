@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -51,6 +52,13 @@ func convert(docs []json.RawMessage, op string, fn func(livesync.Doc) (livesync.
 		if err != nil {
 			return nil, err // *engine.Error naming the document
 		}
+		if sameDoc(c, d) {
+			// Nothing to transform (a plain vault, a chunk of an
+			// unencrypted one): the document as received, without the
+			// cost of encoding it again.
+			out[i] = raw
+			continue
+		}
 		b, err := c.MarshalJSON()
 		if err != nil {
 			return nil, &engine.Error{Op: op, DocID: d.ID(), Stage: engine.StageEncode, Err: err}
@@ -58,6 +66,21 @@ func convert(docs []json.RawMessage, op string, fn func(livesync.Doc) (livesync.
 		out[i] = b
 	}
 	return out, nil
+}
+
+// sameDoc reports whether a and b have the same fields with the same
+// encoded values.
+func sameDoc(a, b livesync.Doc) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // rawID extracts the _id of a document that failed to parse, if any.

@@ -112,3 +112,38 @@ func TestTransformWrongPassphraseNamesTheDocument(t *testing.T) {
 		t.Fatalf("err = %v, want a decrypt error naming %s", err, chunks[0].ID)
 	}
 }
+
+// rawGetter answers BulkGet with fixed bytes.
+type rawGetter struct {
+	engine.Endpoint
+	docs []json.RawMessage
+}
+
+func (g rawGetter) BulkGet(context.Context, []engine.DocRev) ([]json.RawMessage, error) {
+	return g.docs, nil
+}
+
+// A plain vault's documents pass through the transform as received (no
+// second encoding); an E2EE vault's are decoded.
+func TestTransformPassesPlainDocumentsThrough(t *testing.T) {
+	raw := json.RawMessage(`{"_id":"h:x", "type":"leaf","data":"hello","_rev":"1-a"}`)
+	plain, err := livesync.New(livesync.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := replicate.Transform(rawGetter{docs: []json.RawMessage{raw}}, plain).BulkGet(context.Background(), nil)
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0], raw) {
+		t.Fatalf("plain: %s, %v; want the bytes as received", got, err)
+	}
+	codec := e2eeCodec(t, "pw")
+	enc, err := codec.EncodeRemote(livesync.Doc{"_id": json.RawMessage(`"h:x"`), "_rev": json.RawMessage(`"1-a"`),
+		"type": json.RawMessage(`"leaf"`), "data": json.RawMessage(`"hello"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := enc.MarshalJSON()
+	got, err = replicate.Transform(rawGetter{docs: []json.RawMessage{b}}, codec).BulkGet(context.Background(), nil)
+	if err != nil || len(got) != 1 || !strings.Contains(string(got[0]), `"data":"hello"`) || strings.Contains(string(got[0]), `"e_"`) {
+		t.Fatalf("e2ee: %s, %v; want the decrypted document", got, err)
+	}
+}
