@@ -30,6 +30,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,7 +51,8 @@ type options struct {
 	skip                  map[string]bool
 	// deadline: sections not started by then are left out (and named
 	// under the table), so that a bounded run still prints its table.
-	deadline time.Time
+	deadline   time.Time
+	resultsOut string
 }
 
 func main() {
@@ -67,6 +69,7 @@ func main() {
 	flag.IntVar(&o.scaleNotes, "scaleout-notes", 300, "NOTES of the 20-client benchmark")
 	flag.StringVar(&skip, "skip", "", "sections left out: pull,push,import,e2ee,splithash,scaleout,scale")
 	budget := flag.Duration("budget", 0, "start no section after this long (0: no limit)")
+	flag.StringVar(&o.resultsOut, "results", "", "also write every measurement, by key, as JSON to this file")
 	flag.Parse()
 	if *budget > 0 {
 		o.deadline = time.Now().Add(*budget)
@@ -119,6 +122,10 @@ func run(o options) error {
 		}
 	}
 	b.report(os.Stdout)
+	if o.resultsOut != "" {
+		j, _ := json.MarshalIndent(b.res, "", "\t")
+		return os.WriteFile(o.resultsOut, j, 0o644)
+	}
 	return nil
 }
 
