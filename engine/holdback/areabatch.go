@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 	"github.com/livesync-go/livesync-go/engine/store"
 )
 
@@ -27,9 +28,12 @@ func (a *area) atomicMany() bool {
 // distinct) and writes those fn reports changed; emptied lists the
 // documents fn changed and left with none, changed those it changed.
 // With index set (atomicMany only), the index is then changed by index
-// in the same transaction, given emptied and changed.
+// in the same transaction, given emptied and changed. empties, if set,
+// reports from a holding document as stored that fn would leave it with
+// no revision: it is then deleted without being decoded.
 func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string, h *holdingDoc) bool,
-	index func(set map[string]struct{}, emptied, changed []string) bool) (emptied, changed []string, err error) {
+	index func(set map[string]struct{}, emptied, changed []string) bool,
+	empties func(doc string, old json.RawMessage) bool) (emptied, changed []string, err error) {
 	if a.upd == nil {
 		for _, doc := range docs {
 			e, err := a.update(ctx, doc, func(h *holdingDoc) bool { return fn(doc, h) })
@@ -57,6 +61,10 @@ func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string
 			return a.indexUpdate(old, func(set map[string]struct{}) bool { return index(set, emptied, changed) })
 		}
 		doc := id[len(localDocPrefix):]
+		if old != nil && empties != nil && empties(doc, old) {
+			changed, emptied = append(changed, doc), append(emptied, doc)
+			return nil, nil // deleted
+		}
 		h := holdingDoc{Revs: map[string]heldBody{}}
 		if old != nil {
 			var err error
@@ -119,7 +127,7 @@ func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBod
 		h.Owner = owners[doc]
 		maps.Copy(h.Revs, bodies[doc])
 		return true
-	}, index)
+	}, index, nil)
 	return index != nil, err
 }
 
@@ -145,7 +153,9 @@ func (a *area) removeMany(ctx context.Context, upTo map[string]string, older fun
 			h.Owner = ""
 		}
 		return len(h.Revs) != n
-	}, index)
+	}, index, func(doc string, old json.RawMessage) bool {
+		return heldRevs(old, func(r string) bool { return older(r, upTo[doc]) })
+	})
 	switch {
 	case err != nil || a.upd == nil || index != nil:
 		return err
@@ -155,4 +165,26 @@ func (a *area) removeMany(ctx context.Context, upTo map[string]string, older fun
 		return a.changeIndex(ctx, func(map[string]struct{}) bool { return true })
 	}
 	return nil
+}
+
+// heldRevs reports that the holding document b (as stored) has
+// revisions and drop is true for every one of them; false when not, or
+// when it cannot tell without decoding b.
+func heldRevs(b json.RawMessage, drop func(rev string) bool) bool {
+	var revs []byte
+	if !rawjson.Members(b, func(k, v []byte) bool {
+		if string(k) == "revs" {
+			revs = v
+		}
+		return true
+	}) || len(revs) == 0 {
+		return false
+	}
+	n, all := 0, true
+	ok := rawjson.Members(revs, func(k, _ []byte) bool {
+		n++
+		all = drop(string(k))
+		return all
+	})
+	return ok && all && n > 0
 }

@@ -86,6 +86,11 @@ type counters struct {
 type hrev struct {
 	gen uint64
 	ids int // distinct chunk ids of the revision, counted in Store.ids
+	// chunks are the revision's distinct chunk ids, when known (a
+	// revision held by this process's hold), so that its release need
+	// not read its body again to check them.
+	chunks []engine.ChunkID
+	known  bool
 }
 
 // Store is a store.Store that holds back pushed metadata revisions whose
@@ -511,6 +516,9 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 		}
 		results[i] = engine.BulkDocResult{ID: j.id, Rev: j.rev}
 		s.addRevLocked(j.id, j.rev, n)
+		if h := s.held[j.id][j.rev]; h != nil {
+			h.chunks, h.known = slices.Compact(slices.Sorted(slices.Values(j.r.Chunks))), true
+		}
 		todo = append(todo, i)
 		if bodies[j.id] == nil {
 			bodies[j.id] = map[string]heldBody{}

@@ -61,10 +61,12 @@ func (s *Store) releaseMany(ctx context.Context, revs []engine.DocRev) []error {
 			continue
 		}
 		bodies[i] = hb.Body
-		if j := classify(s.codec, hb.Body); j.kind == kindMeta && len(j.r.Chunks) > 0 {
+		if cs, ok := s.heldChunks(r.ID, r.Rev); ok {
+			chunks[i] = cs
+		} else if j := classify(s.codec, hb.Body); j.kind == kindMeta && len(j.r.Chunks) > 0 {
 			chunks[i] = slices.Compact(slices.Sorted(slices.Values(j.r.Chunks)))
-			ask = append(ask, chunks[i]...)
 		}
+		ask = append(ask, chunks[i]...)
 	}
 	have := map[engine.ChunkID]engine.Chunk{}
 	if len(ask) > 0 {
@@ -137,4 +139,15 @@ func (s *Store) released(ctx context.Context, revs []engine.DocRev, idx []int, r
 	}
 	s.log.Info("holdback: held revisions released", "notes", len(upTo))
 	return errs
+}
+
+// heldChunks returns the distinct chunk ids of a held revision, if its
+// hold recorded them.
+func (s *Store) heldChunks(doc, rev string) ([]engine.ChunkID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[doc][rev]; h != nil && h.known {
+		return h.chunks, true
+	}
+	return nil, false
 }
