@@ -1,8 +1,10 @@
 package holdback
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -32,7 +34,7 @@ func (a *area) atomicMany() bool {
 // reports from a holding document as stored that fn would leave it with
 // no revision: it is then deleted without being decoded.
 func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string, h *holdingDoc) bool,
-	index func(set map[string]struct{}, emptied, changed []string) bool,
+	index func(emptied, changed []string) (add []string, remove map[string]bool, bump bool),
 	empties func(doc string, old json.RawMessage) bool) (emptied, changed []string, err error) {
 	if a.upd == nil {
 		for _, doc := range docs {
@@ -58,7 +60,20 @@ func (a *area) updateMany(ctx context.Context, docs []string, fn func(doc string
 			emptied, changed = emptied[:0], changed[:0]
 		}
 		if id == localIndex {
-			return a.indexUpdate(old, func(set map[string]struct{}) bool { return index(set, emptied, changed) })
+			add, remove, bump := index(emptied, changed)
+			if out, ok := a.editIndex(old, add, remove, bump); ok {
+				return out, nil
+			}
+			return a.indexUpdate(old, func(set map[string]struct{}) bool {
+				n := len(set)
+				for _, d := range add {
+					set[d] = struct{}{}
+				}
+				for d := range remove {
+					delete(set, d)
+				}
+				return len(set) != n || (a.shared && bump)
+			})
 		}
 		doc := id[len(localDocPrefix):]
 		if old != nil && empties != nil && empties(doc, old) {
@@ -112,16 +127,10 @@ func (a *area) indexUpdate(old json.RawMessage, fn func(docs map[string]struct{}
 // in the same transaction (else the caller indexes them:
 // Store.writeIndex).
 func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBody, owners map[string]string) (indexed bool, err error) {
-	var index func(set map[string]struct{}, _, _ []string) bool
+	var index func(_, _ []string) ([]string, map[string]bool, bool)
 	if a.atomicMany() {
-		docs := slices.Collect(maps.Keys(bodies))
-		index = func(set map[string]struct{}, _, _ []string) bool {
-			n := len(set)
-			for _, d := range docs {
-				set[d] = struct{}{}
-			}
-			return len(set) != n || a.shared
-		}
+		docs := slices.Sorted(maps.Keys(bodies))
+		index = func(_, _ []string) ([]string, map[string]bool, bool) { return docs, nil, true }
 	}
 	_, _, err = a.updateMany(ctx, slices.Sorted(maps.Keys(bodies)), func(doc string, h *holdingDoc) bool {
 		h.Owner = owners[doc]
@@ -136,14 +145,14 @@ func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBod
 // ones with it). With a LocalUpdater, a document this leaves with none
 // also leaves the index.
 func (a *area) removeMany(ctx context.Context, upTo map[string]string, older func(r, rev string) bool) error {
-	var index func(set map[string]struct{}, emptied, changed []string) bool
+	var index func(emptied, changed []string) ([]string, map[string]bool, bool)
 	if a.atomicMany() {
-		index = func(set map[string]struct{}, emptied, changed []string) bool {
-			n := len(set)
+		index = func(emptied, changed []string) ([]string, map[string]bool, bool) {
+			remove := make(map[string]bool, len(emptied))
 			for _, d := range emptied {
-				delete(set, d)
+				remove[d] = true
 			}
-			return len(set) != n || (a.shared && len(changed) > 0)
+			return nil, remove, len(changed) > 0
 		}
 	}
 	emptied, changed, err := a.updateMany(ctx, slices.Sorted(maps.Keys(upTo)), func(doc string, h *holdingDoc) bool {
@@ -187,4 +196,94 @@ func heldRevs(b json.RawMessage, drop func(rev string) bool) bool {
 		return all
 	})
 	return ok && all && n > 0
+}
+
+// editIndex is indexUpdate for a batch that adds the documents add
+// (sorted) to the index b and takes out those of remove, without
+// decoding the index: its ids are kept as the raw JSON strings they are
+// (sorted, as indexUpdate writes them) and merged. ok is false when b is
+// not an index this can edit so (absent, an id with an escape, out of
+// order); indexUpdate does it then.
+func (a *area) editIndex(b json.RawMessage, add []string, remove map[string]bool, bump bool) (out json.RawMessage, ok bool) {
+	var docs, gen []byte
+	if b == nil || !rawjson.Members(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "docs":
+			docs = v
+		case "gen":
+			gen = v
+		}
+		return true
+	}) || len(docs) == 0 {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b) + 64*len(add))
+	buf.WriteString(`{"docs":[`)
+	n, changed, prev, first := 0, false, "", true
+	put := func(raw []byte) {
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(raw)
+		n++
+	}
+	putDoc := func(doc string) bool {
+		q, err := json.Marshal(doc)
+		if err != nil || bytes.IndexByte(q, '\\') >= 0 {
+			return false
+		}
+		put(q)
+		changed = true
+		return true
+	}
+	bad := false // an element this cannot edit: fn stops the walk
+	fine := rawjson.Elements(docs, func(e []byte) bool {
+		if len(e) < 2 || e[0] != '"' || bytes.IndexByte(e, '\\') >= 0 {
+			bad = true
+			return false
+		}
+		id := string(e[1 : len(e)-1])
+		if id <= prev && !first {
+			bad = true // out of order
+			return false
+		}
+		prev, first = id, false
+		for len(add) > 0 && add[0] <= id {
+			if add[0] != id && !putDoc(add[0]) {
+				bad = true
+				return false
+			}
+			add = add[1:]
+		}
+		if remove[id] {
+			changed = true
+			return true
+		}
+		put(e)
+		return true
+	})
+	if !fine || bad {
+		return nil, false
+	}
+	for _, doc := range add {
+		if !putDoc(doc) {
+			return nil, false
+		}
+	}
+	if !changed && !(a.shared && bump) {
+		return b, true
+	}
+	buf.WriteByte(']')
+	if a.shared {
+		var g uint64
+		if len(gen) > 0 {
+			if json.Unmarshal(gen, &g) != nil {
+				return nil, false
+			}
+		}
+		fmt.Fprintf(&buf, `,"gen":%d`, g+1)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), true
 }
