@@ -8,7 +8,8 @@
 #
 # Env: NOTES, RUNS, SCALE, SCALEOUT_NOTES, E2EE_RUNS, E2EE_MIN_SECONDS,
 # SKIP (comma list of pull,push,import,e2ee,splithash,scaleout,scale), BUDGET (e.g.
-# 150s: no section starts after that long; the first round always runs). Starts the
+# 150s: no section starts after that long; the first round always runs),
+# RESULTS_OUT (a file: every measurement by key, as JSON). Starts the
 # CouchDB-protocol test server unless LIVESYNC_TEST_COUCHDB_URL and
 # COUCHSERVER_PID name one; the relay is started on a temporary data
 # folder. The table goes to stdout, progress to stderr.
@@ -46,4 +47,4 @@ if [ -z "${LIVESYNC_TEST_COUCHDB_URL:-}" ] || [ -z "${COUCHSERVER_PID:-}" ]; the
 	couchserver_start >&2
 fi
 "$work/bin/benchtable" -bin "$work/bin" -work "$work" -notes "$NOTES" -runs "$RUNS" -scale "$SCALE" \
-	-scaleout-notes "$SCALEOUT_NOTES" -e2ee-runs "$E2EE_RUNS" -e2ee-min "$E2EE_MIN_SECONDS" -skip "${SKIP:-}" -budget "${BUDGET:-0}"
+	-scaleout-notes "$SCALEOUT_NOTES" -e2ee-runs "$E2EE_RUNS" -e2ee-min "$E2EE_MIN_SECONDS" -skip "${SKIP:-}" -budget "${BUDGET:-0}" -results "${RESULTS_OUT:-}"
