@@ -47,8 +47,9 @@ type Config struct {
 	// Auth is AuthBasic (default) or AuthCookie.
 	Auth Auth
 	// HTTPClient, if set, is the client to use; its Transport is wrapped
-	// for authentication. nil means a new client with
-	// http.DefaultTransport.
+	// for authentication. nil means a new client with a shared
+	// http.DefaultTransport clone that keeps up to 32 idle connections
+	// per server.
 	HTTPClient *http.Client
 	// LocalChunksOnly disables fetching chunks by id (upstream's
 	// useOnlyLocalChunk): the ChunkSource's CanFetchDirect reports false.
@@ -113,7 +114,7 @@ func New(cfg Config) (*DB, error) {
 		cfg.LongpollTimeout = 60 * time.Second
 	}
 	base, _ := url.Parse(strings.TrimRight(cfg.URL, "/"))
-	hc := &http.Client{}
+	hc := &http.Client{Transport: pooled}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient // kivik wraps its Transport: keep the caller's client intact
 		hc = &c
@@ -277,6 +278,21 @@ func markReplayable(req *http.Request) {
 		}
 	}
 }
+
+// pooled is the transport of a DB without Config.HTTPClient:
+// http.DefaultTransport keeping up to 32 idle connections per server
+// instead of 2. A replication has up to batches_limit requests in flight;
+// with 2 kept, every burst would open (and over HTTPS, handshake) new
+// connections and close them again.
+var pooled = func() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = 32
+	return t
+}()
 
 // basicAuth adds HTTP Basic credentials to every request.
 type basicAuth struct {

@@ -25,8 +25,8 @@
 //     selector, so a different selector starts over. Where both agree
 //     (same session, or the newest session both histories know; PouchDB's
 //     compareReplicationLogs) the run starts, else from the beginning.
-//  2. Pages: Changes(Since, Limit=BatchSize) pages are read ahead by one
-//     goroutine, and each page's RevsDiff (on the target) and BulkGet of
+//  2. Pages: the changes are listed ahead by one goroutine, four pages
+//     of BatchSize changes a request (cut at their sequences), and each page's RevsDiff (on the target) and BulkGet of
 //     the missing revisions (from the source, with _revisions) start at
 //     once in a goroutine of their own; at most BatchesLimit pages are
 //     read and not yet written, which bounds the fetches in flight.

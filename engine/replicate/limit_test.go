@@ -10,7 +10,7 @@ import (
 )
 
 // TestBatchesLimitBoundsReadAhead: while the first batch's write is
-// stuck, at most BatchesLimit pages have been read.
+// stuck, at most BatchesLimit pages of changes have been listed.
 func TestBatchesLimitBoundsReadAhead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		remote, local := newMem("remote"), newMem("local")
@@ -29,10 +29,13 @@ func TestBatchesLimitBoundsReadAhead(t *testing.T) {
 		go func() { _, err := r.Pull(context.Background()); done <- err }()
 		synctest.Wait()
 		remote.mu.Lock()
-		n := remote.changesCalls
+		n := 0
+		for _, l := range remote.limits {
+			n += l
+		}
 		remote.mu.Unlock()
-		if n != 3 {
-			t.Errorf("%d pages read while the first write is stuck, want 3 (batches_limit)", n)
+		if n != 6 {
+			t.Errorf("%d changes listed while the first write is stuck, want 6 (batches_limit pages of 2)", n)
 		}
 		close(release)
 		if err := <-done; err != nil {

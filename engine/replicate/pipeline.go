@@ -16,6 +16,10 @@ import (
 // checkpoint write per page whenever the writer falls behind the fetches.
 const groupDocs = 1000
 
+// changesPages is the number of pages of changes one Changes request
+// lists (at most batches_limit).
+const changesPages = 4
+
 // fetched is one page of changes and the revisions its fetch read from
 // the source; done is closed when docs and err are set.
 type fetched struct {
@@ -46,33 +50,46 @@ func newPipeline(lg *leg, sz sizes, follow bool) *pipeline {
 		tokens: make(chan struct{}, sz.limit), pages: make(chan *fetched, sz.limit)}
 }
 
-// read lists the source's changes from since, page after page, starting
-// a fetch for each page, until the end of the feed (unless following),
-// an error or the end of ctx. The caller has done wg.Add(1).
+// read lists the source's changes from since, starting a fetch for each
+// page, until the end of the feed (unless following), an error or the end
+// of ctx. The caller has done wg.Add(1).
+//
+// One request lists up to changesPages pages (split by their changes'
+// sequences), since each request must wait for the one before it: over a
+// slow link that chain, not the fetches, would set the pace. Every page
+// still holds its own token.
 func (pl *pipeline) read(ctx context.Context, since string) {
 	defer pl.wg.Done()
 	defer close(pl.pages)
+	want := min(changesPages, pl.sz.limit)
 	for {
-		select {
-		case pl.tokens <- struct{}{}:
-		case <-ctx.Done():
-			return
+		for range want {
+			select {
+			case pl.tokens <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 		}
-		page, err := pl.lg.src.Changes(ctx, engine.ChangesRequest{Since: since, Limit: pl.sz.batch, Selector: pl.lg.selector, Wait: pl.follow})
-		f := &fetched{page: page, done: make(chan struct{})}
+		page, err := pl.lg.src.Changes(ctx, engine.ChangesRequest{Since: since, Limit: pl.sz.batch * want, Selector: pl.lg.selector, Wait: pl.follow})
 		if err != nil {
-			f.err = err
+			f := &fetched{page: page, err: err, done: make(chan struct{})}
 			close(f.done)
+			pl.release(want - 1)
 			pl.pages <- f // never blocks: every page holds a token
 			return
 		}
-		pl.wg.Add(1)
-		go func() {
-			defer pl.wg.Done()
-			defer close(f.done)
-			f.docs, f.err = fetch(ctx, pl.lg, page.Results)
-		}()
-		pl.pages <- f
+		subs := split(page, pl.sz.batch, want)
+		pl.release(want - len(subs))
+		for _, sub := range subs {
+			f := &fetched{page: sub, done: make(chan struct{})}
+			pl.wg.Add(1)
+			go func() {
+				defer pl.wg.Done()
+				defer close(f.done)
+				f.docs, f.err = fetch(ctx, pl.lg, sub.Results)
+			}()
+			pl.pages <- f
+		}
 		if !pl.follow && (len(page.Results) == 0 || page.Pending == 0) {
 			return
 		}
@@ -80,6 +97,35 @@ func (pl *pipeline) read(ctx context.Context, since string) {
 			since = page.LastSeq
 		}
 	}
+}
+
+// split cuts a page of changes into pages of at most batch changes, each
+// ending at its last change's sequence (the last one at the page's), at
+// most max pages; a page it cannot cut (a change without a sequence)
+// stays whole.
+func split(page engine.ChangesPage, batch, max int) []engine.ChangesPage {
+	n := len(page.Results)
+	if n <= batch || (n+batch-1)/batch > max {
+		return []engine.ChangesPage{page}
+	}
+	for _, c := range page.Results {
+		if c.Seq == "" {
+			return []engine.ChangesPage{page}
+		}
+	}
+	var subs []engine.ChangesPage
+	for i := 0; i < n; i += batch {
+		end := min(i+batch, n)
+		sub := engine.ChangesPage{Results: page.Results[i:end:end], LastSeq: page.Results[end-1].Seq, Pending: -1}
+		if page.Pending >= 0 {
+			sub.Pending = page.Pending + n - end
+		}
+		if end == n {
+			sub.LastSeq = page.LastSeq
+		}
+		subs = append(subs, sub)
+	}
+	return subs
 }
 
 // next waits for the next page in feed order to be fetched and returns

@@ -179,12 +179,13 @@ func TestBatchFallbackSizes(t *testing.T) {
 		if err == nil || replicate.IsTransport(err) {
 			t.Fatalf("err = %v", err)
 		}
-		// One Changes page per attempt (the write fails on the first): the
-		// limits are the batch sizes of upstream's fallback.
+		// One Changes request per attempt (the write fails on the
+		// first), listing 4 pages: the limits are 4 times the batch
+		// sizes of upstream's fallback.
 		var firsts []int
 		for i, l := range remote.limits {
 			if i == 0 || l != remote.limits[i-1] {
-				firsts = append(firsts, l)
+				firsts = append(firsts, l/4)
 			}
 		}
 		if !slices.Equal(firsts, tc.want) {
@@ -207,7 +208,7 @@ func TestTooLargeShrinksUntilItFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameDocs(t, remote, local)
-	if last := remote.limits[len(remote.limits)-1]; last != 7 {
+	if last := remote.limits[len(remote.limits)-1] / 4; last != 7 { // 4 pages a request
 		t.Errorf("final batch size %d, want 7", last)
 	}
 }

@@ -1,7 +1,7 @@
 // Command gopull is the Go side of the pull benchmark (bench/pull/run.sh).
 //
 //	gopull load -url URL -db NAME [-docs 10000] [-size 1024]
-//	gopull pull -url URL -db NAME [-batch 25] [-limit 25] [-cpuprofile FILE]
+//	gopull pull -url URL -db NAME [-batch 25] [-limit 25] [-latency 20ms] [-conns N] [-cpuprofile FILE]
 //
 // Credentials come from LIVESYNC_TEST_COUCHDB_USER and _PASSWORD.
 //
@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"runtime"
@@ -44,8 +45,19 @@ func main() {
 	batch := fs.Int("batch", 25, "batch_size")
 	limit := fs.Int("limit", 25, "batches_limit")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the pull")
+	conns := fs.Int("conns", 0, "idle connections kept per host (0: the adapter's default)")
+	latency := fs.Duration("latency", 0, "added before every request, as a round trip over a slow link")
 	_ = fs.Parse(os.Args[2:])
-	db, err := couchdb.New(couchdb.Config{URL: *url, Database: *name,
+	var client *http.Client
+	if *conns > 0 || *latency > 0 {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 32
+		if *conns > 0 {
+			tr.MaxIdleConnsPerHost = *conns
+		}
+		client = &http.Client{Transport: slowLink{tr, *latency}}
+	}
+	db, err := couchdb.New(couchdb.Config{URL: *url, Database: *name, HTTPClient: client,
 		User: os.Getenv("LIVESYNC_TEST_COUCHDB_USER"), Password: os.Getenv("LIVESYNC_TEST_COUCHDB_PASSWORD")})
 	if err != nil {
 		fail(err)
@@ -60,6 +72,17 @@ func main() {
 	default:
 		fail(fmt.Errorf("unknown command %q", os.Args[1]))
 	}
+}
+
+// slowLink delays every request by d.
+type slowLink struct {
+	next http.RoundTripper
+	d    time.Duration
+}
+
+func (s slowLink) RoundTrip(r *http.Request) (*http.Response, error) {
+	time.Sleep(s.d)
+	return s.next.RoundTrip(r)
 }
 
 func load(ctx context.Context, db *couchdb.DB, n, size int) error {
