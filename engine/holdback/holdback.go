@@ -397,6 +397,15 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 			return nil, err
 		}
 	}
+	if settles(ctx) && len(inBatch) > 0 {
+		// The notes a client's chunks complete are released before the
+		// client is answered (WithSettle): a pusher that has had its
+		// last answer finds every note it completed served, by GET and
+		// the feed.
+		if err := s.p.Settle(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("holdback: releasing the notes completed by a push", "err", err)
+		}
+	}
 	return results, nil
 }
 
@@ -453,15 +462,7 @@ func (s *Store) writeThrough(ctx context.Context, docs []json.RawMessage, js []j
 	s.n.unreadable += c.unreadable
 	s.n.undecodable += c.undecodable
 	s.mu.Unlock()
-	if len(arrived) > 0 {
-		// The notes these chunks complete are released before the
-		// writer is answered: a pusher that has had its last answer
-		// finds every note it completed served, by GET and the feed.
-		s.p.ChunksArrived(arrived)
-		if err := s.p.Settle(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("holdback: releasing the notes completed by a write", "err", err)
-		}
-	}
+	s.p.ChunksArrived(arrived)
 	return nil
 }
 

@@ -27,3 +27,20 @@ func Owner(ctx context.Context) string {
 	s, _ := ctx.Value(ownerKey{}).(string)
 	return s
 }
+
+type settleKey struct{}
+
+// WithSettle marks a write whose writer waits for its consequences: the
+// notes its chunks complete are released before BulkDocs returns, so
+// that a client answered last finds every note it completed served.
+// A CouchDB-protocol endpoint marks its clients' pushes so; other
+// writers (replication, the hunt) leave releases to the purgatory's
+// driver.
+func WithSettle(ctx context.Context) context.Context {
+	return context.WithValue(ctx, settleKey{}, true)
+}
+
+func settles(ctx context.Context) bool {
+	b, _ := ctx.Value(settleKey{}).(bool)
+	return b
+}

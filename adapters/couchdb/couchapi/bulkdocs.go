@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/livesync-go/livesync-go/engine/holdback"
 	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
@@ -204,7 +205,9 @@ func (s *Server) bulkDocsReplicated(q *request, docs []bulkDoc) ([]bulkRow, *api
 		}
 	}
 	if len(batch) > 0 {
-		res, err := q.st.BulkDocs(ctx, batch)
+		// The notes these chunks complete are served when the client
+		// has its answer.
+		res, err := q.st.BulkDocs(holdback.WithSettle(ctx), batch)
 		if err != nil {
 			return nil, asAPIError(err)
 		}
