@@ -21,7 +21,7 @@ func (b *bench) others() {
 	steps := []struct {
 		name string
 		f    func() error
-	}{{"e2ee", b.e2ee}, {"splithash", b.splitHash}, {"scaleout", b.scaleout}, {"scale", b.scaleCurve}}
+	}{{"splithash", b.splitHash}, {"e2ee", b.e2ee}, {"scaleout", b.scaleout}, {"scale", b.scaleCurve}}
 	for _, s := range steps {
 		if b.o.skip[s.name] || b.late(s.name) {
 			continue
