@@ -310,6 +310,21 @@ func (b *basicAuth) RoundTrip(req *http.Request) (*http.Response, error) {
 	return next.RoundTrip(r)
 }
 
+// CloseIdleConnections passes DB.Close on to the wrapped transport, which
+// http.Client only reaches through a transport that has the method.
+func (b *basicAuth) CloseIdleConnections() { closeIdle(b.next) }
+
+// closeIdle closes the idle connections of next (http.DefaultTransport
+// when nil), if it keeps any.
+func closeIdle(next http.RoundTripper) {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if c, ok := next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // cookieAuth logs in at /_session and sends the AuthSession cookie,
 // logging in again after a 401 (an expired session). A failed login is
 // answered as the server answered it (401), without the request.
@@ -321,6 +336,9 @@ type cookieAuth struct {
 	mu     sync.Mutex
 	cookie string // "AuthSession=…", empty before login
 }
+
+// CloseIdleConnections passes DB.Close on to the wrapped transport.
+func (c *cookieAuth) CloseIdleConnections() { closeIdle(c.next) }
 
 func (c *cookieAuth) transport() http.RoundTripper {
 	if c.next == nil {
