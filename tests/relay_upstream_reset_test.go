@@ -532,11 +532,11 @@ func rsWait(t *testing.T, r *upRelay, ok func(rsUpstream) bool) rsUpstream {
 }
 
 // lagNotesDefault is the size of the lag tests' catch-ups in notes (two
-// documents each): 2,000 documents take the relay about ten seconds to
-// pull from the test server, some 80 /status samples at 100 ms where 4
-// distinct lag values prove the countdown, and C's push lag still peaks
-// near 200; 10,000 documents took a minute for each test.
-const lagNotesDefault = 1000
+// documents each). The pipelined pull takes 4,000 documents from the test
+// server in about a second, which /status sampled every 10 ms sees as
+// dozens of distinct lag values (4 prove the countdown); C's push lag
+// still peaks in the hundreds. 10,000 documents: LIVESYNC_TEST_LAG_NOTES.
+const lagNotesDefault = 2000
 
 // "lag counts down during a catch-up": the relay pulls notes (two
 // documents each; 5,000 notes for the 10,000-document version) from B;
@@ -568,7 +568,7 @@ func testUpstreamCatchUpLag(t *testing.T, bin string, notes int) {
 		if time.Since(start) > 120*time.Second {
 			t.Fatalf("no catch-up in 120 s: %+v", s)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("caught up in %v, %d samples; lag at the first: %d", time.Since(start), len(samples), samples[0].lag)
 	// Pulled notes whose chunks came in a later batch are held a moment
