@@ -5,9 +5,13 @@
 // followed far enough to find where they end, so that reading a few
 // members of a large document costs one pass over it and no allocation
 // for the values.
+//
+// For fast paths that must give encoding/json's exact results, Scan
+// checks a value (and whether Marshal would rewrite it), AppendCanonical
+// rewrites it as Marshal would, AppendString encodes a string and Unquote
+// decodes one byte for byte as encoding/json does; a fast path falls
+// back to encoding/json whenever Scan cannot decide.
 package rawjson
-
-import "encoding/json"
 
 // Members calls fn with the key and the raw value of each member of the
 // JSON object b, in order, until fn returns false. A key is unescaped
@@ -33,8 +37,8 @@ func Members(b []byte, fn func(key, val []byte) bool) bool {
 		}
 		key := b[i+1 : end-1]
 		if esc {
-			var s string
-			if json.Unmarshal(b[i:end], &s) != nil {
+			s, ok := Unquote(b[i:end])
+			if !ok {
 				return false
 			}
 			key = []byte(s)
@@ -96,7 +100,8 @@ func Elements(b []byte, fn func(val []byte) bool) bool {
 }
 
 // String returns the string a raw JSON string value holds, and false if
-// raw is not a string.
+// raw is not a string. One with an escape is decoded as Unquote (and
+// encoding/json) decodes it; one without is returned as it is.
 func String(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
@@ -108,11 +113,7 @@ func String(raw []byte) (string, bool) {
 	if !esc {
 		return string(raw[1 : end-1]), true
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
+	return Unquote(raw)
 }
 
 func skipSpace(b []byte, i int) int {

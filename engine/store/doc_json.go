@@ -11,6 +11,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine/docid"
 	"github.com/livesync-go/livesync-go/engine/jsstring"
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
 // metaFields are the CouchDB fields the store derives itself; they are
@@ -33,7 +34,20 @@ func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
 }
 
+// parseDoc reads a document to write. Its result is that of decoding raw
+// into a map[string]json.RawMessage and json.Marshal'ing the map without
+// the meta fields (Body: keys sorted, compact, with '<', '>', '&', U+2028
+// and U+2029 escaped); parseDocFast gives it in one pass for the
+// documents it is sure of.
 func parseDoc(raw json.RawMessage) (inDoc, error) {
+	if d, ok := parseDocFast(raw); ok {
+		return d, nil
+	}
+	return parseDocJSON(raw)
+}
+
+// parseDocJSON is parseDoc by encoding/json.
+func parseDocJSON(raw json.RawMessage) (inDoc, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return inDoc{}, invalid("not a JSON object")
@@ -64,23 +78,11 @@ func parseDoc(raw json.RawMessage) (inDoc, error) {
 			if err := json.Unmarshal(v, &rv); err != nil {
 				return d, invalid("malformed _revisions")
 			}
-			gen, h := revGen(d.Rev)
-			if len(rv.IDs) == 0 || rv.Start != gen || rv.IDs[0] != h || rv.Start < len(rv.IDs) {
-				return d, invalid("_revisions does not match _rev %q", d.Rev)
+			path, err := revPath(d.Rev, rv.Start, rv.IDs)
+			if err != nil {
+				return d, err
 			}
-			// Ancestors past MaxRevisions are ignored (see MaxRevisions):
-			// the work below, and merging, stay bounded whatever was sent.
-			if len(rv.IDs) > MaxRevisions {
-				rv.IDs = rv.IDs[:MaxRevisions]
-			}
-			d.Path = make([]string, 0, len(rv.IDs))
-			for i, id := range rv.IDs {
-				rev := strconv.Itoa(rv.Start-i) + "-" + id
-				if id == "" || len(rev) > MaxRevLength {
-					return d, invalid("_revisions holds an empty id or one over %d bytes", MaxRevLength)
-				}
-				d.Path = append(d.Path, rev)
-			}
+			d.Path = path
 		}
 	}
 	for _, f := range metaFields {
@@ -92,6 +94,29 @@ func parseDoc(raw json.RawMessage) (inDoc, error) {
 	}
 	d.Body = body
 	return d, nil
+}
+
+// revPath returns the path of revision rev from its _revisions (start
+// and ids): the full revisions, newest first.
+func revPath(rev string, start int, ids []string) ([]string, error) {
+	gen, h := revGen(rev)
+	if len(ids) == 0 || start != gen || ids[0] != h || start < len(ids) {
+		return nil, invalid("_revisions does not match _rev %q", rev)
+	}
+	// Ancestors past MaxRevisions are ignored (see MaxRevisions): the
+	// work below, and merging, stay bounded whatever was sent.
+	if len(ids) > MaxRevisions {
+		ids = ids[:MaxRevisions]
+	}
+	path := make([]string, 0, len(ids))
+	for i, id := range ids {
+		r := strconv.Itoa(start-i) + "-" + id
+		if id == "" || len(r) > MaxRevLength {
+			return nil, invalid("_revisions holds an empty id or one over %d bytes", MaxRevLength)
+		}
+		path = append(path, r)
+	}
+	return path, nil
 }
 
 // checkID rejects ids CouchDB reserves (_design/ documents are allowed)
@@ -116,8 +141,14 @@ func checkID(id string) error {
 // two conflicting leaves. Any other first, non-deleted revision hashes
 // its body (keys sorted); later and deleted revisions hash the parent
 // revision, the deleted flag and the body.
-func newRevHash(id, parent string, deleted bool, body []byte) string {
+//
+// data, when not nil, is what chunkData reads of body, known to the
+// caller.
+func newRevHash(id, parent string, deleted bool, body []byte, data *string) string {
 	if parent == "" && !deleted && docid.IsChunkID(id) {
+		if data != nil {
+			return chunkRevHash(id, *data)
+		}
 		if data, ok := chunkData(body); ok {
 			return chunkRevHash(id, data)
 		}
@@ -166,7 +197,13 @@ func chunkRevHash(id, data string) string {
 // chunkData returns the data of a body that is exactly the plug-in's
 // local chunk, {"data": <string>, "type": "leaf"}. A body with any other
 // field (such as the remote form's "e_") is not what the plug-in hashed.
+// Its result is that of decoding body into a map; the body the store
+// writes for a chunk, {"data":"…","type":"leaf"} as json.Marshal writes
+// it, is read in one pass.
 func chunkData(body []byte) (string, bool) {
+	if data, ok := chunkDataFast(body); ok {
+		return data, true
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || len(m) != 2 || string(m["type"]) != `"leaf"` {
 		return "", false
@@ -178,9 +215,47 @@ func chunkData(body []byte) (string, bool) {
 	return data, true
 }
 
+// chunkBody is the body the store writes for a chunk: json.Marshal of
+// struct{Data string `json:"data"`; Type string `json:"type"`}{data, "leaf"}.
+func chunkBody(data string) []byte {
+	b := make([]byte, 0, len(data)+32)
+	b = append(b, `{"data":`...)
+	b = rawjson.AppendString(b, data)
+	return append(b, `,"type":"leaf"}`...)
+}
+
+// chunkField reads a stored chunk's data as json.Unmarshal into
+// struct{Data *string `json:"data"`} does; false when it has none (or
+// it is null) or the body does not decode.
+func chunkField(body []byte) (string, bool) {
+	if data, ok := chunkDataFast(body); ok {
+		return data, true
+	}
+	var v struct {
+		Data *string `json:"data"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Data == nil {
+		return "", false
+	}
+	return *v.Data, true
+}
+
+// chunkDataFast reads a body of exactly the form chunkBody writes,
+// {"data":"…","type":"leaf"}; false for any other.
+func chunkDataFast(body []byte) (string, bool) {
+	const head, tail = `{"data":`, `,"type":"leaf"}`
+	if len(body) <= len(head)+len(tail) || string(body[:len(head)]) != head || string(body[len(body)-len(tail):]) != tail {
+		return "", false
+	}
+	v := body[len(head) : len(body)-len(tail)]
+	if end, valid, _ := rawjson.Scan(v, 0); !valid || end != len(v) || v[0] != '"' {
+		return "", false
+	}
+	return rawjson.Unquote(v)
+}
+
 func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
+	return rawjson.AppendString(b, s)
 }
 
 // buildDoc assembles a document for output: meta fields first, then the
@@ -227,8 +302,21 @@ func buildDoc(id, rev string, deleted bool, body []byte, revs []string, revStart
 }
 
 // WithoutRevisions returns doc without its _revisions field; doc itself
-// when it has none or is not a JSON object.
+// when it has none or is not a JSON object. The result is that of
+// json.Marshal of the document's map[string]json.RawMessage (keys sorted,
+// values compacted and escaped as Marshal does), which the fast path
+// writes directly when it can be sure of it.
 func WithoutRevisions(doc json.RawMessage) json.RawMessage {
+	var buf [16]member
+	if ms, ok := objectMembers(doc, buf[:0]); ok && sortMembers(ms) {
+		for i, m := range ms {
+			if string(m.key) == "_revisions" {
+				ms = append(ms[:i], ms[i+1:]...)
+				return appendObject(make([]byte, 0, len(doc)), ms)
+			}
+		}
+		return doc
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(doc, &m) != nil {
 		return doc

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"sort"
 )
 
@@ -170,9 +169,9 @@ func (s *kvStore) Compact(ctx context.Context) error {
 				}
 				n++
 				next = append(bytes.Clone(k), 0) // the least key after k
-				rec := new(record)
-				if err := json.Unmarshal(v, rec); err != nil {
-					ferr = fmt.Errorf("document %q: corrupt record: %w", k, err)
+				rec, err := decodeRecord(bytes.Clone(v))
+				if err != nil {
+					ferr = corruptRecord(k, err)
 					return false
 				}
 				if len(rec.Nodes) > limit || rec.hasKept() {
@@ -203,7 +202,7 @@ func (s *kvStore) Compact(ctx context.Context) error {
 				if !changed && len(d.rec.Nodes) == before {
 					continue
 				}
-				enc, err := json.Marshal(d.rec)
+				enc, err := encodeRecord(d.rec)
 				if err != nil {
 					return err
 				}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/livesync-go/livesync-go/engine"
 )
@@ -93,14 +94,16 @@ func getUint(tx Tx, key []byte) uint64 {
 	return binary.BigEndian.Uint64(v)
 }
 
+// loadRecord reads the record of id, nil if there is none. The bodies of
+// its nodes are valid only during tx.
 func loadRecord(tx Tx, id string) (*record, error) {
 	v := tx.Get(BucketDocs, []byte(id))
 	if v == nil {
 		return nil, nil
 	}
-	r := new(record)
-	if err := json.Unmarshal(v, r); err != nil {
-		return nil, fmt.Errorf("document %q: corrupt record: %w", id, err)
+	r, err := decodeRecord(v)
+	if err != nil {
+		return nil, corruptRecord([]byte(id), err)
 	}
 	return r, nil
 }
@@ -155,7 +158,7 @@ func (w *writer) save(id string, rec *record, wasLive bool, seq uint64) error {
 		}
 	}
 	rec.Seq = seq
-	enc, err := json.Marshal(rec)
+	enc, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
@@ -253,9 +256,13 @@ func (b *batch) load(id string) (*pending, error) {
 	if p, ok := b.recs[id]; ok {
 		return p, nil
 	}
-	rec, err := loadRecord(b.w.tx, id)
-	if err != nil {
-		return nil, err
+	var rec *record
+	if v := b.w.tx.Get(BucketDocs, []byte(id)); v != nil {
+		// A copy: the record's bodies outlive the Put that replaces it.
+		var err error
+		if rec, err = decodeRecord(bytes.Clone(v)); err != nil {
+			return nil, corruptRecord([]byte(id), err)
+		}
 	}
 	p := &pending{rec: rec, wasLive: rec.live()}
 	if p.rec == nil {
@@ -355,8 +362,10 @@ func (s *kvStore) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engin
 }
 
 // edit applies a new edit (new_edits=true) to p's record and marks it
-// changed. prev "" with the document live is a conflict.
-func (s *kvStore) edit(b *batch, id string, p *pending, prev string, deleted bool, body []byte) (string, error) {
+// changed. prev "" with the document live is a conflict. body is
+// canonical (as json.Marshal writes a json.RawMessage); data, when not
+// nil, is what chunkData reads of it.
+func (s *kvStore) edit(b *batch, id string, p *pending, prev string, deleted bool, body []byte, data *string) (string, error) {
 	rec := p.rec
 	exists := len(rec.Nodes) > 0
 	parent := ""
@@ -386,11 +395,11 @@ func (s *kvStore) edit(b *batch, id string, p *pending, prev string, deleted boo
 	if parent != "" {
 		gen, _ = revGen(parent)
 	}
-	rev := strconv.Itoa(gen+1) + "-" + newRevHash(id, parent, deleted, body)
+	rev := strconv.Itoa(gen+1) + "-" + newRevHash(id, parent, deleted, body, data)
 	if rec.find(rev) >= 0 {
 		return rev, nil
 	}
-	rec.add(node{Rev: rev, Parent: parent, Deleted: deleted, Body: body})
+	rec.add(node{Rev: rev, Parent: parent, Deleted: deleted, Body: body, canon: true})
 	b.changed(id, p)
 	return rev, nil
 }
@@ -415,7 +424,7 @@ func (s *kvStore) Put(ctx context.Context, doc json.RawMessage) (string, error) 
 		if err != nil {
 			return err
 		}
-		rev, err = s.edit(b, d.ID, p, d.Rev, d.Deleted, d.Body)
+		rev, err = s.edit(b, d.ID, p, d.Rev, d.Deleted, d.Body, nil)
 		if errors.Is(err, ErrConflict) {
 			conflict = fmt.Errorf("put %q: %w", d.ID, err)
 			return nil
@@ -454,7 +463,7 @@ func (s *kvStore) PutBatch(ctx context.Context, docs []json.RawMessage) ([]engin
 			if err != nil {
 				return err
 			}
-			rev, err := s.edit(b, d.ID, p, d.Rev, d.Deleted, d.Body)
+			rev, err := s.edit(b, d.ID, p, d.Rev, d.Deleted, d.Body, nil)
 			switch {
 			case errors.Is(err, ErrConflict):
 				results[i].Error, results[i].Reason = "conflict", "Document update conflict."
@@ -774,13 +783,11 @@ func (s *kvStore) GetChunks(ctx context.Context, ids []engine.ChunkID) (map[engi
 			if !rec.live() {
 				continue
 			}
-			var body struct {
-				Data *string `json:"data"`
-			}
-			if json.Unmarshal(rec.Nodes[rec.winner()].Body, &body) != nil || body.Data == nil {
+			data, ok := chunkField(rec.Nodes[rec.winner()].Body)
+			if !ok {
 				return &engine.Error{Op: "get chunks", DocID: id, Stage: engine.StageDecode, Err: engine.ErrMalformed}
 			}
-			out[id] = engine.Chunk{ID: id, Data: *body.Data}
+			out[id] = engine.Chunk{ID: id, Data: data}
 		}
 		return nil
 	})
@@ -799,14 +806,7 @@ func (s *kvStore) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
 		if err := checkID(c.ID); err != nil {
 			return err
 		}
-		b, err := json.Marshal(struct {
-			Data string `json:"data"`
-			Type string `json:"type"`
-		}{c.Data, "leaf"})
-		if err != nil {
-			return err
-		}
-		bodies[i] = b
+		bodies[i] = chunkBody(c.Data)
 	}
 	ids := make([]string, len(chunks))
 	for i, c := range chunks {
@@ -823,7 +823,11 @@ func (s *kvStore) PutChunks(ctx context.Context, chunks []engine.Chunk) error {
 			if p.rec.live() {
 				continue // content-addressed: already there
 			}
-			if _, err := s.edit(b, c.ID, p, "", false, bodies[i]); err != nil {
+			var data *string
+			if utf8.ValidString(c.Data) {
+				data = &c.Data // what chunkData reads back of bodies[i]
+			}
+			if _, err := s.edit(b, c.ID, p, "", false, bodies[i], data); err != nil {
 				return err
 			}
 		}
@@ -846,9 +850,9 @@ func (s *kvStore) AllDocs(ctx context.Context, opts AllDocsOptions) ([]DocInfo, 
 			if opts.Limit > 0 && len(out) >= opts.Limit {
 				return false
 			}
-			rec := new(record)
-			if err := json.Unmarshal(v, rec); err != nil {
-				ferr = fmt.Errorf("document %q: corrupt record: %w", id, err)
+			rec, err := decodeRecord(v)
+			if err != nil {
+				ferr = corruptRecord(k, err)
 				return false
 			}
 			if w := rec.winner(); w >= 0 && !rec.Nodes[w].Deleted {

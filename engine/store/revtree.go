@@ -31,6 +31,11 @@ type node struct {
 	Deleted bool            `json:"d,omitempty"`
 	Body    json.RawMessage `json:"b,omitempty"`
 	Kept    bool            `json:"k,omitempty"` // body in BucketBodies
+
+	// canon: Body is known to be written as json.Marshal writes a
+	// json.RawMessage (compact, escaped), so a record holding it is
+	// encoded without Marshal (appendRecord).
+	canon bool
 }
 
 // hasBody reports whether the node's body is stored (in the record or in
@@ -160,7 +165,8 @@ func (r *record) history(rev string) (int, []string) {
 }
 
 // mergePath inserts a replicated revision (new_edits=false): path holds
-// the revision and its ancestors, newest first, as full "N-hash" strings.
+// the revision and its ancestors, newest first, as full "N-hash" strings;
+// body is canonical, as parseDoc returns it.
 // It reports whether the tree changed. A revision already in the tree is
 // left as it is, as CouchDB does. It is linear in the path and the tree
 // (the path is at most MaxRevisions long, see parseDoc).
@@ -183,8 +189,7 @@ func (r *record) mergePath(path []string, deleted bool, body json.RawMessage) bo
 		}
 		n := node{Rev: path[i], Parent: parent}
 		if i == 0 {
-			n.Deleted = deleted
-			n.Body = body
+			n.Deleted, n.Body, n.canon = deleted, body, true
 		}
 		r.add(n)
 	}
