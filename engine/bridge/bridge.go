@@ -98,6 +98,11 @@ type Config struct {
 	Upstreams []Upstream
 	Hunt      hunt.Config
 	Log       *slog.Logger // nil discards
+	// BatchesLimit is the pages an upstream's replication has read and
+	// not yet written, its fetches in flight (replicate.Config); 0 is
+	// replicate.DefaultBatchesLimit. A host that bounds concurrent
+	// connections or per-run queries (Workers) sets it low.
+	BatchesLimit int
 }
 
 // Upstream states, for /status and the upstream_up metric.
@@ -137,6 +142,7 @@ type Bridge struct {
 	db      string
 	v       Local
 	uuid    string
+	batches int // Config.BatchesLimit
 	log     *slog.Logger
 	hunt    *hunt.Hunt
 	claims  *fetch.Coordinator
@@ -187,7 +193,7 @@ func New(v Local, c Config) (*Bridge, error) {
 	}
 	hc := c.Hunt
 	hc.Logger = log.With("component", "hunt")
-	b := &Bridge{db: c.DB, v: v, uuid: c.UUID, log: log, claims: fetch.NewCoordinator(), huntCfg: effectiveHunt(c.Hunt),
+	b := &Bridge{db: c.DB, v: v, uuid: c.UUID, batches: c.BatchesLimit, log: log, claims: fetch.NewCoordinator(), huntCfg: effectiveHunt(c.Hunt),
 		settingsWake: make(chan struct{}, 1)}
 	for _, u := range c.Upstreams {
 		if u.Remote != nil {

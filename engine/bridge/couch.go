@@ -213,13 +213,14 @@ func (u *upstream) replicateCouch(ctx context.Context, rec *decorate.Recoder, re
 	}
 	remote = watchedEndpoint{Endpoint: remote, u: u, gate: gate}
 	cfg := replicate.Config{
-		Local:    pulledInto{Local: u.b.v, source: u.spec.ThrottleKey},
-		Remote:   remote,
-		LocalID:  "livesync-relay/" + u.b.uuid + "/" + u.b.db,
-		RemoteID: remoteID, // the marker in it: a reset starts from zero
-		Progress: func(p replicate.Progress) { u.progress(p, delay) },
-		OnRetry:  u.retrying,
-		Log:      u.log,
+		Local:        pulledInto{Local: u.b.v, source: u.spec.ThrottleKey},
+		Remote:       remote,
+		LocalID:      "livesync-relay/" + u.b.uuid + "/" + u.b.db,
+		RemoteID:     remoteID, // the marker in it: a reset starts from zero
+		BatchesLimit: u.b.batches,
+		Progress:     func(p replicate.Progress) { u.progress(p, delay) },
+		OnRetry:      u.retrying,
+		Log:          u.log,
 	}
 	if u.spec.ChunksOnline {
 		cfg.Selector = replicate.ChunksOnlineSelector

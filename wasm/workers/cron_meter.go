@@ -11,6 +11,11 @@ import (
 	"github.com/livesync-go/livesync-go/wasm/workers/d1kv"
 )
 
+// cronBatchesLimit is the pages an upstream replication of a cron run
+// has in flight: below Workers' six simultaneous connections per
+// invocation.
+const cronBatchesLimit = 4
+
 // cronReserve is the part of a cap kept for stopping: a run winds down
 // when it has used all but this much of its D1 queries or subrequests,
 // and stopping, settling and saving every database takes a few queries.
@@ -18,12 +23,17 @@ func cronReserve(limit int) int { return max(10, limit/10) }
 
 // cronMeter counts a run's D1 queries (it is the run's d1kv.Exec) and
 // its upstream requests (client). Past cap minus the reserve it winds
-// the run down (the next run goes on); at the cap it refuses, so that a
-// run never exceeds the plan's per-invocation limits.
+// the run down (the next run goes on) and refuses what the run's work
+// still asks, so that the reserve is left for stopping: once the
+// bridge has stopped, the database's closing (closing set) may use it,
+// up to the cap, which a run never exceeds. A refused read or write
+// fails that work's store transaction as a whole, which the next run
+// does again.
 type cronMeter struct {
 	x                 d1kv.Exec
 	queryCap, reqCap  int
 	queries, requests atomic.Int64
+	closing           atomic.Bool
 	windDown          context.CancelCauseFunc
 	client            *http.Client
 }
@@ -39,10 +49,11 @@ func newCronMeter(x d1kv.Exec, queries, requests int, windDown context.CancelCau
 // take counts one more use of a cap and reports whether it is allowed.
 func (m *cronMeter) take(n *atomic.Int64, limit int, cause error) error {
 	used := int(n.Add(1))
-	if used > limit-cronReserve(limit) {
+	stop := limit - cronReserve(limit)
+	if used > stop {
 		m.windDown(cause)
 	}
-	if used > limit {
+	if used > limit || used > stop && !m.closing.Load() {
 		n.Add(-1)
 		return fmt.Errorf("cron: the run's %s of %d is used up; the next run goes on", cause, limit)
 	}

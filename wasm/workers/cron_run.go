@@ -161,6 +161,9 @@ func (a *app) cronDatabase(ctx, work context.Context, m *cronMeter, db string) (
 		keepDocs(&state, st)
 	}
 	d.bridge.Stop()
+	// What is left of the run's caps is for settling and saving.
+	m.closing.Store(true)
+	defer m.closing.Store(false)
 	settleErr := d.served.Settle(closing)
 	stats := d.served.Stats()
 	rep.Held, rep.Released = stats.Held, stats.Released
@@ -267,7 +270,8 @@ func (a *app) newCronBridge(db string, local bridge.Local, m *cronMeter, log *sl
 			Remote: r, Docs: r.DB()})
 	}
 	hc := hunt.Config{MaxInFlight: a.cron.huntInFlight, MaxPerWindow: a.cron.huntPerWindow, Window: a.cron.huntWindow}
-	return bridge.New(local, bridge.Config{DB: db, UUID: a.s.cfg.UUID, Upstreams: ups, Hunt: hc, Log: log})
+	return bridge.New(local, bridge.Config{DB: db, UUID: a.s.cfg.UUID, Upstreams: ups, Hunt: hc, Log: log,
+		BatchesLimit: cronBatchesLimit})
 }
 
 // cronWait runs until the upstreams caught up both ways and the hunt is
