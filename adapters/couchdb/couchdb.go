@@ -204,12 +204,13 @@ func (d *DB) dbURL(path string, q url.Values) string {
 }
 
 // do sends a raw request through the authenticated client and decodes a
-// 2xx JSON answer into out (unless out is nil). Other answers become
-// errors by status.
+// 2xx JSON answer into out (unless out is nil; a *rawAnswer receives it
+// undecoded, a rawBody is sent as it is). Other answers become errors by
+// status.
 func (d *DB) do(ctx context.Context, op, docID, method, u string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
+		b, err := encodeBody(body)
 		if err != nil {
 			return &engine.Error{Op: op, DocID: docID, Stage: engine.StageEncode, Err: err}
 		}
@@ -242,6 +243,9 @@ func (d *DB) do(ctx context.Context, op, docID, method, u string, body any, out 
 	}
 	if out == nil {
 		return nil
+	}
+	if a, ok := out.(*rawAnswer); ok {
+		return a.read(ctx, op, docID, resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		if ctx.Err() != nil {

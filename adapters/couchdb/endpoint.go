@@ -12,6 +12,7 @@ import (
 	kivik "github.com/go-kivik/kivik/v4"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
 // Info reads the database's name, update sequence and document count.
@@ -34,26 +35,10 @@ func seqString(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if s, ok := rawjson.String(raw); ok {
 		return s
 	}
 	return string(raw)
-}
-
-type changesRow struct {
-	Seq     json.RawMessage `json:"seq"`
-	ID      string          `json:"id"`
-	Changes []struct {
-		Rev string `json:"rev"`
-	} `json:"changes"`
-	Deleted bool `json:"deleted"`
-}
-
-type changesAnswer struct {
-	Results []changesRow    `json:"results"`
-	LastSeq json.RawMessage `json:"last_seq"`
-	Pending *int            `json:"pending"`
 }
 
 // Changes reads one page of the changes feed with POST
@@ -79,20 +64,13 @@ func (d *DB) Changes(ctx context.Context, req engine.ChangesRequest) (engine.Cha
 		q.Set("timeout", strconv.FormatInt(d.cfg.LongpollTimeout.Milliseconds(), 10))
 	}
 	for {
-		var a changesAnswer
+		var a rawAnswer
 		if err := d.do(ctx, "changes", "", http.MethodPost, d.dbURL("/_changes", q), body, &a); err != nil {
 			return engine.ChangesPage{}, err
 		}
-		page := engine.ChangesPage{LastSeq: seqString(a.LastSeq), Pending: -1}
-		if a.Pending != nil {
-			page.Pending = *a.Pending
-		}
-		for _, r := range a.Results {
-			c := engine.Change{Seq: seqString(r.Seq), ID: r.ID, Deleted: r.Deleted}
-			for _, ch := range r.Changes {
-				c.Revs = append(c.Revs, ch.Rev)
-			}
-			page.Results = append(page.Results, c)
+		page, err := parseChanges(a.B)
+		if err != nil {
+			return engine.ChangesPage{}, err
 		}
 		if !req.Wait || len(page.Results) > 0 || (page.LastSeq != "" && page.LastSeq != req.Since) {
 			if page.LastSeq == "" {
@@ -153,14 +131,7 @@ func (d *DB) bulkGet(ctx context.Context, revs []engine.DocRev, latest bool) ([]
 	for i, r := range revs {
 		refs[i] = ref{r.ID, r.Rev}
 	}
-	var a struct {
-		Results []struct {
-			ID   string `json:"id"`
-			Docs []struct {
-				OK json.RawMessage `json:"ok"`
-			} `json:"docs"`
-		} `json:"results"`
-	}
+	var a rawAnswer
 	q := url.Values{"revs": {"true"}}
 	if latest {
 		q.Set("latest", "true")
@@ -181,22 +152,19 @@ func (d *DB) bulkGet(ctx context.Context, revs []engine.DocRev, latest bool) ([]
 		}
 		return nil, err
 	}
-	byRev := map[engine.DocRev]json.RawMessage{}
-	for _, r := range a.Results {
-		for _, doc := range r.Docs {
-			if len(doc.OK) == 0 || string(doc.OK) == "null" {
-				continue // {"error":…} or {} (express-pouchdb) for a missing revision
-			}
-			var head struct {
-				ID  string `json:"_id"`
-				Rev string `json:"_rev"`
-			}
-			if err := json.Unmarshal(doc.OK, &head); err != nil {
-				return nil, &engine.Error{Op: "bulk get", DocID: r.ID, Stage: engine.StageProtocol,
-					Err: fmt.Errorf("couchdb: document is not a JSON object: %w", engine.ErrMalformed)}
-			}
-			byRev[engine.DocRev{ID: head.ID, Rev: head.Rev}] = doc.OK
+	found, err := parseBulkGet(a.B)
+	if err != nil {
+		return nil, err
+	}
+	byRev := make(map[engine.DocRev]json.RawMessage, len(found))
+	for _, f := range found {
+		id, rev, ok := docHead(f.doc)
+		if !ok {
+			return nil, &engine.Error{Op: "bulk get", DocID: f.rowID, Stage: engine.StageProtocol,
+				Err: fmt.Errorf("couchdb: document is not a JSON object: %w", engine.ErrMalformed)}
 		}
+		// A slice of the answer, which nothing else holds: no copy.
+		byRev[engine.DocRev{ID: id, Rev: rev}] = f.doc[:len(f.doc):len(f.doc)]
 	}
 	return inOrder(revs, byRev), nil
 }
@@ -289,7 +257,10 @@ func (d *DB) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.Bul
 		Error  string `json:"error"`
 		Reason string `json:"reason"`
 	}
-	body := map[string]any{"docs": docs, "new_edits": false}
+	body, err := bulkDocsBody(docs)
+	if err != nil {
+		return nil, err
+	}
 	if err := d.do(ctx, "bulk docs", "", http.MethodPost, d.dbURL("/_bulk_docs", nil), body, &rows); err != nil {
 		return nil, err
 	}
