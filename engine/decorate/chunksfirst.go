@@ -7,6 +7,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
 // ChunksFirst wraps an endpoint so that its bulk writes send a batch's
@@ -49,11 +50,16 @@ func (c chunksFirst) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]en
 	return append(res, more...), nil
 }
 
-// rawDocID reads a document's _id.
+// rawDocID reads a document's _id, walking its members rather than
+// decoding it ("" if it has none or is not an object; the target judges
+// such a document).
 func rawDocID(raw json.RawMessage) string {
-	var d struct {
-		ID string `json:"_id"`
-	}
-	_ = json.Unmarshal(raw, &d)
-	return d.ID
+	var id string
+	rawjson.Members(raw, func(k, v []byte) bool {
+		if string(k) == "_id" {
+			id, _ = rawjson.String(v)
+		}
+		return true
+	})
+	return id
 }

@@ -415,6 +415,17 @@ func metaPlaintext(d Doc) (string, error) {
 	return string(b), nil
 }
 
+// mayBeCompressed returns the data of a document whose data may be
+// compressed: compressedMark starts with a control character, which JSON
+// always escapes, so a data string that does not start with an escape is
+// not read (it is most of a chunk).
+func mayBeCompressed(d Doc) (string, bool) {
+	if raw := d["data"]; len(raw) < 2 || raw[0] != '"' || raw[1] != '\\' {
+		return "", false
+	}
+	return d.str("data")
+}
+
 // DecodeRemote converts a document read from a CouchDB remote into the
 // local plaintext form: e_ chunks and syncinfo decrypted (any scheme the
 // upstream reader accepts), encrypted eden merged back, obfuscated f:
@@ -518,7 +529,7 @@ func (c *Codec) DecodeRemote(d Doc) (Doc, error) {
 			out.setString("path", plain)
 		}
 	}
-	if data, ok := out.str("data"); ok && strings.HasPrefix(data, compressedMark) {
+	if data, ok := mayBeCompressed(out); ok && strings.HasPrefix(data, compressedMark) {
 		plain, err := decompressData(data)
 		if err != nil {
 			return fail(engine.StageDecode, err)

@@ -3,9 +3,12 @@ package livesync
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/livesync-go/livesync-go/engine"
 	"github.com/livesync-go/livesync-go/engine/docid"
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
 // Document types (the "type" field), engine/FORMAT.md §1.2, commonlib
@@ -69,16 +72,15 @@ func (d Doc) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]json.RawMessage(d))
 }
 
+// str reads a string member. A Doc's values are JSON already checked
+// (ParseDoc, or what an endpoint checked), so the string is only
+// unquoted, not decoded (engine/rawjson).
 func (d Doc) str(key string) (string, bool) {
 	raw, ok := d[key]
-	if !ok || len(raw) == 0 || raw[0] != '"' {
+	if !ok {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
+	return rawjson.String(raw)
 }
 
 func (d Doc) flag(key string) bool {
@@ -153,8 +155,9 @@ func ParseMeta(d Doc) (Meta, error) {
 		Eden     map[string]EdenEntry `json:"eden"`
 		Data     json.RawMessage      `json:"data"`
 	}
-	b, _ := json.Marshal(map[string]json.RawMessage(d))
-	if err := json.Unmarshal(b, &m); err != nil {
+	fields := map[string]any{"path": &m.Path, "children": &m.Children, "ctime": &m.CTime, "mtime": &m.MTime,
+		"size": &m.Size, "type": &m.Type, "eden": &m.Eden, "data": &m.Data}
+	if err := decodeFields(d, fields); err != nil {
 		return Meta{}, &engine.Error{Op: "parse metadata", DocID: id, Stage: engine.StageDecode,
 			Err: fmt.Errorf("livesync: metadata fields have wrong types: %w", engine.ErrMalformed)}
 	}
@@ -202,6 +205,43 @@ func ParseMeta(d Doc) (Meta, error) {
 		out.Type = TypeNotes
 	}
 	return out, nil
+}
+
+// decodeFields decodes the members of d that fields name into the
+// pointers it holds, as json.Unmarshal of the whole document into a
+// struct with those json tags would, without encoding the document to
+// decode it again: a key matches a field exactly or case-insensitively,
+// and of several keys matching one field the last in sorted order (the
+// order json.Marshal writes a map) wins.
+func decodeFields(d Doc, fields map[string]any) error {
+	var keys []string
+	for k := range d {
+		if _, ok := fields[k]; ok {
+			keys = append(keys, k)
+			continue
+		}
+		for f := range fields {
+			if strings.EqualFold(k, f) {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		dst, ok := fields[k]
+		if !ok {
+			for f, p := range fields {
+				if strings.EqualFold(k, f) {
+					dst = p
+				}
+			}
+		}
+		if err := json.Unmarshal(d[k], dst); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Doc returns the metadata as a document in upstream's shape (children,

@@ -136,12 +136,17 @@ func getCheckpoint(ctx context.Context, ep engine.Endpoint, id string) (checkpoi
 	return d, true, nil
 }
 
-// writeCheckpoint records seq on the target and then on the source: on
-// the local side always, on the remote side when due (see
-// Config.RemoteCheckpointBatches) or when force is set, else remembered
-// for flushCheckpoint; n is the number of batches seq completes. Every
-// checkpoint only covers changes already on the target, so a lagging one
-// means re-listing, never losing, changes.
+// writeCheckpoint records seq: a pull's on the local target after every
+// write, a push's on both sides together; the remote side's (and a
+// push's local one) when due (see Config.RemoteCheckpointBatches) or when
+// force is set, else remembered for flushCheckpoint; n is the number of
+// batches seq completes. Every checkpoint only covers changes already on
+// the target, so a lagging one means re-listing, never losing, changes.
+//
+// A push's local checkpoint is its source's: writing it after every page
+// would cost a store transaction (and its fsyncs) per page for nothing a
+// resumed push needs, since both sides' records of the same session agree
+// on the older sequence (compareLogs takes the source's).
 func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoint, seq string, n int, force bool) error {
 	cp.remoteSeq = seq
 	cp.remoteBatches += n
@@ -151,20 +156,16 @@ func (r *Replicator) writeCheckpoint(ctx context.Context, lg *leg, cp *checkpoin
 		if err := putCheckpoint(ctx, lg.tgt, lg.repID, &cp.tgt, cp.session, seq); err != nil {
 			return err
 		}
-		if !due {
-			return nil
-		}
-		return r.flushCheckpoint(ctx, lg, cp)
 	}
-	if due {
-		if err := r.flushCheckpoint(ctx, lg, cp); err != nil {
-			return err
-		}
+	if !due {
+		return nil
 	}
-	return r.putSource(ctx, lg, cp, seq)
+	return r.flushCheckpoint(ctx, lg, cp)
 }
 
-// flushCheckpoint writes the remote side's pending checkpoint, if any.
+// flushCheckpoint writes the pending checkpoint, if any: a pull's on the
+// remote source, a push's on the remote target and then on the local
+// source.
 func (r *Replicator) flushCheckpoint(ctx context.Context, lg *leg, cp *checkpoint) error {
 	seq := cp.remoteSeq
 	if seq == "" {
@@ -174,7 +175,8 @@ func (r *Replicator) flushCheckpoint(ctx context.Context, lg *leg, cp *checkpoin
 		if err := putCheckpoint(ctx, lg.tgt, lg.repID, &cp.tgt, cp.session, seq); err != nil {
 			return err
 		}
-	} else if err := r.putSource(ctx, lg, cp, seq); err != nil {
+	}
+	if err := r.putSource(ctx, lg, cp, seq); err != nil {
 		return err
 	}
 	cp.remoteSeq, cp.remoteBatches, cp.remoteAt = "", 0, time.Now()

@@ -233,22 +233,22 @@ func (r *Replicator) pulled(ctx context.Context, docs []json.RawMessage, failed 
 		return nil
 	}
 	var chunks []engine.ChunkID
-	var metas []livesync.Doc
+	var metas [][]byte
 	for _, raw := range docs {
-		d, err := livesync.ParseDoc(raw)
-		if err != nil {
+		h, ok := readHead(raw)
+		if !ok {
 			continue // written as is; not ours to judge
 		}
-		if failed[engine.DocRev{ID: d.ID(), Rev: d.Rev()}] {
+		if failed[engine.DocRev{ID: h.id, Rev: h.rev}] {
 			continue
 		}
 		switch {
-		case docid.IsChunkID(d.ID()):
-			if !d.Deleted() {
-				chunks = append(chunks, d.ID())
+		case docid.IsChunkID(h.id):
+			if !h.isDeleted() {
+				chunks = append(chunks, h.id)
 			}
-		case d.IsFileDoc() || isBodylessTombstone(d):
-			metas = append(metas, d)
+		case h.isFileDoc() || h.isBodylessTombstone():
+			metas = append(metas, raw)
 		}
 	}
 	if r.cfg.Arrivals != nil && len(chunks) > 0 {
@@ -257,7 +257,11 @@ func (r *Replicator) pulled(ctx context.Context, docs []json.RawMessage, failed 
 	if r.cfg.Holder == nil {
 		return nil
 	}
-	for _, d := range metas {
+	for _, raw := range metas {
+		d, err := parseDoc(raw)
+		if err != nil {
+			continue // readHead read it
+		}
 		m, err := livesync.ParseMeta(d)
 		if err != nil {
 			r.cfg.Log.Warn("replicate: pulled metadata is malformed", "doc", d.ID(), "err", err)
@@ -274,20 +278,6 @@ func (r *Replicator) pulled(ctx context.Context, docs []json.RawMessage, failed 
 		r.cfg.Log.Debug("replicate: pulled metadata", "doc", m.ID, "rev", m.Rev, "outcome", out.String())
 	}
 	return nil
-}
-
-// isBodylessTombstone reports a _deleted document of a file id without
-// body fields (a foreign writer's deletion).
-func isBodylessTombstone(d livesync.Doc) bool {
-	if !d.Deleted() || docid.IsSystemID(d.ID()) {
-		return false
-	}
-	for k := range d {
-		if len(k) == 0 || k[0] != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // compactJSON returns the compact form of a JSON value (nil for none).

@@ -389,9 +389,9 @@ func TestCheckpointsOnBothSides(t *testing.T) {
 	}
 }
 
-// The local side is checkpointed after every batch, the remote side every
-// RemoteCheckpointBatches batches and at the end, in both directions; both
-// end at the last sequence.
+// A pull's local checkpoint is written after every write, the remote one
+// every RemoteCheckpointBatches batches and at the end; a push writes both
+// on the remote's schedule. Both end at the last sequence.
 func TestRemoteCheckpointIsSpacedOut(t *testing.T) {
 	for _, dir := range []string{"pull", "push"} {
 		t.Run(dir, func(t *testing.T) {
@@ -414,9 +414,9 @@ func TestRemoteCheckpointIsSpacedOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A pull writes pages already fetched together (one
-			// checkpoint per write); a push writes every page alone.
-			if n := local.putLocalCalls; n > 20 || n < 1 || (dir == "push" && n != 20) {
-				t.Errorf("local checkpoint writes = %d, want 20 (at most 20 for a pull)", n)
+			// checkpoint per write).
+			if n := local.putLocalCalls; n > 20 || n < 1 || (dir == "push" && n != remote.putLocalCalls) {
+				t.Errorf("local checkpoint writes = %d, want at most 20 for a pull, as many as the remote's for a push", n)
 			}
 			if n := remote.putLocalCalls; n < 2 || n > 3 {
 				t.Errorf("remote checkpoint writes = %d, want 2 or 3", n)
@@ -464,5 +464,45 @@ func TestRemoteCheckpointWrittenOnError(t *testing.T) {
 	_ = json.Unmarshal(raw, &cp)
 	if cp.LastSeq != "30" || remote.putLocalCalls != 1 {
 		t.Fatalf("remote checkpoint %s after %d writes, want last_seq 30 in one write", raw, remote.putLocalCalls)
+	}
+}
+
+// A push that fails after a few pages leaves both sides' checkpoints at
+// the last page written, and a second push sends nothing twice.
+func TestPushCheckpointWrittenOnError(t *testing.T) {
+	remote, local := newMem("remote"), newMem("local")
+	seedVault(local, 50)
+	calls := 0
+	remote.onBulkDocs = func([]json.RawMessage) error {
+		if calls++; calls == 4 {
+			return transportErr
+		}
+		return nil
+	}
+	r := newRep(t, replicate.Config{Local: local, Remote: remote, LocalID: "L", RemoteID: "R", BatchSize: 10, BatchesLimit: 1})
+	if _, err := r.Push(context.Background()); !replicate.IsTransport(err) {
+		t.Fatalf("push: %v, want the transport error", err)
+	}
+	id := replicate.ReplicationID("L", "R", nil)
+	for _, ep := range []*memEP{local, remote} {
+		raw, err := ep.GetLocal(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cp struct {
+			LastSeq string `json:"last_seq"`
+		}
+		_ = json.Unmarshal(raw, &cp)
+		if cp.LastSeq != "30" || ep.putLocalCalls != 1 {
+			t.Errorf("%s: checkpoint %s after %d writes, want last_seq 30 in one write", ep.name, raw, ep.putLocalCalls)
+		}
+	}
+	remote.onBulkDocs = nil
+	before := remote.bulkDocsDocs
+	if _, err := r.Push(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := remote.bulkDocsDocs - before; n != 70 {
+		t.Errorf("second push wrote %d documents, want the 70 left", n)
 	}
 }

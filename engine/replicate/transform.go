@@ -44,7 +44,7 @@ func (t *transformed) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]e
 func convert(docs []json.RawMessage, op string, fn func(livesync.Doc) (livesync.Doc, error)) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(docs))
 	for i, raw := range docs {
-		d, err := livesync.ParseDoc(raw)
+		d, err := parseDoc(raw)
 		if err != nil {
 			return nil, &engine.Error{Op: op, DocID: rawID(raw), Stage: engine.StageDecode, Err: err}
 		}
@@ -59,11 +59,7 @@ func convert(docs []json.RawMessage, op string, fn func(livesync.Doc) (livesync.
 			out[i] = raw
 			continue
 		}
-		b, err := c.MarshalJSON()
-		if err != nil {
-			return nil, &engine.Error{Op: op, DocID: d.ID(), Stage: engine.StageEncode, Err: err}
-		}
-		out[i] = b
+		out[i] = encodeDoc(c)
 	}
 	return out, nil
 }
