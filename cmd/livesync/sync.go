@@ -24,6 +24,11 @@ func runReplication(env *cliEnv, args []string, dir replicate.Direction) error {
 	if err != nil {
 		return err
 	}
+	stop, err := cpuProfile(env)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if r.rebuild {
 		return runRebuild(r.command, r.spec, r.vf.config(r.fs), r.yes)
 	}

@@ -22,7 +22,9 @@
 # the library rows are timed from the start of the replication to its
 # completion. Peak memory is the process's VmHWM. Prints a table of
 # medians; RESULTS_OUT=file keeps the raw JSON lines. PROFILE=file writes
-# a Go CPU profile of one extra pull. FSYNC=1 counts the cli row's
+# a Go CPU profile of one extra gopull pull, and PROFILE.cli one of a
+# livesync pull (LIVESYNC_CPUPROFILE; PROFILE.cli-base with BASE, if that
+# commit's CLI knows the variable). FSYNC=1 counts the cli row's
 # fdatasync calls once more under strace. BASE=<commit> adds the go and
 # cli rows built from that commit (go-base, livesync-pull-cli-base), for a
 # before/after in the same run. Not run in CI.
@@ -135,7 +137,16 @@ if [ -n "${FSYNC:-}" ]; then
 fi
 if [ -n "${PROFILE:-}" ]; then
 	"$bin/gopull" pull -url "$url" -db "$db" -batch 25 -limit 25 -cpuprofile "$PROFILE" >/dev/null
-	echo "Go CPU profile of one batch-25 pull: $PROFILE (go tool pprof -top $bin/gopull $PROFILE)"
+	echo "Go CPU profile of one batch-25 pull: $PROFILE (go tool pprof -top $PROFILE)"
+	d="$(mktemp -d "$bin/profile.XXXXXX")"
+	LIVESYNC_CPUPROFILE="$PROFILE.cli" LIVESYNC_PASSWORD="$LIVESYNC_TEST_COUCHDB_PASSWORD" \
+		"$bin/livesync" pull "${url/:\/\//://$LIVESYNC_TEST_COUCHDB_USER@}/$db" --store "$d/store.db" --quiet </dev/null >/dev/null
+	echo "Go CPU profile of one livesync pull: $PROFILE.cli (go tool pprof -top $PROFILE.cli)"
+	if [ -n "${BASE:-}" ] && LIVESYNC_CPUPROFILE="$PROFILE.cli-base" LIVESYNC_PASSWORD="$LIVESYNC_TEST_COUCHDB_PASSWORD" \
+		"$bin/livesync-base" pull "${url/:\/\//://$LIVESYNC_TEST_COUCHDB_USER@}/$db" --store "$d/base.db" --quiet </dev/null >/dev/null &&
+		[ -s "$PROFILE.cli-base" ]; then
+		echo "and of the base commit's: $PROFILE.cli-base"
+	fi
 fi
 
 SERVER="$SERVER" node - "$results" "$DOCS" "$SIZE" <<'JS'
