@@ -15,6 +15,13 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) && !special(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if plain[c] {
 			i++
@@ -70,6 +77,9 @@ func Unquote(raw []byte) (string, bool) {
 	s := raw[1 : len(raw)-1]
 	i := 0
 	for i < len(s) {
+		if i = plainRun(s, i); i >= len(s) {
+			break
+		}
 		c := s[i]
 		if plain[c] || c == '<' || c == '>' || c == '&' {
 			i++

@@ -1,6 +1,9 @@
 package rawjson
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // MaxDepth is how deeply nested a value Scan follows. A deeper one is
 // reported as not valid, which for Scan's callers means "undecided": they
@@ -162,9 +165,7 @@ func (s *scanner) str(i int) (int, bool) {
 	b := s.b
 	i++
 	for {
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
+		i = plainRun(b, i)
 		if i >= len(b) {
 			return 0, false
 		}
@@ -287,4 +288,31 @@ func AppendCanonical(dst, v []byte) []byte {
 		}
 	}
 	return append(dst, v[start:]...)
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special reports whether any of the 8 bytes of x is not plain: a control
+// character, '"', '\\', '<', '>', '&' or a byte of a multi-byte
+// character. It may report bytes after the first such byte too, never
+// miss one.
+func special(x uint64) bool {
+	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
+	return (x&highs | (x-ones*0x20)&^x&highs | zero(x^(ones*'"')) | zero(x^(ones*'\\')) |
+		zero(x^(ones*'<')) | zero(x^(ones*'>')) | zero(x^(ones*'&'))) != 0
+}
+
+// plainRun returns the index of the first byte at or after i that is not
+// plain, or len(b); eight bytes at a time while they are all plain.
+func plainRun(b []byte, i int) int {
+	for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+		i += 8
+	}
+	for i < len(b) && plain[b[i]] {
+		i++
+	}
+	return i
 }

@@ -110,3 +110,17 @@ func FuzzUnquote(f *testing.F) {
 		checkAppendString(t, string(b))
 	})
 }
+
+// TestLongStrings puts each kind of byte the word-at-a-time loops look
+// for at every position of strings longer than a word.
+func TestLongStrings(t *testing.T) {
+	for _, c := range []string{`"`, `\\`, `\n`, "<", ">", "&", "\x01", "\x1f", "\x7f", "é", "\u2028", "\xff", " ", "~"} {
+		for p := 0; p <= 20; p++ {
+			s := strings.Repeat("a", p) + c + strings.Repeat("b", 20-p)
+			checkAppendString(t, s)
+			raw := []byte(`"` + s + `"`)
+			checkScan(t, raw)
+			checkUnquote(t, raw)
+		}
+	}
+}
