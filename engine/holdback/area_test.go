@@ -82,7 +82,7 @@ func heldDocs(s *Store) []string {
 
 // Two processes over one store, each holding a note the other never saw,
 // then closing: a third holds both, and releases both once their chunks
-// come; the holding area is empty then.
+// come; the holding area is empty once it closes.
 func TestAreaTwoProcesses(t *testing.T) {
 	sh := newShared(t)
 	one, two := sh.process(), sh.process()
@@ -115,6 +115,11 @@ func TestAreaTwoProcesses(t *testing.T) {
 		if got := three.rev(id); got != rev {
 			t.Errorf("%s is served at %q, want %s", id, got, rev)
 		}
+	}
+	// Released notes leave the area by the latest when the process
+	// closes (a Worker's request ends).
+	if err := three.s.Close(); err != nil {
+		t.Fatal(err)
 	}
 	raw := sh.open(false)
 	defer raw.Close()

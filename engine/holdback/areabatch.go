@@ -26,6 +26,15 @@ func (a *area) atomicMany() bool {
 	return ok
 }
 
+// exclusive reports a holding area that is this Store's alone, over a
+// store that changes many documents in one transaction: a
+// store.LocalsUpdater is the engine's own store, which is not shared
+// unless the area is marked shared (stores that other processes share,
+// such as a Worker's D1 database, are seen as a store.LocalUpdater
+// only). Released revisions then leave the area in gathered writes and
+// held bodies are kept in memory too (see removals).
+func (a *area) exclusive() bool { return a.atomicMany() && !a.shared }
+
 // updateMany applies fn to the held revisions of each of docs (sorted,
 // distinct) and writes those fn reports changed; emptied lists the
 // documents fn changed and left with none, changed those it changed.
@@ -123,21 +132,60 @@ func (a *area) indexUpdate(old json.RawMessage, fn func(docs map[string]struct{}
 }
 
 // addMany keeps the revisions of each document of bodies, held for its
-// owner, in the holding area; indexed reports that they were indexed
-// in the same transaction (else the caller indexes them:
-// Store.writeIndex).
-func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBody, owners map[string]string) (indexed bool, err error) {
-	var index func(_, _ []string) ([]string, map[string]bool, bool)
-	if a.atomicMany() {
-		docs := slices.Sorted(maps.Keys(bodies))
-		index = func(_, _ []string) ([]string, map[string]bool, bool) { return docs, nil, true }
+// owner, in the holding area, after taking out of each document of drop
+// its revisions not newer than the one named there (removals of
+// released revisions that waited: see removals); indexed reports that
+// they were indexed in the same transaction (else the caller indexes
+// them: Store.writeIndex).
+func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBody, owners, drop map[string]string) (indexed bool, err error) {
+	docs := slices.Sorted(maps.Keys(bodies))
+	all := docs
+	if len(drop) > 0 {
+		all = slices.Sorted(maps.Keys(drop))
+		all = slices.Compact(slices.Sorted(slices.Values(append(all, docs...))))
 	}
-	_, _, err = a.updateMany(ctx, slices.Sorted(maps.Keys(bodies)), func(doc string, h *holdingDoc) bool {
-		h.Owner = owners[doc]
-		maps.Copy(h.Revs, bodies[doc])
-		return true
-	}, index, nil)
+	var index func(emptied, _ []string) ([]string, map[string]bool, bool)
+	if a.atomicMany() {
+		index = func(emptied, _ []string) ([]string, map[string]bool, bool) {
+			return docs, setOf(emptied), true
+		}
+	}
+	emptied, _, err := a.updateMany(ctx, all, func(doc string, h *holdingDoc) bool {
+		changed := false
+		if rev, ok := drop[doc]; ok {
+			n := len(h.Revs)
+			maps.DeleteFunc(h.Revs, func(r string, _ heldBody) bool { return older(r, rev) })
+			changed = len(h.Revs) != n
+		}
+		if revs, ok := bodies[doc]; ok {
+			h.Owner = owners[doc]
+			maps.Copy(h.Revs, revs)
+			changed = true
+		}
+		if len(h.Revs) == 0 {
+			h.Owner = ""
+		}
+		return changed
+	}, index, func(doc string, old json.RawMessage) bool {
+		rev, ok := drop[doc]
+		if _, add := bodies[doc]; !ok || add {
+			return false
+		}
+		return heldRevs(old, func(r string) bool { return older(r, rev) })
+	})
+	if err == nil && index == nil && a.upd != nil && len(emptied) > 0 {
+		err = a.unindex(ctx, emptied)
+	}
 	return index != nil, err
+}
+
+// setOf returns the set of docs.
+func setOf(docs []string) map[string]bool {
+	set := make(map[string]bool, len(docs))
+	for _, d := range docs {
+		set[d] = true
+	}
+	return set
 }
 
 // removeMany drops, for each document of upTo, its revisions not newer
@@ -145,25 +193,28 @@ func (a *area) addMany(ctx context.Context, bodies map[string]map[string]heldBod
 // ones with it). With a LocalUpdater, a document this leaves with none
 // also leaves the index.
 func (a *area) removeMany(ctx context.Context, upTo map[string]string, older func(r, rev string) bool) error {
+	return a.removeWhere(ctx, slices.Sorted(maps.Keys(upTo)), func(doc, r string) bool { return older(r, upTo[doc]) })
+}
+
+// removeWhere drops the revisions of docs (sorted, distinct) for which
+// drop is true. With a LocalUpdater, a document this leaves with none
+// also leaves the index.
+func (a *area) removeWhere(ctx context.Context, docs []string, drop func(doc, rev string) bool) error {
 	var index func(emptied, changed []string) ([]string, map[string]bool, bool)
 	if a.atomicMany() {
 		index = func(emptied, changed []string) ([]string, map[string]bool, bool) {
-			remove := make(map[string]bool, len(emptied))
-			for _, d := range emptied {
-				remove[d] = true
-			}
-			return nil, remove, len(changed) > 0
+			return nil, setOf(emptied), len(changed) > 0
 		}
 	}
-	emptied, changed, err := a.updateMany(ctx, slices.Sorted(maps.Keys(upTo)), func(doc string, h *holdingDoc) bool {
+	emptied, changed, err := a.updateMany(ctx, docs, func(doc string, h *holdingDoc) bool {
 		n := len(h.Revs)
-		maps.DeleteFunc(h.Revs, func(r string, _ heldBody) bool { return older(r, upTo[doc]) })
+		maps.DeleteFunc(h.Revs, func(r string, _ heldBody) bool { return drop(doc, r) })
 		if len(h.Revs) == 0 {
 			h.Owner = ""
 		}
 		return len(h.Revs) != n
 	}, index, func(doc string, old json.RawMessage) bool {
-		return heldRevs(old, func(r string) bool { return older(r, upTo[doc]) })
+		return heldRevs(old, func(r string) bool { return drop(doc, r) })
 	})
 	switch {
 	case err != nil || a.upd == nil || index != nil:

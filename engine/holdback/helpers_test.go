@@ -185,9 +185,11 @@ func (r *rig) heldDoc(doc string) (state string, revs []string, ok bool) {
 }
 
 // area returns the revisions in the holding area of doc (from the inner
-// store, as a restart would see them).
+// store, as a restart would see them: the removals of released
+// revisions that wait are written first).
 func (r *rig) area(doc string) []string {
 	r.t.Helper()
+	r.s.flushRemovals(bg)
 	h, err := r.s.area.get(bg, doc)
 	if err != nil {
 		r.t.Fatal(err)

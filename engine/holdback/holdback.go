@@ -91,6 +91,11 @@ type hrev struct {
 	// not read its body again to check them.
 	chunks []engine.ChunkID
 	known  bool
+	// body is the revision as held, kept in memory (cached) so that its
+	// release need not read it from the holding area (see
+	// maxCachedBodies).
+	body   heldBody
+	cached bool
 }
 
 // Store is a store.Store that holds back pushed metadata revisions whose
@@ -124,6 +129,11 @@ type Store struct {
 	indexed map[string]struct{}         // documents the last index write listed; nil = unknown
 	gen     uint64
 	n       counters
+	cached  int // bytes of the held bodies kept in memory (hrev.body)
+
+	// rm are the holding-area removals of released revisions not
+	// written yet (see removals).
+	rm removals
 
 	obfuscated atomic.Bool // no codec, and the latest judged metadata was unreadable
 
@@ -388,7 +398,8 @@ func (s *Store) BulkDocsFrom(ctx context.Context, source string, docs []json.Raw
 
 	results := make([]engine.BulkDocResult, len(docs))
 	if len(through) > 0 {
-		if err := s.writeThrough(ctx, docs, js, through, results); err != nil {
+		carried := settles(ctx) && len(inBatch) > 0 && s.carries()
+		if err := s.writeThrough(ctx, docs, js, through, results, carried); err != nil {
 			return nil, err
 		}
 	}
@@ -423,13 +434,20 @@ func complete(r hold.Revision, have map[engine.ChunkID]engine.Chunk, inBatch map
 }
 
 // writeThrough writes docs[idx] to the inner store in one call and
-// announces the chunks among them.
-func (s *Store) writeThrough(ctx context.Context, docs []json.RawMessage, js []judged, idx []int, results []engine.BulkDocResult) error {
+// announces the chunks among them. With carried, the releases those
+// chunks make due are written in the same call (see carry).
+func (s *Store) writeThrough(ctx context.Context, docs []json.RawMessage, js []judged, idx []int, results []engine.BulkDocResult, carried bool) error {
 	batch := make([]json.RawMessage, len(idx))
 	for k, i := range idx {
 		batch[k] = docs[i]
 	}
-	res, err := s.inner.BulkDocs(ctx, batch)
+	var res []engine.BulkDocResult
+	var err error
+	if carried {
+		res, err = s.writeCarried(ctx, batch, js, idx)
+	} else {
+		res, err = s.inner.BulkDocs(ctx, batch)
+	}
 	if err != nil {
 		return err
 	}
@@ -519,6 +537,7 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 		s.addRevLocked(j.id, j.rev, n)
 		if h := s.held[j.id][j.rev]; h != nil {
 			h.chunks, h.known = slices.Compact(slices.Sorted(slices.Values(j.r.Chunks))), true
+			s.cacheBodyLocked(h, source, docs[i])
 		}
 		todo = append(todo, i)
 		if bodies[j.id] == nil {
@@ -547,8 +566,17 @@ func (s *Store) hold(ctx context.Context, source, owner string, docs []json.RawM
 	}
 	indexed := false
 	if len(bodies) > 0 {
+		// The removals waiting are written in the same transaction:
+		// all of them when it is one, else those of these documents.
+		var drop map[string]string
+		if s.area.atomicMany() {
+			drop = s.rm.takeAll()
+		} else {
+			drop = s.rm.take(slices.Collect(maps.Keys(bodies)))
+		}
 		var err error
-		if indexed, err = s.area.addMany(ctx, bodies, owners); err != nil {
+		if indexed, err = s.area.addMany(ctx, bodies, owners, drop); err != nil {
+			s.rm.add(drop)
 			return fail(0, fmt.Errorf("holdback: keeping %d held documents: %w", len(bodies), err))
 		}
 	}
@@ -664,6 +692,10 @@ func (s *Store) addRevLocked(doc, rev string, n int) {
 // the counts of chunk ids; doc is still claimed.
 func (s *Store) uncountLocked(doc string, h *hrev) {
 	s.ids -= h.ids
+	if h.cached {
+		s.cached -= len(h.body.Body)
+		h.body, h.cached = heldBody{}, false
+	}
 	if owner, ok := s.owners[doc]; ok {
 		if s.ownIDs[owner] -= h.ids; s.ownIDs[owner] <= 0 {
 			delete(s.ownIDs, owner)
@@ -781,6 +813,7 @@ func (s *Store) saver(ctx context.Context) {
 // (expired), saves the purgatory state and rewrites the index when it
 // lists documents that left.
 func (s *Store) save(ctx context.Context) {
+	s.flushRemovals(ctx)
 	s.mu.Lock()
 	g0 := s.gen
 	s.mu.Unlock()
@@ -875,6 +908,7 @@ func (s *Store) resumeArea(ctx context.Context) ([]found, json.RawMessage, error
 				n = distinct(j.r.Chunks)
 			}
 			s.addRevLocked(doc, rev, n)
+			s.cacheBodyLocked(s.held[doc][rev], hb.Source, hb.Body)
 		}
 		s.mu.Unlock()
 	}
@@ -907,6 +941,11 @@ func (s *Store) resume(ctx context.Context) error {
 	for _, h := range s.p.Held() {
 		for _, rev := range h.Revisions {
 			known[[2]string{h.Doc, rev}] = struct{}{}
+		}
+	}
+	if !s.area.shared {
+		if all, err = s.dropServed(ctx, all, known); err != nil {
+			return fmt.Errorf("holdback: reading which held revisions are stored: %w", err)
 		}
 	}
 	// Older revisions first, so late binding sees them in arrival order.

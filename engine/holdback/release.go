@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/livesync-go/livesync-go/engine"
-	"github.com/livesync-go/livesync-go/engine/purgatory"
 )
 
 // release is the purgatory's Deps.Release: releaseMany for one revision.
@@ -19,7 +18,8 @@ func (s *Store) release(ctx context.Context, doc, rev string) error {
 // written to the inner store (new_edits=false) in one call, where each
 // gets a new sequence after every sequence a reader can have seen, and
 // each released revision and every older one of its document leave the
-// holding area, in one more write. A revision is released only if every
+// holding area (a write that waits to be gathered with others: see
+// removals). A revision is released only if every
 // chunk it names is stored, whatever announced them. Called one at a
 // time by the purgatory, with one revision per document.
 func (s *Store) releaseMany(ctx context.Context, revs []engine.DocRev) []error {
@@ -32,18 +32,30 @@ func (s *Store) releaseMany(ctx context.Context, revs []engine.DocRev) []error {
 		}
 		return errs
 	}
-	docs := make([]string, len(revs))
-	for i, r := range revs {
-		docs[i] = r.ID
-	}
-	got, err := s.area.getMany(ctx, docs)
-	if err != nil {
-		return fail(err)
-	}
 	bodies := make([]json.RawMessage, len(revs))
+	var docs []string // read from the holding area: not kept in memory
+	for i, r := range revs {
+		if b, ok := s.cachedBody(r.ID, r.Rev); ok {
+			bodies[i] = b
+		} else {
+			docs = append(docs, r.ID)
+		}
+	}
+	var got map[string]held
+	if len(docs) > 0 {
+		var err error
+		if got, err = s.area.getMany(ctx, docs); err != nil {
+			return fail(err)
+		}
+	}
 	chunks := make([][]engine.ChunkID, len(revs))
 	var ask []engine.ChunkID
 	for i, r := range revs {
+		if bodies[i] != nil {
+			chunks[i] = s.revChunks(r, bodies[i])
+			ask = append(ask, chunks[i]...)
+			continue
+		}
 		h, ok := got[r.ID]
 		if ok && h.err != nil {
 			errs[i] = h.err // a malformed holding document is ErrMalformed: rejected
@@ -61,15 +73,16 @@ func (s *Store) releaseMany(ctx context.Context, revs []engine.DocRev) []error {
 			continue
 		}
 		bodies[i] = hb.Body
-		if cs, ok := s.heldChunks(r.ID, r.Rev); ok {
-			chunks[i] = cs
-		} else if j := classify(s.codec, hb.Body); j.kind == kindMeta && len(j.r.Chunks) > 0 {
-			chunks[i] = slices.Compact(slices.Sorted(slices.Values(j.r.Chunks)))
-		}
+		chunks[i] = s.revChunks(r, hb.Body)
 		ask = append(ask, chunks[i]...)
+	}
+	c := carryOf(ctx) // chunks being written, counted as stored if it writes them
+	if c != nil {
+		ask = slices.DeleteFunc(ask, c.has)
 	}
 	have := map[engine.ChunkID]engine.Chunk{}
 	if len(ask) > 0 {
+		var err error
 		if have, err = s.inner.GetChunks(ctx, slices.Compact(slices.Sorted(slices.Values(ask)))); err != nil {
 			return fail(err)
 		}
@@ -84,6 +97,8 @@ func (s *Store) releaseMany(ctx context.Context, revs []engine.DocRev) []error {
 		for _, id := range chunks[i] {
 			if _, ok := have[id]; ok {
 				n++
+			} else if c.has(id) {
+				n++
 			}
 		}
 		if n < len(chunks[i]) { // never served before its chunks
@@ -96,11 +111,7 @@ func (s *Store) releaseMany(ctx context.Context, revs []engine.DocRev) []error {
 	if len(batch) == 0 {
 		return errs
 	}
-	res, err := s.inner.BulkDocs(ctx, batch)
-	if err == nil && len(res) != len(batch) {
-		err = &engine.Error{Op: "release held revisions", Stage: engine.StageStorage,
-			Err: fmt.Errorf("holdback: the inner store answered %d results for %d documents", len(res), len(batch))}
-	}
+	res, err := s.writeReleases(ctx, c, batch)
 	if err != nil {
 		return fail(err)
 	}
@@ -121,7 +132,6 @@ func (s *Store) released(ctx context.Context, revs []engine.DocRev, idx []int, r
 		}
 		upTo[r.ID] = r.Rev
 	}
-	older := func(r, rev string) bool { return purgatory.CompareRevs(r, rev) <= 0 }
 	s.mu.Lock()
 	for doc, rev := range upTo {
 		s.dropLocked(doc, func(r string) bool { return older(r, rev) })
@@ -131,14 +141,24 @@ func (s *Store) released(ctx context.Context, revs []engine.DocRev, idx []int, r
 	if len(upTo) == 0 {
 		return errs
 	}
-	if err := s.area.removeMany(ctx, upTo, older); err != nil {
-		s.saveFailed("holding area", err)
-	}
+	s.removeReleased(ctx, upTo)
 	for doc, rev := range upTo {
 		s.log.Debug("holdback: held revision released", "doc", doc, "rev", rev)
 	}
 	s.log.Info("holdback: held revisions released", "notes", len(upTo))
 	return errs
+}
+
+// revChunks returns the distinct chunk ids of the held revision r, whose
+// body is body: as its hold recorded them, else read from body.
+func (s *Store) revChunks(r engine.DocRev, body json.RawMessage) []engine.ChunkID {
+	if cs, ok := s.heldChunks(r.ID, r.Rev); ok {
+		return cs
+	}
+	if j := classify(s.codec, body); j.kind == kindMeta && len(j.r.Chunks) > 0 {
+		return slices.Compact(slices.Sorted(slices.Values(j.r.Chunks)))
+	}
+	return nil
 }
 
 // heldChunks returns the distinct chunk ids of a held revision, if its
@@ -150,4 +170,28 @@ func (s *Store) heldChunks(doc, rev string) ([]engine.ChunkID, bool) {
 		return h.chunks, true
 	}
 	return nil, false
+}
+
+// writeReleases writes the released bodies batch to the inner store in
+// one call, after the carried documents of c (nil: none), and returns
+// the answers to batch.
+func (s *Store) writeReleases(ctx context.Context, c *carry, batch []json.RawMessage) ([]engine.BulkDocResult, error) {
+	all := batch
+	if c != nil {
+		all = append(append(make([]json.RawMessage, 0, len(c.docs)+len(batch)), c.docs...), batch...)
+	}
+	res, err := s.inner.BulkDocs(ctx, all)
+	if err == nil && len(res) != len(all) {
+		err = &engine.Error{Op: "release held revisions", Stage: engine.StageStorage,
+			Err: fmt.Errorf("holdback: the inner store answered %d results for %d documents", len(res), len(all))}
+	}
+	if c == nil {
+		return res, err
+	}
+	if err != nil {
+		c.err = err
+		return nil, err
+	}
+	c.written, c.res = true, res[:len(c.docs)]
+	return res[len(c.docs):], nil
 }

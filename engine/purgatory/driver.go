@@ -1,9 +1,12 @@
 package purgatory
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/livesync-go/livesync-go/engine"
 )
 
 // run is the driver: the one goroutine that owns the timer. It applies
@@ -30,11 +33,15 @@ func (p *Purgatory) run() {
 }
 
 // tick does all work that is due now.
-func (p *Purgatory) tick() {
+func (p *Purgatory) tick() { p.tickWith(p.ctx, nil) }
+
+// tickWith is tick, with the chunks arriving applied as if announced,
+// and ctx passed to the releases.
+func (p *Purgatory) tickWith(ctx context.Context, arriving []engine.ChunkID) {
 	p.relMu.Lock()
 	defer p.relMu.Unlock()
 	p.inMu.Lock()
-	ids := p.inbox
+	ids := append(p.inbox, arriving...)
 	p.inbox = nil
 	p.inMu.Unlock()
 
@@ -54,18 +61,39 @@ func (p *Purgatory) tick() {
 		}
 		delete(p.byChunk, id)
 	}
-	for doc, e := range p.entries {
-		if !e.retryAt.IsZero() && !now.Before(e.retryAt) {
-			e.retryAt = time.Time{}
-			ready[doc] = struct{}{}
+	if p.dueLocked(now) {
+		for doc, e := range p.entries {
+			if !e.retryAt.IsZero() && !now.Before(e.retryAt) {
+				e.retryAt = time.Time{}
+				ready[doc] = struct{}{}
+			}
 		}
 	}
 	p.mu.Unlock()
 	// Arrivals win over a deadline that falls at the same instant.
-	p.settleMany(p.ctx, slices.Sorted(maps.Keys(ready)))
+	p.settleMany(ctx, slices.Sorted(maps.Keys(ready)))
 	p.mu.Lock()
-	p.expireLocked(time.Now())
+	if now := time.Now(); p.dueLocked(now) {
+		p.expireLocked(now)
+		p.due, p.dueKnown = p.nextWakeLocked(), true
+	}
 	p.mu.Unlock()
+}
+
+// dueLocked reports whether a deadline may have passed at now, so that
+// a tick looks at every entry: only then, since a tick runs for every
+// write that brings chunks and a held document's deadlines are minutes
+// to days away.
+func (p *Purgatory) dueLocked(now time.Time) bool {
+	return !p.dueKnown || (!p.due.IsZero() && !now.Before(p.due))
+}
+
+// deadlineLocked records a deadline just set (of an entry, a retry, a
+// memory or a mark): the next tick at or after it looks at every entry.
+func (p *Purgatory) deadlineLocked(t time.Time) {
+	if p.dueKnown && !t.IsZero() && (p.due.IsZero() || t.Before(p.due)) {
+		p.due = t
+	}
 }
 
 // expireLocked moves documents whose deadline passed: Active to
@@ -87,6 +115,7 @@ func (p *Purgatory) expireLocked(now time.Time) {
 		if e.state == Active && !now.Before(e.activeUntil) {
 			e.state = SoftExpired
 			e.softUntil = e.activeUntil.Add(p.cfg.SoftExpiry)
+			p.deadlineLocked(e.softUntil)
 			p.n.softExpiries++
 			if e.hunted && p.deps.Hunter != nil {
 				p.deps.Hunter.Remove(doc)
@@ -100,6 +129,7 @@ func (p *Purgatory) expireLocked(now time.Time) {
 			for _, hr := range e.revs {
 				if now.Before(until) {
 					p.mem[memKey{doc, hr.rev}] = memory{until: until}
+					p.deadlineLocked(until)
 				}
 			}
 			reason := e.reason
@@ -127,10 +157,19 @@ func (p *Purgatory) expireLocked(now time.Time) {
 	}
 }
 
-// nextWake is the earliest deadline of any entry, retry or memory.
+// nextWake is the earliest deadline of any entry, retry or memory (as
+// the last look at every entry found it, or earlier).
 func (p *Purgatory) nextWake() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.dueKnown {
+		p.due, p.dueKnown = p.nextWakeLocked(), true
+	}
+	return p.due
+}
+
+// nextWakeLocked computes nextWake from every entry, retry and memory.
+func (p *Purgatory) nextWakeLocked() time.Time {
 	var next time.Time
 	consider := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {

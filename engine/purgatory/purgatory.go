@@ -165,6 +165,11 @@ type Purgatory struct {
 	marks   map[string]mark // doc -> last released revision
 	n       counters
 	closed  bool
+	// due: no deadline (an entry's, a retry's, a memory's or a mark's)
+	// is before it, zero meaning none, when dueKnown; set by a look at
+	// every entry and lowered by each deadline set since.
+	due      time.Time
+	dueKnown bool
 
 	inMu    sync.Mutex
 	inbox   []engine.ChunkID
@@ -267,6 +272,26 @@ func (p *Purgatory) Settle(ctx context.Context) error {
 	return nil
 }
 
+// SettleArriving is Settle for a writer about to store the chunks ids
+// (not stored yet): their arrival is applied with every one announced
+// so far, and the documents that became complete are released at once,
+// with ctx passed to Deps.Release and Deps.ReleaseMany (the driver uses
+// its own). So a releaser that finds in ctx the write of those chunks
+// can store them and the released revisions together; one that does
+// not finds them missing and the documents stay held. The writer
+// announces the chunks again with ChunksArrived once they are stored,
+// for the revisions held meanwhile. After Close it returns ErrClosed.
+func (p *Purgatory) SettleArriving(ctx context.Context, ids []engine.ChunkID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.stopped.Load() {
+		return ErrClosed
+	}
+	p.tickWith(context.WithoutCancel(ctx), ids)
+	return nil
+}
+
 func (p *Purgatory) wake() {
 	select {
 	case p.kick <- struct{}{}:
@@ -357,6 +382,7 @@ func (p *Purgatory) register(r hold.Revision, source string, chunks, missing []e
 	if e == nil {
 		e = &entry{doc: r.Doc, state: Active, since: now, activeUntil: now.Add(p.cfg.ActiveFor), reason: ReasonMissing}
 		p.entries[r.Doc] = e
+		p.deadlineLocked(e.activeUntil)
 	}
 	hr = e.find(r.Rev)
 	isNew = hr == nil
@@ -420,6 +446,7 @@ func (p *Purgatory) schedule(e *entry, hr *heldRev, rev, source string, isNew, r
 	e.state = Active
 	e.activeUntil = now.Add(p.cfg.ActiveFor)
 	e.softUntil = time.Time{}
+	p.deadlineLocked(e.activeUntil)
 	delay := p.cfg.delayFor(source)
 	if retry {
 		delay = 0
@@ -579,6 +606,7 @@ func (p *Purgatory) released(ctx context.Context, e *entry, hr *heldRev, err err
 		p.log.Info("purgatory: revision released", "doc", doc, "rev", hr.rev, "source", src)
 		if e.waited || len(e.revs) > 1 {
 			p.marks[doc] = mark{rev: hr.rev, until: now.Add(p.cfg.RememberExpired)}
+			p.deadlineLocked(p.marks[doc].until)
 		}
 		for _, old := range slices.Clone(e.revs) {
 			if CompareRevs(old.rev, hr.rev) <= 0 {
@@ -596,6 +624,7 @@ func (p *Purgatory) released(ctx context.Context, e *entry, hr *heldRev, err err
 		res = append(res, relResult{hr.rev, hold.Rejected, rerr})
 		p.log.Warn("purgatory: revision rejected", "doc", doc, "rev", hr.rev, "source", src, "reason", "verification failed", "err", err)
 		p.mem[memKey{doc, hr.rev}] = memory{until: now.Add(p.cfg.RememberExpired), rejected: true}
+		p.deadlineLocked(now.Add(p.cfg.RememberExpired))
 		p.dropRev(e, hr)
 		p.afterDropLocked(e)
 	case releaseGone:
@@ -622,6 +651,7 @@ func (p *Purgatory) released(ctx context.Context, e *entry, hr *heldRev, err err
 		e.waited = true
 		e.reason = ReasonReleaseFailed
 		e.retryAt = now.Add(p.cfg.ReleaseRetry)
+		p.deadlineLocked(e.retryAt)
 		p.wake()
 		return res, true
 	}

@@ -172,6 +172,7 @@ func (p *Purgatory) Restore(data []byte, now time.Time) error {
 		}
 	}
 	p.expireLocked(base)
+	p.dueKnown = false // deadlines restored: the next tick looks at every entry
 	for _, doc := range slices.Sorted(maps.Keys(p.entries)) {
 		e := p.entries[doc]
 		if e.state == Active {

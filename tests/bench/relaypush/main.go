@@ -6,7 +6,7 @@
 // has the metadata first), and checks that every note is visible when
 // the push returns.
 //
-//	relaypush -relay BIN [-notes 5000] [-runs 1] [-orders chunks,meta] [-strace] [-cpuprofile PREFIX]
+//	relaypush -relay BIN [-base BIN] [-notes 5000] [-runs 1] [-orders chunks,meta] [-strace] [-cpuprofile PREFIX]
 //
 // Each run starts a fresh relay (a bbolt data directory in a temporary
 // directory), makes a vault of -notes E2EE notes of about 1 KiB for it
@@ -19,7 +19,10 @@
 // the notes the relay does not serve yet. One JSON line per run on
 // stdout, then a table of medians. With -cpuprofile the relay writes a
 // CPU profile of its whole life to PREFIX-ORDER-RUN.pprof
-// (LIVESYNC_RELAY_CPUPROFILE).
+// (LIVESYNC_RELAY_CPUPROFILE). With -base, every run is made with that
+// binary too, right after the same run with -relay (a before/after
+// comparison in one run: compare the ratios, not absolute figures), and
+// the table has a row per binary and order.
 package main
 
 import (
@@ -57,14 +60,15 @@ const (
 )
 
 type options struct {
-	relayBin, node, script, cpuprofile string
-	notes, runs                        int
-	orders                             []string
-	strace                             bool
+	relayBin, baseBin, node, script, cpuprofile string
+	notes, runs                                 int
+	orders                                      []string
+	strace                                      bool
 }
 
 // result is one run's figures.
 type result struct {
+	Relay      string  `json:"relay"` // "relay" (-relay) or "base" (-base)
 	Order      string  `json:"order"` // "chunks" (chunks first) or "meta" (metadata first)
 	Run        int     `json:"run"`
 	Notes      int     `json:"notes"`
@@ -81,6 +85,7 @@ type result struct {
 func main() {
 	var o options
 	flag.StringVar(&o.relayBin, "relay", "", "the livesync-relay binary")
+	flag.StringVar(&o.baseBin, "base", "", "a livesync-relay binary to compare with, run after -relay in every run")
 	flag.StringVar(&o.node, "node", "node", "node")
 	flag.StringVar(&o.script, "script", "tests/pouchdb/push.mjs", "the PouchDB push script")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "the relay's CPU profiles: PREFIX-ORDER-RUN.pprof")
@@ -91,21 +96,38 @@ func main() {
 	flag.Parse()
 	o.orders = strings.Split(*orders, ",")
 	if o.relayBin == "" {
-		fail(errors.New("usage: relaypush -relay BIN [-notes 5000] [-runs 1] [-orders chunks,meta] [-strace] [-cpuprofile PREFIX]"))
+		fail(errors.New("usage: relaypush -relay BIN [-base BIN] [-notes 5000] [-runs 1] [-orders chunks,meta] [-strace] [-cpuprofile PREFIX]"))
+	}
+	bins := [][2]string{{"relay", o.relayBin}}
+	if o.baseBin != "" {
+		bins = append(bins, [2]string{"base", o.baseBin})
 	}
 	var all []result
 	for run := 1; run <= o.runs; run++ {
 		for _, order := range o.orders {
-			r, err := runOnce(o, order, run)
-			if err != nil {
-				fail(fmt.Errorf("%s run %d: %w", order, run, err))
+			for _, bin := range bins {
+				r, err := runOnce(o, bin[0], bin[1], order, run)
+				if err != nil {
+					fail(fmt.Errorf("%s %s run %d: %w", bin[0], order, run, err))
+				}
+				b, _ := json.Marshal(r)
+				fmt.Println(string(b))
+				all = append(all, *r)
 			}
-			b, _ := json.Marshal(r)
-			fmt.Println(string(b))
-			all = append(all, *r)
 		}
 	}
-	report(all)
+	for _, bin := range bins {
+		var rs []result
+		for _, r := range all {
+			if r.Relay == bin[0] {
+				rs = append(rs, r)
+			}
+		}
+		if len(bins) > 1 {
+			fmt.Printf("\n%s (%s):\n", bin[0], bin[1])
+		}
+		report(rs)
+	}
 }
 
 func fail(err error) {
@@ -154,7 +176,7 @@ func report(all []result) {
 	}
 }
 
-func runOnce(o options, order string, run int) (*result, error) {
+func runOnce(o options, label, bin, order string, run int) (*result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "relaypush-")
@@ -164,11 +186,15 @@ func runOnce(o options, order string, run int) (*result, error) {
 	defer os.RemoveAll(dir)
 	profile := ""
 	if o.cpuprofile != "" {
-		if profile, err = filepath.Abs(fmt.Sprintf("%s-%s-%d.pprof", o.cpuprofile, order, run)); err != nil {
+		name := fmt.Sprintf("%s-%s-%d.pprof", o.cpuprofile, order, run)
+		if label != "relay" {
+			name = fmt.Sprintf("%s-%s-%s-%d.pprof", o.cpuprofile, label, order, run)
+		}
+		if profile, err = filepath.Abs(name); err != nil {
 			return nil, err
 		}
 	}
-	rp, err := startRelay(ctx, o, dir, profile)
+	rp, err := startRelay(ctx, bin, dir, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +208,7 @@ func runOnce(o options, order string, run int) (*result, error) {
 	if err := os.WriteFile(in, b, 0o600); err != nil {
 		return nil, err
 	}
-	res := &result{Order: order, Run: run, Notes: o.notes, Docs: len(docs), Fdatasync: -1}
+	res := &result{Relay: label, Order: order, Run: run, Notes: o.notes, Docs: len(docs), Fdatasync: -1}
 	var st *straceProc
 	if o.strace {
 		if st, err = startStrace(rp.cmd.Process.Pid); err != nil {
@@ -215,8 +241,8 @@ func runOnce(o options, order string, run int) (*result, error) {
 		return nil, fmt.Errorf("push output %q: %w", out, err)
 	}
 	res.PushMs = pr.MS
-	logf("%s first, run %d: push %.1f s, relay CPU %.2f s, fdatasync %d, not visible %d (_changes) %d (GET)",
-		order, run, pr.MS/1000, res.RelayCPUMs/1000, res.Fdatasync, res.MissingChanges, res.MissingGet)
+	logf("%s: %s first, run %d: push %.1f s, relay CPU %.2f s, fdatasync %d, not visible %d (_changes) %d (GET)",
+		label, order, run, pr.MS/1000, res.RelayCPUMs/1000, res.Fdatasync, res.MissingChanges, res.MissingGet)
 	return res, nil
 }
 
@@ -268,7 +294,7 @@ type relayProc struct {
 	out  bytes.Buffer
 }
 
-func startRelay(ctx context.Context, o options, dir, profile string) (*relayProc, error) {
+func startRelay(ctx context.Context, bin, dir, profile string) (*relayProc, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -284,7 +310,7 @@ func startRelay(ctx context.Context, o options, dir, profile string) (*relayProc
 		return nil, err
 	}
 	r := &relayProc{url: fmt.Sprintf("http://127.0.0.1:%d", port), done: make(chan struct{})}
-	r.cmd = exec.Command(o.relayBin, "--config", filepath.Join(dir, "relay.toml"))
+	r.cmd = exec.Command(bin, "--config", filepath.Join(dir, "relay.toml"))
 	r.cmd.Dir = dir
 	r.cmd.Env = append(os.Environ(), "LIVESYNC_RELAY_ADMIN_USER=admin", "LIVESYNC_RELAY_ADMIN_PASSWORD="+adminPass)
 	if profile != "" {
