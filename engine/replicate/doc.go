@@ -31,8 +31,9 @@
 //     once in a goroutine of their own; at most BatchesLimit pages are
 //     read and not yet written, which bounds the fetches in flight.
 //  3. Writes, in feed order: BulkDocs with new_edits=false to the target
-//     (a pull writes the consecutive pages already fetched in one call,
-//     one store transaction; a push writes page by page), then for pulls
+//     (the consecutive pages already fetched in one call: for a pull one
+//     store transaction, for a push one request of at most 1 MiB of
+//     documents), then for pulls
 //     the hooks: chunk ids to Arrivals, every metadata revision
 //     (livesync.ParseMeta, hold.FromMeta) to Holder.Hold with HoldSource,
 //     so metadata whose chunks are not local waits in the purgatory with
@@ -40,8 +41,9 @@
 //  4. Checkpoint: the last LastSeq of the pages written is written to
 //     the target, then to
 //     the source (a source refusing with an auth error is treated as
-//     read-only) — on the local side after every batch, on the remote
-//     side only every Config.RemoteCheckpointBatches batches or
+//     read-only) — on the local side after every write of a pull, on
+//     the remote side (and a push's local one) only every
+//     Config.RemoteCheckpointBatches batches or
 //     RemoteCheckpointInterval, when the source is caught up, and at
 //     the end of the pass however it ends. A checkpoint never covers a
 //     change not yet written, so an interrupted run resumes without

@@ -8,13 +8,21 @@ import (
 	"github.com/livesync-go/livesync-go/engine"
 )
 
-// groupDocs bounds the documents of consecutive pages that a pull writes
-// to the local endpoint in one BulkDocs (one store transaction). Only
-// pages already fetched are grouped, and not after a failed write has
-// shrunk the batch sizes (the group could be what was too large), so it adds no memory beyond
-// batches_limit pages; it saves a transaction (and its fsync) and a
-// checkpoint write per page whenever the writer falls behind the fetches.
+// groupDocs bounds the documents of consecutive pages written to the
+// target in one BulkDocs: for a pull one store transaction, for a push
+// one request (two with the chunks first). Only pages already fetched
+// are grouped, and not after a failed write has shrunk the batch sizes
+// (the group could be what was too large), so it adds no memory beyond
+// batches_limit pages; it saves a transaction (and its fsync) or a
+// request (and the server's commit), and a checkpoint write, per page
+// whenever the writer falls behind the fetches.
 const groupDocs = 1000
+
+// pushGroupBytes also bounds a push's group, by the documents' bytes:
+// servers limit a request's size (the relay to 4 MiB by default), and a
+// document's remote form (encrypted) is larger than its local one. A
+// page larger than this alone is still sent alone, as before.
+const pushGroupBytes = 1 << 20
 
 // changesPages is the number of pages of changes one Changes request
 // lists (at most batches_limit).
@@ -38,6 +46,8 @@ type pipeline struct {
 	sz     sizes
 	follow bool
 	group  bool // write consecutive fetched pages together
+	// maxBytes, if not 0, bounds a group's bytes.
+	maxBytes int
 
 	tokens chan struct{}
 	pages  chan *fetched
@@ -46,7 +56,11 @@ type pipeline struct {
 }
 
 func newPipeline(lg *leg, sz sizes, follow bool) *pipeline {
-	return &pipeline{lg: lg, sz: sz, follow: follow, group: lg.dir == Pull && !sz.fallback,
+	maxBytes := 0
+	if lg.dir == Push {
+		maxBytes = pushGroupBytes
+	}
+	return &pipeline{lg: lg, sz: sz, follow: follow, group: !sz.fallback, maxBytes: maxBytes,
 		tokens: make(chan struct{}, sz.limit), pages: make(chan *fetched, sz.limit)}
 }
 
@@ -130,9 +144,10 @@ func split(page engine.ChangesPage, batch, max int) []engine.ChangesPage {
 
 // next waits for the next page in feed order to be fetched and returns
 // it, followed by the pages after it that are fetched already (when
-// grouping, up to groupDocs documents). It returns nil at the end of the
-// feed and the page's error if its read or fetch failed; the pages before
-// a failed one have been returned and can be written and checkpointed.
+// grouping, up to groupDocs documents, and for a push pushGroupBytes).
+// It returns nil at the end of the feed and the page's error if its read
+// or fetch failed; the pages before a failed one have been returned and
+// can be written and checkpointed.
 func (pl *pipeline) next(ctx context.Context) ([]*fetched, error) {
 	f := pl.held
 	pl.held = nil
@@ -151,7 +166,7 @@ func (pl *pipeline) next(ctx context.Context) ([]*fetched, error) {
 		return nil, f.err
 	}
 	group := []*fetched{f}
-	n := len(f.docs)
+	n, size := len(f.docs), docBytes(f.docs)
 	for pl.group && n < groupDocs {
 		var g *fetched
 		select {
@@ -161,14 +176,25 @@ func (pl *pipeline) next(ctx context.Context) ([]*fetched, error) {
 		if g == nil {
 			break
 		}
-		if !isDone(g) || g.err != nil || n+len(g.docs) > groupDocs {
+		if !isDone(g) || g.err != nil || n+len(g.docs) > groupDocs ||
+			(pl.maxBytes > 0 && size+docBytes(g.docs) > pl.maxBytes) {
 			pl.held = g
 			break
 		}
 		group = append(group, g)
 		n += len(g.docs)
+		size += docBytes(g.docs)
 	}
 	return group, nil
+}
+
+// docBytes is the size of docs' JSON.
+func docBytes(docs []json.RawMessage) int {
+	n := 0
+	for _, d := range docs {
+		n += len(d)
+	}
+	return n
 }
 
 func isDone(f *fetched) bool {

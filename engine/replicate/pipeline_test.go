@@ -3,8 +3,10 @@ package replicate_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,4 +242,39 @@ func (s *stuckFirstGet) BulkGet(ctx context.Context, revs []engine.DocRev) ([]js
 		<-s.release
 	}
 	return s.memEP.BulkGet(ctx, revs)
+}
+
+// TestPushGroupsFetchedPages: a push writes the pages already fetched
+// in one BulkDocs, as a pull does, but no more than about 1 MiB of
+// documents at once: pages of large documents are sent one by one.
+func TestPushGroupsFetchedPages(t *testing.T) {
+	for _, size := range []int{100, 300 << 10} {
+		synctest.Test(t, func(t *testing.T) {
+			base := newMem("local")
+			data := strings.Repeat("x", size)
+			for i := range 40 {
+				base.write(fmt.Sprintf("h:c%03d", i), map[string]any{"type": "leaf", "data": data})
+			}
+			release := make(chan struct{})
+			var started atomic.Int32
+			local := &stuckFirstGet{memEP: base, release: release, started: &started}
+			remote := newMem("remote")
+			r := newRep(t, replicate.Config{Local: local, Remote: remote, BatchSize: 4, BatchesLimit: 10})
+			done := make(chan error, 1)
+			go func() { _, err := r.Push(context.Background()); done <- err }()
+			synctest.Wait()
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			sameDocs(t, base, remote)
+			n := remote.bulkDocsCalls
+			if size < 1000 && n >= 10 {
+				t.Errorf("%d writes for 10 pages of small documents, want fewer (fetched pages written together)", n)
+			}
+			if size > 1000 && n != 10 {
+				t.Errorf("%d writes for 10 pages of 1.2 MB, want 10 (each alone)", n)
+			}
+		})
+	}
 }

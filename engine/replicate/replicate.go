@@ -147,8 +147,9 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the live reconnection delay after
 	// transport errors (default 1 s doubling to 60 s; reset on success).
 	MinBackoff, MaxBackoff time.Duration
-	// The checkpoint is written on the local endpoint after every batch,
-	// on the remote one (the source of a pull, the target of a push) only
+	// A pull's checkpoint is written on the local endpoint after every
+	// write, on the remote one (the source of a pull, the target of a
+	// push, and with a push's also the local one) only
 	// once RemoteCheckpointBatches batches (default 10) or
 	// RemoteCheckpointInterval (default 10 s) have passed since its last
 	// write, when the source is caught up, and at the end of every pass
