@@ -191,6 +191,10 @@ func report(w io.Writer, o options, rs []*result) {
 			}
 		}
 		fmt.Fprintf(w, "  client-side latency by kind (ms): %s\n", strings.Join(kinds, "; "))
+		fmt.Fprintf(w, "  relay-side time by route (ms, the relays' /metrics; _changes counts longpolls): %s\n", formatRouteTimes(r.RelayByRoute))
+		for i, u := range r.Syncs {
+			fmt.Fprintf(w, "  relay %d syncs while the clients ran: %s\n", i+1, u)
+		}
 		if r.Setup == "couchdb" {
 			fmt.Fprintf(w, "  the relays made %d requests to the server for the clients' %d (%.2f each, longpolls included): %s\n",
 				r.ServerRequests, r.Requests, float64(r.ServerRequests)/float64(max(1, r.Requests)), r.ServerKinds)

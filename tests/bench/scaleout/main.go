@@ -92,6 +92,8 @@ type options struct {
 	// bbolt: the setup is one relay with its database in a bbolt file
 	// (the default store), a baseline for the couchdb store.
 	bbolt bool
+	// strace: count the relays' syncs (fsync.go).
+	strace bool
 }
 
 func main() {
@@ -104,6 +106,7 @@ func main() {
 	flag.IntVar(&o.procs, "procs", 6, "node processes running the clients (the same in every setup)")
 	flag.StringVar(&o.leaseTTL, "lease-ttl", "15s", "the relays' lease_ttl")
 	flag.StringVar(&o.refresh, "refresh", "2s", "the relays' refresh")
+	flag.BoolVar(&o.strace, "strace", false, "count the relays' fdatasync/fsync calls and their time with strace -c")
 	setups := flag.String("setups", "1,2,3", `relay counts, one setup each; "bbolt": one relay with a bbolt file (a baseline)`)
 	flag.Parse()
 	srv := server{url: os.Getenv("LIVESYNC_TEST_COUCHDB_URL"), user: os.Getenv("LIVESYNC_TEST_COUCHDB_USER"),
@@ -167,6 +170,12 @@ type result struct {
 	ServerKinds    string `json:"serverKinds"`
 	// ByKind is the client-side latency by kind of request.
 	ByKind map[string]kindLatency `json:"byKind"`
+	// RelayByRoute is the relays' own time to answer, by route, over
+	// the same requests (their /metrics; see relaytime.go).
+	RelayByRoute map[string]routeTime `json:"relayByRoute"`
+	// Syncs are the relays' fdatasync/fsync calls over the same window
+	// (-strace).
+	Syncs []syncUse `json:"syncs,omitempty"`
 }
 
 type kindLatency struct {
@@ -250,6 +259,28 @@ func runLoad(ctx context.Context, o options, srv server, relays []*relayProc, w 
 		watch.relays = append(watch.relays, r.cmd.Process.Pid)
 	}
 	procCount := min(o.procs, o.clients)
+	durations := func() []map[string]*histogram {
+		var out []map[string]*histogram
+		for _, r := range relays {
+			h, err := scrapeDurations(r.url, admin)
+			if err != nil {
+				logf("reading the relay's request durations: %v", err)
+			}
+			out = append(out, h)
+		}
+		return out
+	}
+	durs0 := durations()
+	var tracers []*syncTracer
+	if o.strace {
+		for _, r := range relays {
+			st, err := startSyncTracer(r.cmd.Process.Pid)
+			if err != nil {
+				return err
+			}
+			tracers = append(tracers, st)
+		}
+	}
 	start := watch.sample()
 	for j := range procCount {
 		first, k := j*o.clients/procCount, (j+1)*o.clients/procCount-j*o.clients/procCount
@@ -302,6 +333,10 @@ func runLoad(ctx context.Context, o options, srv server, relays []*relayProc, w 
 			}
 			merged.Latencies[k] = append(merged.Latencies[k], v...)
 		}
+	}
+	res.RelayByRoute = routeTimes(durs0, durations())
+	for _, st := range tracers {
+		res.Syncs = append(res.Syncs, st.stop())
 	}
 	return w.check(ctx, merged, res)
 }

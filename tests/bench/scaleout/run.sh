@@ -5,7 +5,10 @@
 # one run: throughput and p99 per setup, and the CPU of the relays, the
 # server and the clients over the catch-up (see main.go).
 #
-#   tests/bench/scaleout/run.sh        # NOTES=300 CLIENTS=20 PROCS=6 SETUPS=bbolt,1,2,3
+#   tests/bench/scaleout/run.sh        # NOTES=300 CLIENTS=20 PROCS=6 SETUPS=bbolt,1,2,3 [STRACE=1]
+#
+# STRACE=1 counts the relays' fdatasync/fsync calls, and the time in
+# them, while the clients run (strace -c).
 #
 # Starts the test server (tests/couchserver), builds the relay and the
 # benchmark, prints one JSON line per setup and a table (stdout);
@@ -27,4 +30,4 @@ go build -o "$bin/livesync-relay" ./cmd/livesync-relay
 go build -o "$bin/scaleoutbench" ./tests/bench/scaleout
 couchserver_start >&2
 "$bin/scaleoutbench" -relay "$bin/livesync-relay" -script tests/pouchdb/livesync-load.mjs \
-	-notes "$NOTES" -clients "$CLIENTS" -procs "$PROCS" -setups "$SETUPS"
+	-notes "$NOTES" -clients "$CLIENTS" -procs "$PROCS" -setups "$SETUPS" ${STRACE:+-strace}
