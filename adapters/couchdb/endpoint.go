@@ -158,13 +158,8 @@ func (d *DB) bulkGet(ctx context.Context, revs []engine.DocRev, latest bool) ([]
 	}
 	byRev := make(map[engine.DocRev]json.RawMessage, len(found))
 	for _, f := range found {
-		id, rev, ok := docHead(f.doc)
-		if !ok {
-			return nil, &engine.Error{Op: "bulk get", DocID: f.rowID, Stage: engine.StageProtocol,
-				Err: fmt.Errorf("couchdb: document is not a JSON object: %w", engine.ErrMalformed)}
-		}
 		// A slice of the answer, which nothing else holds: no copy.
-		byRev[engine.DocRev{ID: id, Rev: rev}] = f.doc[:len(f.doc):len(f.doc)]
+		byRev[engine.DocRev{ID: f.id, Rev: f.rev}] = f.doc
 	}
 	return inOrder(revs, byRev), nil
 }

@@ -213,91 +213,118 @@ func parseChange(row []byte) (engine.Change, bool) {
 }
 
 // bulkGetResult is one document of a _bulk_get answer: the id of its
-// row and the document ({"ok": …}), nil for a missing revision.
+// row, the document ({"ok": …}) and its _id and _rev.
 type bulkGetResult struct {
-	rowID string
-	doc   []byte
+	rowID   string
+	doc     []byte
+	id, rev string
 }
 
-// parseBulkGet reads a _bulk_get answer: the found documents, each a
-// slice of b, with the id of the row that holds it. A document that is
-// not a JSON object is an error naming the row.
+// parseBulkGet reads a _bulk_get answer in one pass (cursor): the found
+// documents, each a slice of b, with their _id and _rev. Missing
+// revisions ({"error": …}, {} or "ok": null) are left out. A document
+// that is not a JSON object, or whose _id or _rev is not a string, is an
+// error naming its row.
 func parseBulkGet(b []byte) ([]bulkGetResult, error) {
+	c := &cursor{b: b}
 	var out []bulkGetResult
 	var bad error
-	ok := object(b, func(k, v []byte) bool {
+	ok := c.object(func(k []byte) bool {
 		if !fieldIs(k, "results") {
-			return true
+			return c.skip() != nil
 		}
 		out = out[:0]
-		return array(v, func(row []byte) bool {
-			var id string
-			var docs [][]byte
-			ok := object(row, func(k, v []byte) bool {
-				switch {
-				case fieldIs(k, "id"):
-					if isNull(v) {
-						return true
-					}
-					var ok bool
-					id, ok = rawjson.String(v)
-					return ok
-				case fieldIs(k, "docs"):
-					docs = docs[:0]
-					return array(v, func(d []byte) bool {
-						var ok []byte
-						found := object(d, func(k, v []byte) bool {
-							if fieldIs(k, "ok") {
-								ok = v
-							}
-							return true
-						})
-						docs = append(docs, ok)
-						return found
-					})
-				}
-				return true
-			})
-			for _, d := range docs {
-				if len(d) == 0 || isNull(d) {
-					continue // {"error":…} or {} (express-pouchdb) for a missing revision
-				}
-				if d[0] != '{' {
-					bad = &engine.Error{Op: "bulk get", DocID: id, Stage: engine.StageProtocol,
-						Err: fmt.Errorf("couchdb: document is not a JSON object: %w", engine.ErrMalformed)}
-					return false
-				}
-				out = append(out, bulkGetResult{rowID: id, doc: d})
+		return c.array(func() bool {
+			id, docs, badDoc, ok := bulkGetRow(c)
+			for i := range docs {
+				docs[i].rowID = id
 			}
+			if badDoc && bad == nil {
+				bad = &engine.Error{Op: "bulk get", DocID: id, Stage: engine.StageProtocol,
+					Err: fmt.Errorf("couchdb: document is not a JSON object: %w", engine.ErrMalformed)}
+			}
+			out = append(out, docs...)
 			return ok
 		})
 	})
-	if bad != nil {
-		return nil, bad
-	}
 	if !ok {
 		return nil, shapeErr("bulk get", "", "not a bulk get answer")
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	return out, nil
 }
 
-// docHead reads a document's _id and _rev (each a string or absent). It
-// reports false when the document is not an object or either is of
-// another type.
-func docHead(doc []byte) (id, rev string, ok bool) {
-	ok = object(doc, func(k, v []byte) bool {
-		var ok bool
+// bulkGetRow reads one row {"id": …, "docs": [{"ok": doc}, …]} of a
+// _bulk_get answer (null is an empty row): its id, its found documents,
+// and whether one of them is not an object with string _id and _rev.
+func bulkGetRow(c *cursor) (id string, docs []bulkGetResult, badDoc, ok bool) {
+	ok = c.object(func(k []byte) bool {
+		switch {
+		case fieldIs(k, "id"):
+			if c.null() {
+				return true // null leaves a field as it is, as in encoding/json
+			}
+			var ok bool
+			id, ok = rawjson.String(c.str())
+			return ok
+		case fieldIs(k, "docs"):
+			docs = docs[:0]
+			return c.array(func() bool {
+				var d bulkGetResult
+				found := c.object(func(k []byte) bool {
+					if !fieldIs(k, "ok") {
+						return c.skip() != nil
+					}
+					d = bulkGetResult{}
+					if c.null() {
+						return true
+					}
+					var fine bool
+					d, fine = bulkGetDoc(c)
+					badDoc = badDoc || !fine
+					return !c.bad
+				})
+				if d.doc != nil {
+					docs = append(docs, d)
+				}
+				return found
+			})
+		}
+		return c.skip() != nil
+	})
+	return id, docs, badDoc, ok
+}
+
+// bulkGetDoc consumes a document and reads its _id and _rev; fine is
+// false if it is not an object or either is not a string (or null).
+func bulkGetDoc(c *cursor) (d bulkGetResult, fine bool) {
+	if c.peek() != '{' {
+		d.doc = c.skip()
+		return d, false
+	}
+	start := c.i
+	fine = true
+	c.object(func(k []byte) bool {
+		var dst *string
 		switch {
 		case fieldIs(k, "_id"):
-			id, ok = optString(v)
+			dst = &d.id
 		case fieldIs(k, "_rev"):
-			rev, ok = optString(v)
+			dst = &d.rev
 		default:
-			return true
+			return c.skip() != nil
 		}
-		return ok
+		raw := c.skip()
+		s, ok := optString(raw)
+		*dst, fine = s, fine && ok
+		return raw != nil
 	})
-	return id, rev, ok && !isNull(doc)
+	if !c.bad {
+		d.doc = c.b[start:c.i:c.i]
+	}
+	return d, fine
 }
 
 // bulkDocsBody assembles {"docs":[…],"new_edits":false} from the

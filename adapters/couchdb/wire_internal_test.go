@@ -1,6 +1,7 @@
 package couchdb
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -100,17 +101,7 @@ func TestParseChangesAsDecoded(t *testing.T) {
 }
 
 // trimmed is an answer as rawAnswer.read hands it over.
-func trimmed(s string) []byte {
-	var a rawAnswer
-	a.B = []byte(s)
-	for len(a.B) > 0 && (a.B[0] == ' ' || a.B[0] == '\n') {
-		a.B = a.B[1:]
-	}
-	for len(a.B) > 0 && (a.B[len(a.B)-1] == ' ' || a.B[len(a.B)-1] == '\n') {
-		a.B = a.B[:len(a.B)-1]
-	}
-	return a.B
-}
+func trimmed(s string) []byte { return bytes.TrimSpace([]byte(s)) }
 
 // decodedBulkGet is how a _bulk_get answer was read before parseBulkGet.
 func decodedBulkGet(b []byte) (map[engine.DocRev]string, bool) {
@@ -167,7 +158,7 @@ var bulkGetAnswers = []string{
 	`"x"`,
 }
 
-// TestParseBulkGetAsDecoded: parseBulkGet with docHead finds the
+// TestParseBulkGetAsDecoded: parseBulkGet finds the
 // documents that decoding into structs found, and refuses what it
 // refused.
 func TestParseBulkGetAsDecoded(t *testing.T) {
@@ -176,12 +167,7 @@ func TestParseBulkGetAsDecoded(t *testing.T) {
 		found, err := parseBulkGet([]byte(a))
 		got := map[engine.DocRev]string{}
 		for _, f := range found {
-			id, rev, ok := docHead(f.doc)
-			if !ok {
-				err = errors.New("docHead refused it")
-				break
-			}
-			got[engine.DocRev{ID: id, Rev: rev}] = string(f.doc)
+			got[engine.DocRev{ID: f.id, Rev: f.rev}] = string(f.doc)
 		}
 		if (err == nil) != wantOK {
 			t.Errorf("%s: error %v, decoding ok %v", a, err, wantOK)
@@ -211,4 +197,26 @@ func TestBulkDocsBody(t *testing.T) {
 			t.Errorf("document %q: %v, want an encode error wrapping engine.ErrMalformed", bad, err)
 		}
 	}
+}
+
+// FuzzParseAnswers: on any JSON answer, the one-pass readers never panic
+// and accept and refuse what decoding into structs accepted and refused.
+func FuzzParseAnswers(f *testing.F) {
+	for _, a := range append(append([]string{}, changesAnswers...), bulkGetAnswers...) {
+		f.Add(a)
+	}
+	f.Fuzz(func(t *testing.T, a string) {
+		if !json.Valid([]byte(a)) {
+			return
+		}
+		b := trimmed(a)
+		_, wantOK := decodedBulkGet(b)
+		if _, err := parseBulkGet(b); (err == nil) != wantOK {
+			t.Errorf("bulk get %s: error %v, decoding ok %v", a, err, wantOK)
+		}
+		_, wantOK = decodedChanges(b)
+		if _, err := parseChanges(b); (err == nil) != wantOK {
+			t.Errorf("changes %s: error %v, decoding ok %v", a, err, wantOK)
+		}
+	})
 }
