@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,7 +49,13 @@ func newMetrics(dbs *heldDatabases) *metrics {
 		m.feeds.WithLabelValues(f) // present at 0 before the first client
 	}
 	m.reg.MustRegister(m.requests, m.duration, m.feeds, &dbCollector{dbs: dbs},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{
+			// How long runnable goroutines waited for a CPU
+			// (go_sched_latencies_seconds): a relay slow to answer while
+			// using little CPU is waiting for a machine that has none.
+			Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`),
+		})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -19,9 +19,18 @@ import (
 // difference is summarised per route: requests, mean, and the bucket
 // that holds the 50th and 99th percentiles (the histogram's buckets are
 // coarse: 1, 5, 25, 100, 500 ms, 2.5 s...). A _changes route counts
-// longpolls until they end, which the clients' figures leave out.
+// longpolls until they end, which the clients' figures leave out. The
+// Go runtime's scheduling latency (go_sched_latencies_seconds: how long
+// a runnable goroutine waited for a CPU) is summarised the same way.
 
 const durationMetric = "livesync_relay_http_request_duration_seconds"
+
+// schedMetric is the Go runtime's histogram of how long runnable
+// goroutines waited for a CPU; its summary is under the route schedRoute.
+const (
+	schedMetric = "go_sched_latencies_seconds"
+	schedRoute  = "(goroutines waiting for a CPU)"
+)
 
 // histogram is one route's cumulative buckets (upper bound in seconds ->
 // count), sum (seconds) and count.
@@ -39,6 +48,8 @@ type routeTime struct {
 	// percentile (-1: past the last bound).
 	P50Ms float64 `json:"p50LeMs"`
 	P99Ms float64 `json:"p99LeMs"`
+	// Over100 is the share above the first bound of at least 100 ms.
+	Over100 float64 `json:"over100Ms"`
 }
 
 // scrapeDurations reads the request-duration histograms of the relay at
@@ -62,20 +73,27 @@ func scrapeDurations(url, admin string) (map[string]*histogram, error) {
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, durationMetric) {
+		metric := durationMetric
+		if strings.HasPrefix(line, schedMetric) {
+			metric = schedMetric
+		} else if !strings.HasPrefix(line, durationMetric) {
 			continue
 		}
 		name, labels, value, ok := parseSample(line)
 		if !ok {
 			continue
 		}
-		h := out[labels["route"]]
+		route := labels["route"]
+		if metric == schedMetric {
+			route = schedRoute
+		}
+		h := out[route]
 		if h == nil {
 			h = &histogram{buckets: map[float64]float64{}}
-			out[labels["route"]] = h
+			out[route] = h
 		}
-		switch name {
-		case durationMetric + "_bucket":
+		switch strings.TrimPrefix(name, metric) {
+		case "_bucket":
 			le := labels["le"]
 			b, err := strconv.ParseFloat(le, 64)
 			if le == "+Inf" {
@@ -84,9 +102,9 @@ func scrapeDurations(url, admin string) (map[string]*histogram, error) {
 			if err == nil {
 				h.buckets[b] = value
 			}
-		case durationMetric + "_sum":
+		case "_sum":
 			h.sum = value
-		case durationMetric + "_count":
+		case "_count":
 			h.count = value
 		}
 	}
@@ -154,7 +172,7 @@ func routeTimes(before, after []map[string]*histogram) map[string]routeTime {
 			continue
 		}
 		out[route] = routeTime{N: int(d.count), MeanMs: d.sum / d.count * 1000,
-			P50Ms: d.quantileBound(0.50), P99Ms: d.quantileBound(0.99)}
+			P50Ms: d.quantileBound(0.50), P99Ms: d.quantileBound(0.99), Over100: d.over(0.1)}
 	}
 	return out
 }
@@ -175,6 +193,17 @@ func (h *histogram) quantileBound(q float64) float64 {
 	return -1
 }
 
+// over returns the share of the observations above the first bound of
+// at least t seconds.
+func (h *histogram) over(t float64) float64 {
+	for _, le := range slices.Sorted(maps.Keys(h.buckets)) {
+		if le >= t {
+			return 1 - h.buckets[le]/h.count
+		}
+	}
+	return 0
+}
+
 // formatRouteTimes is the report's line of relay-side times.
 func formatRouteTimes(rt map[string]routeTime) string {
 	var parts []string
@@ -187,9 +216,9 @@ func formatRouteTimes(rt map[string]routeTime) string {
 			if ms < 0 {
 				return "> last bucket"
 			}
-			return fmt.Sprintf("≤ %g", ms)
+			return fmt.Sprintf("≤ %.3g", ms)
 		}
-		parts = append(parts, fmt.Sprintf("%s %d: mean %.1f, p50 %s, p99 %s", route, t.N, t.MeanMs, bound(t.P50Ms), bound(t.P99Ms)))
+		parts = append(parts, fmt.Sprintf("%s %d: mean %.2f, p50 %s, p99 %s, %.1f%% over 100", route, t.N, t.MeanMs, bound(t.P50Ms), bound(t.P99Ms), 100*t.Over100))
 	}
 	return strings.Join(parts, "; ")
 }
