@@ -52,17 +52,23 @@ func (a *rawAnswer) read(ctx context.Context, op, docID string, resp *http.Respo
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return answerErr(ctx, op, docID, err)
 	}
-	b := buf.Bytes()
-	if !json.Valid(b) {
-		// Rare: let a decoder judge it, for the same verdict as before
-		// (an answer cut short mid-value is io.ErrUnexpectedEOF).
-		var v json.RawMessage
-		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&v); err != nil {
-			return answerErr(ctx, op, docID, err)
+	// A value as a member's would be, without white space around it.
+	b := bytes.TrimSpace(buf.Bytes())
+	// rawjson.Scan checks it, about three times as fast as json.Valid;
+	// what it cannot vouch for (invalid UTF-8 in a string, deep nesting,
+	// text after the value) goes to encoding/json.
+	if end, valid, _ := rawjson.Scan(b, 0); !valid || end != len(b) {
+		if !json.Valid(b) {
+			// Let a decoder judge it, for the same verdict as before (an
+			// answer cut short mid-value is io.ErrUnexpectedEOF).
+			var v json.RawMessage
+			if err := json.NewDecoder(bytes.NewReader(b)).Decode(&v); err != nil {
+				return answerErr(ctx, op, docID, err)
+			}
+			b = v
 		}
-		b = v
 	}
-	a.B = bytes.TrimSpace(b) // a value as a member's would be: null is "null"
+	a.B = b
 	return nil
 }
 

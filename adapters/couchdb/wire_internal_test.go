@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/livesync-go/livesync-go/engine"
+	"github.com/livesync-go/livesync-go/engine/rawjson"
 )
 
 // decodedChanges is how a _changes answer was read before parseChanges:
@@ -217,6 +219,43 @@ func FuzzParseAnswers(f *testing.F) {
 		_, wantOK = decodedChanges(b)
 		if _, err := parseChanges(b); (err == nil) != wantOK {
 			t.Errorf("changes %s: error %v, decoding ok %v", a, err, wantOK)
+		}
+	})
+}
+
+// bulkGetBody is a _bulk_get answer of n chunks of 1 KiB.
+func bulkGetBody(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"results":[`)
+	data := bytes.Repeat([]byte("abcdefghij"), 100)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"h:%04d","docs":[{"ok":{"_id":"h:%04d","_rev":"1-%032x","_revisions":{"start":1,"ids":["%032x"]},"data":"%s\n","type":"leaf"}}]}`, i, i, i, i, data)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+func BenchmarkCheckAnswer(b *testing.B) {
+	body := bulkGetBody(100)
+	b.Run("json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			_ = json.Valid(body)
+		}
+	})
+	b.Run("rawjson.Scan", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			_, _, _ = rawjson.Scan(body, 0)
+		}
+	})
+	b.Run("parseBulkGet", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			_, _ = parseBulkGet(body)
 		}
 	})
 }
