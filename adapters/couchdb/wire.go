@@ -343,7 +343,7 @@ func bulkDocsBody(docs []json.RawMessage) (rawBody, error) {
 	b := make([]byte, 0, n)
 	b = append(b, `{"docs":[`...)
 	for i, d := range docs {
-		if !json.Valid(d) {
+		if !isJSON(d) {
 			return nil, &engine.Error{Op: "bulk docs", DocID: headID(d), Stage: engine.StageEncode,
 				Err: fmt.Errorf("couchdb: document %d of %d is not valid JSON: %w", i+1, len(docs), engine.ErrMalformed)}
 		}
@@ -354,6 +354,15 @@ func bulkDocsBody(docs []json.RawMessage) (rawBody, error) {
 	}
 	b = append(b, `],"new_edits":false}`...)
 	return b, nil
+}
+
+// isJSON reports whether d is one JSON value: rawjson.Scan decides, and
+// encoding/json what Scan cannot vouch for.
+func isJSON(d []byte) bool {
+	if end, valid, _ := rawjson.Scan(d, 0); valid && end == len(d) {
+		return true
+	}
+	return json.Valid(d)
 }
 
 // headID is the _id of a document that failed a check, if it can be
