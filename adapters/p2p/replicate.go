@@ -90,7 +90,7 @@ func NewRemote(h host.Host, info peer.AddrInfo, o RemoteOptions) *Remote {
 		h.Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.PermanentAddrTTL)
 	}
 	return &Remote{host: h, peer: info.ID, id: "p2p://" + o.Group + "/" + info.ID.String(), meter: o.Meter,
-		c: &peerClient{host: h, peer: info.ID, timeout: o.Timeout, meter: o.Meter}}
+		c: newPeerClient(h, info.ID, o.Timeout, o.Meter)}
 }
 
 // Peer is the peer's id.

@@ -25,6 +25,19 @@ type peerClient struct {
 	peer    peer.ID
 	timeout time.Duration
 	meter   *Meter
+	// slots bounds the requests in flight to the peer (nil: unbounded).
+	slots chan struct{}
+}
+
+// maxClientStreams is the replicate requests one remote has in flight to
+// its peer. A pipelined replication would otherwise open a stream for
+// every page it fetches (up to batches_limit, 25), and a peer answers
+// "busy" past its own limit (DefaultMaxStreamsPerPeer, 16), which also
+// counts chunk streams and live feeds: half of it is left for those.
+const maxClientStreams = DefaultMaxStreamsPerPeer / 2
+
+func newPeerClient(h host.Host, id peer.ID, timeout time.Duration, meter *Meter) *peerClient {
+	return &peerClient{host: h, peer: id, timeout: timeout, meter: meter, slots: make(chan struct{}, maxClientStreams)}
 }
 
 // call sends req and reads the answer into resp. The caller's ended ctx
@@ -34,6 +47,14 @@ type peerClient struct {
 func (c *peerClient) call(ctx context.Context, req request, resp *response) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+			defer func() { <-c.slots }()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

@@ -23,12 +23,14 @@ import (
 )
 
 // gate is a served endpoint that counts what a client asks of it and
-// stops the at-th BulkDocs until released: the test closes the client's
-// host while that batch is in flight.
+// stops the first BulkDocs that comes after at documents were received,
+// until released: the test closes the client's host while that batch is
+// in flight. (A pipelined push sends several pages in one BulkDocs, so
+// documents, not calls, say how far it got.)
 type gate struct {
 	engine.Endpoint
 	at       int64
-	calls    atomic.Int64
+	stopped  atomic.Bool
 	diffed   atomic.Int64 // ids asked about in RevsDiff
 	written  atomic.Int64 // documents received in BulkDocs
 	reached  chan struct{}
@@ -46,8 +48,8 @@ func (g *gate) RevsDiff(ctx context.Context, revs map[string][]string) (map[stri
 }
 
 func (g *gate) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]engine.BulkDocResult, error) {
-	g.written.Add(int64(len(docs)))
-	if g.calls.Add(1) != g.at {
+	before := g.written.Add(int64(len(docs))) - int64(len(docs))
+	if before < g.at || !g.stopped.CompareAndSwap(false, true) {
 		return g.Endpoint.BulkDocs(ctx, docs)
 	}
 	defer close(g.finished)
@@ -130,7 +132,7 @@ func TestDisconnectMidBatchResumes(t *testing.T) {
 			select {
 			case <-o.gate.reached:
 			case <-ctx.Done():
-				t.Fatalf("the push to %s never reached its 25th batch", o.name)
+				t.Fatalf("the push to %s never sent its 2,000th document", o.name)
 			}
 		}
 		h.Close() // the pusher goes away mid-batch
@@ -189,11 +191,10 @@ func gatedPeers(t *testing.T, s livesync.Settings, pusher peer.ID, names []strin
 		st := memStore(t, name)
 		v := openVault(t, st, s, name)
 		served := *p2p.ServedVault(v, groupName, s)
-		// 2,000 notes are ~4,000 documents, ~40 batches of 100, each
-		// sent in one or two BulkDocs (chunks first): the 25th call is
-		// past the tenth batch, where the replicator checkpoints on the
-		// target, and well before the end.
-		g := newGate(served.Endpoint, 25)
+		// 2,000 notes are ~4,000 documents, ~40 batches of 100: past
+		// 2,000 documents the push is past its tenth batch, where the
+		// replicator checkpoints on the target, and well before the end.
+		g := newGate(served.Endpoint, 2000)
 		served.Endpoint = g
 		allow := p2p.NewAllowList()
 		allow.Allow(pusher, "pusher")
