@@ -4,6 +4,8 @@
 //   window.requests           every request the module made through host.fetch: {method, url}
 //   window.hostFetch          the counting fetch passed as host.fetch; while
 //                             window.stalled is true its requests hang (until aborted)
+//   window.stallAfter         {match, count}: the network goes quiet (stalled) at the
+//                             first request past count whose URL contains match
 //   window.vaults[name]       vaults opened with openVault
 //   window.events[name]       their "file" and "status" events (held and released are file events), {topic, ...event}
 //   window.openVault(name, options) opens a vault (host.fetch is hostFetch) and records its events
@@ -14,6 +16,10 @@ window.requests = [];
 window.stalled = false;
 window.hostFetch = (url, init = {}) => {
   window.requests.push({ method: init.method ?? "GET", url: String(url) });
+  const after = window.stallAfter;
+  if (after && String(url).includes(after.match) && ++after.seen > after.count) {
+    window.stalled = true;
+  }
   if (window.stalled) {
     // The network went quiet: the request hangs until it is aborted.
     return new Promise((_, reject) => init.signal?.addEventListener("abort", () => reject(init.signal.reason)));
