@@ -248,15 +248,7 @@ func (d *DB) do(ctx context.Context, op, docID, method, u string, body any, out 
 		return a.read(ctx, op, docID, resp)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		var ne net.Error
-		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return &engine.Error{Op: op, DocID: docID, Stage: engine.StageTransport, Err: redact(err)}
-		}
-		return &engine.Error{Op: op, DocID: docID, Stage: engine.StageProtocol,
-			Err: fmt.Errorf("couchdb: bad JSON answer: %v: %w", err, engine.ErrMalformed)}
+		return answerErr(ctx, op, docID, err)
 	}
 	return nil
 }
