@@ -15,6 +15,7 @@ import (
 )
 
 const usage = `usage: livesync-relay [flags]
+       livesync-relay SUBCOMMAND [flags]
 
 A LiveSync-compatible CouchDB-protocol server for Obsidian's Self-hosted LiveSync
 plugin, with its data in a folder. Without flags or configuration it listens on
@@ -92,6 +93,11 @@ func startCPUProfile(path string) func() {
 // ends (main cancels it on SIGINT or SIGTERM). Logs go to stderr too.
 // onReady, if set, is called once the relay serves (tests).
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, onReady func(*relay)) int {
+	if len(args) > 0 {
+		if sc, ok := subcommands[args[0]]; ok {
+			return sc.run(ctx, args[1:], getenv, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("livesync-relay", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var fl flagValues
@@ -104,14 +110,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&fl.logLevel, "log-level", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stderr, usage)
+			io.WriteString(stderr, usage+subcommandUsage())
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "livesync-relay: %v\n\n%s", err, usage)
+		fmt.Fprintf(stderr, "livesync-relay: %v\n\n%s", err, usage+subcommandUsage())
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "livesync-relay: unexpected argument %q\n\n%s", fs.Arg(0), usage)
+		fmt.Fprintf(stderr, "livesync-relay: unexpected argument %q\n\n%s", fs.Arg(0), usage+subcommandUsage())
 		return exitUsage
 	}
 
