@@ -79,18 +79,22 @@ func OpenBackend(path string, opts Options) (store.Backend, error) {
 		db.Close()
 		return nil, fmt.Errorf("boltstore: init %s: %w", path, full(err))
 	}
-	return &backend{db: db}, nil
+	return &backend{db: db, w: &committer{db: db}}, nil
 }
 
-// backend adapts a bbolt database to store.Backend.
-type backend struct{ db *bolt.DB }
+// backend adapts a bbolt database to store.Backend. Its writes go
+// through a committer, which lets concurrent Updates share a commit.
+type backend struct {
+	db *bolt.DB
+	w  *committer
+}
 
 func (b *backend) View(fn func(store.Tx) error) error {
 	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }
 
 func (b *backend) Update(fn func(store.Tx) error) error {
-	return full(b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) }))
+	return full(b.w.update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) }))
 }
 
 // full marks an error of a full file system (ENOSPC) or an exhausted quota

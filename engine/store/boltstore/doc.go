@@ -8,11 +8,15 @@
 //	...
 //	defer st.Close()
 //
-// Each BulkDocs, PutBatch, Put, PutChunks and PutLocal call is one bbolt
-// read-write transaction, committed with fsync before the call returns:
-// an acknowledged batch survives a crash or kill, and an interrupted or
-// failed one leaves no trace (bbolt's copy-on-write pages and meta page
-// switch). A write that fails because the file system is full (ENOSPC)
+// Each BulkDocs, PutBatch, Put, PutChunks and PutLocal call is atomic and
+// committed with fsync before the call returns: an acknowledged batch
+// survives a crash or kill, and an interrupted or failed one leaves no
+// trace (bbolt's copy-on-write pages and meta page switch). Calls that
+// write at the same time share a group commit: a call that finds no
+// commit in progress commits at once, and those arriving during a commit
+// are committed together in the next bbolt transaction, with one pair of
+// syncs, instead of one after another. A call that fails in a group
+// leaves the others' writes to be committed without it. A write that fails because the file system is full (ENOSPC)
 // or a quota is exhausted (EDQUOT) returns an error wrapping
 // store.ErrStorageFull. Every key the store writes fits bbolt's 32 KiB
 // key limit (see store.MaxKeySize). A
