@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/livesync-go/livesync-go/engine/store"
 )
@@ -299,5 +302,67 @@ func TestGroupCommitStoreConflicts(t *testing.T) {
 	}
 	if info.DocCount != n+1 {
 		t.Fatalf("doc count %d, want %d", info.DocCount, n+1)
+	}
+}
+
+// BenchmarkLoneWriter compares one writer at a time through the group
+// committer with bbolt's own Update: the committer must add no wait.
+func BenchmarkLoneWriter(b *testing.B) {
+	for _, mode := range []string{"group", "bbolt"} {
+		b.Run(mode, func(b *testing.B) {
+			be, err := OpenBackend(filepath.Join(b.TempDir(), "l.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			bk := be.(*backend)
+			for i := 0; b.Loop(); i++ {
+				key := fmt.Appendf(nil, "k%d", i)
+				if mode == "group" {
+					err = bk.Update(func(tx store.Tx) error { return tx.Put(store.BucketLocal, key, key) })
+				} else {
+					err = bk.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketNames[store.BucketLocal]).Put(key, key) })
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkConcurrentWriters runs 20 writers per CPU at once, as many
+// clients' checkpoints do, and reports the transactions per write.
+func BenchmarkConcurrentWriters(b *testing.B) {
+	for _, mode := range []string{"group", "bbolt"} {
+		b.Run(mode, func(b *testing.B) {
+			be, err := OpenBackend(filepath.Join(b.TempDir(), "c.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			bk := be.(*backend)
+			before := bk.w.commits.Load()
+			var n atomic.Int64
+			b.SetParallelism(20)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					key := fmt.Appendf(nil, "k%d", n.Add(1))
+					var err error
+					if mode == "group" {
+						err = bk.Update(func(tx store.Tx) error { return tx.Put(store.BucketLocal, key, key) })
+					} else {
+						err = bk.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketNames[store.BucketLocal]).Put(key, key) })
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			if mode == "group" {
+				b.ReportMetric(float64(bk.w.commits.Load()-before)/float64(n.Load()), "tx/write")
+			}
+		})
 	}
 }
