@@ -68,6 +68,7 @@ func (r *relay) printBanner(w io.Writer) {
 	p("")
 	p("Then turn on End-to-end encryption with a passphrase of your own, the same on every")
 	p("device; the relay stores what the plugin sends and never needs the passphrase.")
+	r.tlsBanner(p)
 	if loopbackOnly(r.ln.Addr()) {
 		p("Only this computer can reach this address. For a phone or another computer,")
 		p("listen on an address they reach, with HTTPS (Obsidian on phones needs it):")

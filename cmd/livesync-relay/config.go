@@ -77,10 +77,18 @@ type fileConfig struct {
 	dbsDefined bool   // databases was given (an empty list declares none)
 }
 
-// tlsConfig is the [tls] table: both files or neither.
+// tlsConfig is the [tls] table: a certificate's files, ACME names or a
+// self-signed certificate (tls_config.go), or nothing for plain HTTP.
 type tlsConfig struct {
-	CertFile string `toml:"cert_file"`
-	KeyFile  string `toml:"key_file"`
+	CertFile        string   `toml:"cert_file"`
+	KeyFile         string   `toml:"key_file"`
+	ACMEDomains     []string `toml:"acme_domains"`
+	ACMEEmail       string   `toml:"acme_email"`
+	ACMEDirectory   string   `toml:"acme_directory"`
+	ACMECAFile      string   `toml:"acme_ca_file"`
+	ACMEHTTPListen  string   `toml:"acme_http_listen"`
+	SelfSigned      bool     `toml:"self_signed"`
+	SelfSignedNames []string `toml:"self_signed_names"`
 }
 
 // loginConfig is the [login] table: the failed-login budgets
@@ -248,9 +256,7 @@ func (c *fileConfig) validate() error {
 			bad("listen %q: want host:port, e.g. 127.0.0.1:5984 or :5984", c.Listen)
 		}
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		bad("tls: give both cert_file and key_file, or neither")
-	}
+	c.TLS.validate(bad)
 	switch c.Log.Format {
 	case "", "text", "json":
 	default:

@@ -136,7 +136,7 @@ func (r *relay) runLiveSyncP2P() {
 	if rt == nil || len(rt.rooms) == 0 {
 		return
 	}
-	self := selfNostrURL(r.ln.Addr(), r.s.tlsCert != "")
+	self := selfNostrURL(r.ln.Addr(), r.s.tlsOn())
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.cancel = cancel
 	for _, rm := range rt.rooms {

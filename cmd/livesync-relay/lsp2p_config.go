@@ -177,7 +177,7 @@ func (c *fileConfig) validateLSP2PRoom(g lsp2pConfig, where string, bad func(str
 			bad("%s: the room signals on this relay's own %s (relays absent or %q) but [nostr] enabled = false: enable it, or list other Nostr relays in relays", where, nostrPath, selfNostr)
 		case c.Nostr.ForwardEphemeral != nil && !*c.Nostr.ForwardEphemeral:
 			bad("%s: the room signals on this relay's own %s (relays absent or %q) but [nostr] forward_ephemeral = false: the plugin's P2P signalling is ephemeral events; remove the line or set it to true", where, nostrPath, selfNostr)
-		case c.TLS.CertFile != "":
+		case c.TLS.on():
 			bad("%s: relays: %q connects over loopback, which the TLS certificate does not name: list the relay's public wss:// URL (e.g. wss://relay.example.com:5984%s) instead", where, selfNostr, nostrPath)
 		}
 	}

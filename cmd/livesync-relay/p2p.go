@@ -157,7 +157,7 @@ func (e ownedEndpoint) BulkDocs(ctx context.Context, docs []json.RawMessage) ([]
 // joinP2P joins every group, announcing on its Nostr relays ("self"
 // being this relay's /_nostr).
 func (r *relay) joinP2P(ctx context.Context) error {
-	self := selfNostrURL(r.ln.Addr(), r.s.tlsCert != "")
+	self := selfNostrURL(r.ln.Addr(), r.s.tlsOn())
 	for i, gs := range r.s.p2p.groups {
 		g := r.p2p.groups[i]
 		cfg := g.cfg

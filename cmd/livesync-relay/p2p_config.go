@@ -177,7 +177,7 @@ func (c *fileConfig) validateGroup(g p2pGroupConfig, where, key string, owner ma
 			if !c.nostrEnabled() {
 				bad("%s: nostr_relays lists %q but [nostr] enabled = false", where, selfNostr)
 			}
-			if c.TLS.CertFile != "" {
+			if c.TLS.on() {
 				bad("%s: nostr_relays: %q connects over loopback, which the TLS certificate does not name: list the relay's public wss:// URL (e.g. wss://relay.example.com:5984%s) instead", where, selfNostr, nostrPath)
 			}
 			continue

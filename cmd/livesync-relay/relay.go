@@ -40,6 +40,7 @@ type relay struct {
 	unlock  func() // releases the data folder's lock
 	p2p     *p2pRuntime
 	lsp2p   *lsp2pRuntime // the LiveSync P2P rooms (lsp2p.go)
+	tls     *tlsRuntime   // ACME or self-signed HTTPS (tls_serve.go)
 
 	stopping atomic.Bool
 }
@@ -208,6 +209,9 @@ func (r *relay) openDataDir(getenv func(string) string, cleanup *[]func()) error
 	}
 	r.unlock = unlock
 	*cleanup = append(*cleanup, unlock)
+	if err := r.startTLS(cleanup); err != nil {
+		return err
+	}
 	if !s.configAdmins {
 		if r.admin, err = builtinAdmin(s.dataDir, getenv, s.resetAdmin); err != nil {
 			return err
@@ -387,6 +391,7 @@ func (r *relay) isAdmin(req *http.Request) int {
 func (r *relay) serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- r.srv.Serve(r.ln) }()
+	r.runTLS(ctx)
 	var serveErr error
 	// The groups join once the server serves: they may announce on its
 	// own /_nostr.

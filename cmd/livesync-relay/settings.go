@@ -33,6 +33,7 @@ type settings struct {
 	configPath       string
 	listen           string
 	tlsCert, tlsKey  string
+	tls              tlsSettings // ACME or self-signed (tls_config.go)
 	dataDir          string
 	cors             []string
 	maxRequestBytes  int64
@@ -173,6 +174,9 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 		s.configAdmins = s.configAdmins || u.Admin
 	}
 	if s.p2p, err = resolveP2P(fc, getenv); err != nil {
+		return nil, err
+	}
+	if s.tls, err = resolveTLS(fc, s); err != nil {
 		return nil, err
 	}
 	if s.noDataDir() && s.resetAdmin {
