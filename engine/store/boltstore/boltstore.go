@@ -20,6 +20,10 @@ type Options struct {
 	// Timeout bounds the wait for another process's lock on the file;
 	// 0 means 5 seconds.
 	Timeout time.Duration
+	// Migrated, if set, is called after Open migrated the file from an
+	// older store format (the copy kept of the file as it was is named
+	// in the Migration), e.g. to log it.
+	Migrated func(Migration)
 }
 
 // Validate reports whether the options are usable.
@@ -54,7 +58,10 @@ func Open(path string, opts Options) (store.Store, error) {
 
 // OpenBackend opens or creates the bbolt file at path as a store.Backend,
 // for a Store composed with store.Open (Open does that). Its write
-// errors of a full file system or quota wrap store.ErrStorageFull.
+// errors of a full file system or quota wrap store.ErrStorageFull. A new
+// file records the store format this build writes (FormatVersion); an
+// older file is migrated in place after a copy of it is kept (see
+// BackupName); a file of a newer format is refused with a *FormatError.
 func OpenBackend(path string, opts Options) (store.Backend, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -67,17 +74,9 @@ func OpenBackend(path string, opts Options) (store.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, full(err))
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range bucketNames {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := prepare(db, path, opts.Migrated); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("boltstore: init %s: %w", path, full(err))
+		return nil, err
 	}
 	return &backend{db: db, w: &committer{db: db}}, nil
 }

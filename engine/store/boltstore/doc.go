@@ -22,4 +22,18 @@
 // key limit (see store.MaxKeySize). A
 // file is opened by one process at a time; a second Open waits up to
 // Options.Timeout for the lock.
+//
+// Each file records its store format version (the meta bucket's
+// "format" key, FormatVersion for a new file; a file without one is
+// format 1 and gets it recorded). Opening a file of an older format
+// first keeps a consistent copy of it, <file>.bak-v<N>-<UTC time>, then
+// runs the registered migrations in order, each in one transaction that
+// also records its version, so an interrupted upgrade leaves a whole
+// file of an older format, which the next open migrates again. A file
+// of a newer format than the build knows is refused, unchanged, with a
+// *FormatError (ErrNewerFormat): downgrading is not supported.
+//
+// Snapshot writes a consistent copy of an open store's file (a bbolt
+// read transaction's WriteTo) while writes go on; SnapshotFile copies a
+// file no process has open.
 package boltstore
