@@ -307,6 +307,7 @@ func (r *relay) handler() http.Handler {
 	mux.Handle("/healthz", own("/healthz", r.healthz))
 	mux.Handle("/metrics", own("/metrics", r.adminOnly(r.metrics.handler().ServeHTTP)))
 	mux.Handle("/status", own("/status", r.adminOnly(r.status)))
+	mux.Handle(backupRoute, own(backupRoute, r.backup)) // backup_http.go: admins only, even with metrics_public
 	r.mountP2P(mux)
 	mux.Handle("/", r.metrics.countFeeds(r.api))
 	return mux
