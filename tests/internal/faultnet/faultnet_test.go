@@ -3,6 +3,7 @@ package faultnet
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -202,5 +203,11 @@ func TestHTTPBurst(t *testing.T) {
 	}
 	h.Burst(5, nil)
 	h.Stop()
-	mustAll(t, h.URL())
+	var seen, done []string
+	h.OnRequest(func(r *http.Request) { seen = append(seen, r.URL.Path) })
+	h.OnDone(func(r *http.Request, code int) { done = append(done, fmt.Sprint(r.URL.Path, " ", code)) })
+	mustAll(t, h.URL()+"/z")
+	if len(seen) != 1 || seen[0] != "/z" || len(done) != 1 || done[0] != "/z 200" {
+		t.Errorf("OnRequest saw %v, OnDone %v", seen, done)
+	}
 }

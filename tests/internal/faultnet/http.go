@@ -27,6 +27,7 @@ type HTTPProxy struct {
 	failed   int                      // requests answered with a burst code
 	requests int                      // requests seen
 	onReq    func(*http.Request)
+	onDone   func(*http.Request, int)
 }
 
 // NewHTTP starts an HTTP proxy on 127.0.0.1 (a free port) in front of
@@ -51,13 +52,24 @@ func NewHTTP(target string) (*HTTPProxy, error) {
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	h.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		// Deferred: the reverse proxy panics with http.ErrAbortHandler
+		// when the client goes away in the middle of an answer.
+		defer func() {
+			h.mu.Lock()
+			done := h.onDone
+			h.mu.Unlock()
+			if done != nil {
+				done(r, sw.code)
+			}
+		}()
 		if code := h.take(r); code != 0 {
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(code)
+			sw.WriteHeader(code)
 			fmt.Fprintf(w, `{"error":"faultnet","reason":"injected %d"}`+"\n", code)
 			return
 		}
-		rp.ServeHTTP(w, r)
+		rp.ServeHTTP(sw, r)
 	})}
 	go func() { _ = h.srv.Serve(ln) }()
 	return h, nil
@@ -132,6 +144,35 @@ func (h *HTTPProxy) OnRequest(f func(*http.Request)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.onReq = f
+}
+
+// OnDone sets a function called with every request once its answer (the
+// server's, or the burst's) has been copied to the client, with its status.
+// With OnRequest it shows which requests overlapped on the wire.
+func (h *HTTPProxy) OnDone(f func(r *http.Request, status int)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onDone = f
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush passes streamed answers (a longpoll feed) on as they come.
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // Close stops the proxy and closes its connections.
