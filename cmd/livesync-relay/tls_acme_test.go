@@ -28,16 +28,17 @@ const acmeTestName = "notes.relay.test"
 // trusting the CA's root reaches it by name, and the next start serves
 // the cached certificate with the CA gone.
 func TestTLSACMEPebble(t *testing.T) {
-	pb := startPebble(t)
+	relayAddr := freeAddr(t)
+	pb := startPebble(t, portOf(relayAddr), portOf(freeAddr(t)))
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "relay.toml")
 	os.WriteFile(cfg, fmt.Appendf(nil, "[tls]\nacme_domains = [%q]\nacme_email = \"admin@example.org\"\nacme_directory = %q\nacme_ca_file = %q\n",
 		acmeTestName, pb.directory, pb.caFile), 0o600)
 	data := filepath.Join(dir, "data")
-	args := []string{"--config", cfg, "--listen", pb.relayAddr}
+	args := []string{"--config", cfg, "--listen", relayAddr}
 
 	rn := startAdmin(t, data, args...)
-	wantURL := "https://" + acmeTestName + ":" + strings.Split(pb.relayAddr, ":")[1]
+	wantURL := "https://" + acmeTestName + ":" + strings.Split(relayAddr, ":")[1]
 	if rn.url != wantURL || !strings.Contains(rn.out.String(), "URI:            "+wantURL) {
 		t.Fatalf("url %s, want %s; output:\n%s", rn.url, wantURL, rn.out)
 	}
@@ -61,6 +62,37 @@ func TestTLSACMEPebble(t *testing.T) {
 	waitForOutput(t, rn.out, "TLS: certificate ready")
 	if strings.Contains(rn.out.String(), "no certificate yet") {
 		t.Fatalf("second start:\n%s", rn.out)
+	}
+}
+
+// With acme_http_listen, the relay answers HTTP-01 challenges there
+// (here the only way: the CA checks TLS-ALPN-01 on a port where nothing
+// listens) and redirects other requests to HTTPS.
+func TestTLSACMEHTTP01(t *testing.T) {
+	relayAddr, httpAddr := freeAddr(t), freeAddr(t)
+	pb := startPebble(t, portOf(freeAddr(t)), portOf(httpAddr))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "relay.toml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "[tls]\nacme_domains = [%q]\nacme_directory = %q\nacme_ca_file = %q\nacme_http_listen = %q\n",
+		acmeTestName, pb.directory, pb.caFile, httpAddr), 0o600)
+	rn := startAdmin(t, filepath.Join(dir, "data"), "--config", cfg, "--listen", relayAddr)
+	if strings.Contains(rn.out.String(), "forward port 443") {
+		t.Errorf("the banner asks for port 443 with an HTTP-01 listener:\n%s", rn.out)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pb.root(t))
+	acmeGet(t, rn, roots)
+
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("POST", "http://"+httpAddr+"/vault/_bulk_docs?x=1", strings.NewReader("{}"))
+	req.Host = acmeTestName
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := rn.url + "/vault/_bulk_docs?x=1"; resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
+		t.Fatalf("plain HTTP: %d to %q, want 308 to %q", resp.StatusCode, resp.Header.Get("Location"), want)
 	}
 }
 
@@ -111,7 +143,6 @@ type pebble struct {
 	directory string // its ACME directory URL
 	mgmt      string // its management API
 	caFile    string // the root of its HTTPS (not of the certificates it issues)
-	relayAddr string // where the relay must listen: Pebble validates TLS-ALPN-01 there
 }
 
 // freeAddr is a loopback address with a port nothing listens on now.
@@ -134,8 +165,9 @@ func portOf(addr string) int {
 
 // startPebble builds Pebble (the go tool in go.mod), starts it with a
 // DNS server that resolves every name to 127.0.0.1 and waits for its
-// directory. A build failure fails the test.
-func startPebble(t *testing.T) *pebble {
+// directory. It validates TLS-ALPN-01 challenges on tlsPort and HTTP-01
+// ones on httpPort of 127.0.0.1. A build failure fails the test.
+func startPebble(t *testing.T, tlsPort, httpPort int) *pebble {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -151,14 +183,14 @@ func startPebble(t *testing.T) *pebble {
 		t.Fatalf("building pebble: %v\n%s", err, out)
 	}
 	dns := startLoopbackDNS(t)
-	pb := &pebble{out: &syncBuffer{}, done: make(chan struct{}), caFile: filepath.Join(src, "test", "certs", "pebble.minica.pem"), relayAddr: freeAddr(t)}
+	pb := &pebble{out: &syncBuffer{}, done: make(chan struct{}), caFile: filepath.Join(src, "test", "certs", "pebble.minica.pem")}
 	listen, mgmt := freeAddr(t), freeAddr(t)
 	pb.directory, pb.mgmt = "https://"+listen+"/dir", "https://"+mgmt
 	conf := map[string]any{"pebble": map[string]any{
 		"listenAddress": listen, "managementListenAddress": mgmt,
 		"certificate": filepath.Join(src, "test", "certs", "localhost", "cert.pem"),
 		"privateKey":  filepath.Join(src, "test", "certs", "localhost", "key.pem"),
-		"httpPort":    portOf(freeAddr(t)), "tlsPort": portOf(pb.relayAddr),
+		"httpPort":    httpPort, "tlsPort": tlsPort,
 		"ocspResponderURL": "", "externalAccountBindingRequired": false,
 	}}
 	b, _ := json.Marshal(conf)
