@@ -30,6 +30,8 @@ flags:
   --check-config           read and check the configuration (and the secrets it
                            names), print what is wrong or "configuration OK", and
                            exit without listening or connecting
+  --tls-self-signed        serve HTTPS with a self-signed certificate, made once and
+                           kept in the data folder ([tls] self_signed = true)
   --log-format text|json   log format on stderr (default text)
   --log-level LEVEL        debug, info, warn or error (default info)
 
@@ -108,6 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.BoolVar(&fl.checkConfig, "check-config", false, "")
 	fs.StringVar(&fl.logFormat, "log-format", "", "")
 	fs.StringVar(&fl.logLevel, "log-level", "", "")
+	fs.BoolVar(&fl.tlsSelfSigned, "tls-self-signed", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(stderr, usage+subcommandUsage())

@@ -24,6 +24,8 @@ type flagValues struct {
 	logLevel    string
 	resetAdmin  bool
 	checkConfig bool
+	// tlsSelfSigned is --tls-self-signed ([tls] self_signed = true).
+	tlsSelfSigned bool
 }
 
 // settings are the relay's effective settings: flags over the
@@ -176,7 +178,7 @@ func resolve(fc *fileConfig, fl flagValues, getenv func(string) string) (*settin
 	if s.p2p, err = resolveP2P(fc, getenv); err != nil {
 		return nil, err
 	}
-	if s.tls, err = resolveTLS(fc, s); err != nil {
+	if s.tls, err = resolveTLS(fc, fl, s); err != nil {
 		return nil, err
 	}
 	if s.noDataDir() && s.resetAdmin {

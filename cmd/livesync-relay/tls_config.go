@@ -162,11 +162,18 @@ func (s *settings) tlsOn() bool {
 	return s.tlsCert != "" || s.tls.acme != nil || s.tls.selfSigned
 }
 
-// resolveTLS resolves the ACME and self-signed settings; both keep their
-// files in the data folder, so a relay that has none cannot use them.
-func resolveTLS(fc *fileConfig, s *settings) (tlsSettings, error) {
+// resolveTLS resolves the ACME and self-signed settings (the flag
+// --tls-self-signed is [tls] self_signed = true); both keep their files
+// in the data folder, so a relay that has none cannot use them.
+func resolveTLS(fc *fileConfig, fl flagValues, s *settings) (tlsSettings, error) {
 	t := fc.TLS
 	var ts tlsSettings
+	if fl.tlsSelfSigned {
+		if t.CertFile != "" || len(t.ACMEDomains) > 0 {
+			return ts, usageError{"--tls-self-signed: the configuration's [tls] already gives a certificate (cert_file or acme_domains): drop one of them"}
+		}
+		t.SelfSigned = true
+	}
 	if len(t.ACMEDomains) == 0 && !t.SelfSigned {
 		return ts, nil
 	}

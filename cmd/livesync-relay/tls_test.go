@@ -63,6 +63,9 @@ func TestTLSResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := resolve(c, flagValues{tlsSelfSigned: true}, envOf(nil)); !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), "--tls-self-signed") {
+		t.Errorf("--tls-self-signed with acme_domains: %v", err)
+	}
 	a := s.tls.acme
 	if a == nil || a.domains[0] != "notes.example.org" || a.directory != "https://acme-v02.api.letsencrypt.org/directory" ||
 		a.caFile != "/etc/relay/ca.pem" || !s.tlsOn() {
@@ -92,8 +95,9 @@ func TestTLSResolve(t *testing.T) {
 var fingerprintLine = regexp.MustCompile(`(?m)^\s+((?:[0-9A-F]{2}:){31}[0-9A-F]{2})$`)
 
 // A self-signed certificate is made at first start, shown by its
-// fingerprint, kept and served again at the next start; a client that
-// pins the fingerprint connects.
+// fingerprint, kept and served again at the next start (here with
+// --tls-self-signed instead of the key); a client that pins the
+// fingerprint connects.
 func TestTLSSelfSigned(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "relay.toml")
@@ -160,7 +164,9 @@ func TestTLSSelfSigned(t *testing.T) {
 	}
 	rn.stop()
 
-	rn = startAdmin(t, data, "--config", cfg)
+	// The flag is the same as the key; the kept certificate covers what
+	// it needs, so it is served again.
+	rn = startAdmin(t, data, "--tls-self-signed")
 	if got := served(rn); got != fp || strings.Contains(rn.out.String(), "made now") {
 		t.Fatalf("second start serves %s, first %s; output:\n%s", got, fp, rn.out)
 	}
