@@ -43,7 +43,7 @@ func (r *relay) openStores(ctx context.Context, cleanup *[]func()) (*routedDatab
 	dir := &routedDatabases{couch: map[string]couchServer{}}
 	*cleanup = append(*cleanup, func() { dir.Close() })
 	if !s.noDataDir() {
-		bolt, err := boltdir.Open(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout})
+		bolt, err := boltdir.Open(s.dataDir, boltstore.Options{Options: couchapi.StoreOptions(s.keepBodies), Timeout: dbLockTimeout, Migrated: r.logMigration})
 		if err != nil {
 			return nil, err
 		}
