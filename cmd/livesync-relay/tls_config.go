@@ -173,6 +173,9 @@ func resolveTLS(fc *fileConfig, fl flagValues, s *settings) (tlsSettings, error)
 			return ts, usageError{"--tls-self-signed: the configuration's [tls] already gives a certificate (cert_file or acme_domains): drop one of them"}
 		}
 		t.SelfSigned = true
+		if s.p2pSelfNostr() {
+			return ts, usageError{"--tls-self-signed: a p2p group or LiveSync P2P room signals on this relay's own /_nostr (\"self\", the default), which the relay reaches over loopback and would not trust with a self-signed certificate: list public Nostr relays in the configuration, or leave --tls-self-signed out"}
+		}
 	}
 	if len(t.ACMEDomains) == 0 && !t.SelfSigned {
 		return ts, nil
@@ -204,3 +207,19 @@ func (s *settings) acmeCacheDir() string { return filepath.Join(s.dataDir, tlsCa
 
 // selfSignedDir is where the self-signed certificate and key are kept.
 func (s *settings) selfSignedDir() string { return filepath.Join(s.dataDir, tlsSelfSignedDir) }
+
+// p2pSelfNostr reports a p2p group or LiveSync P2P room that signals on
+// the relay's own /_nostr.
+func (s *settings) p2pSelfNostr() bool {
+	for _, g := range s.p2p.groups {
+		if slices.Contains(g.relays, selfNostr) {
+			return true
+		}
+	}
+	for _, r := range s.p2p.livesync {
+		if slices.Contains(r.relays, selfNostr) {
+			return true
+		}
+	}
+	return false
+}

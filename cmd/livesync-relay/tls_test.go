@@ -66,6 +66,13 @@ func TestTLSResolve(t *testing.T) {
 	if _, err := resolve(c, flagValues{tlsSelfSigned: true}, envOf(nil)); !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), "--tls-self-signed") {
 		t.Errorf("--tls-self-signed with acme_domains: %v", err)
 	}
+	room, err := parseConfig("[[databases]]\nname = \"v\"\n[[databases.livesync_p2p]]\ngroup = \"g\"\nroom_passphrase_env = \"P\"\nauto_accept = \"laptop\"\n", "r.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve(room, flagValues{tlsSelfSigned: true}, envOf(map[string]string{"P": "x"})); err == nil || !strings.Contains(err.Error(), "own /_nostr") {
+		t.Errorf("--tls-self-signed with a room on the relay's own /_nostr: %v", err)
+	}
 	a := s.tls.acme
 	if a == nil || a.domains[0] != "notes.example.org" || a.directory != "https://acme-v02.api.letsencrypt.org/directory" ||
 		a.caFile != "/etc/relay/ca.pem" || !s.tlsOn() {
