@@ -120,6 +120,11 @@ func doBackup(ctx context.Context, fl backupFlags, getenv func(string) string, s
 	var m *backupManifest
 	var err error
 	if fl.dataDir != "" {
+		if entries, err := listDataFolder(fl.dataDir); err == nil {
+			for _, e := range entries {
+				p.total += e.size
+			}
+		}
 		m, err = backupOffline(fl.dataDir, io.MultiWriter(out, p), time.Now())
 		if err == nil && tmp != "" {
 			m, err = verifyArchiveFile(tmp)
@@ -300,6 +305,9 @@ func newBackupProgress(stderr io.Writer, what string) *backupProgress {
 }
 
 func (p *backupProgress) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n += int64(len(b))
