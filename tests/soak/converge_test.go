@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/livesync-go/livesync-go/tests/internal/faultnet"
 )
 
 // faultStep is one fault of the cycle: applied at offset into the cycle,
@@ -27,42 +29,42 @@ type faultStep struct {
 // resets, a black hole and a burst of 503s each; on the clients' side a
 // light latency throughout (set in faults) and a few resets.
 func (s *soak) schedule() []faultStep {
-	tox := func(p *tcpProxy, name string, add func() error) (func() error, func() error) {
-		return add, func() error { return p.remove(name) }
-	}
-	burst := func(h *httpFaults) (func() error, func() error) {
-		return func() error { h.failing.Store(true); return nil }, func() error { h.failing.Store(false); return nil }
-	}
 	var steps []faultStep
 	add := func(at, dur time.Duration, name string, on, off func() error) {
 		steps = append(steps, faultStep{at: at, dur: dur, name: name, on: on, off: off})
 	}
-	on, off := tox(s.couchTCP, "slow", func() error { return s.couchTCP.latency("slow", 150*time.Millisecond, 100*time.Millisecond) })
-	add(0, 12*time.Second, "couch latency 150±100 ms", on, off)
-	on, off = tox(s.s3TCP, "slow", func() error { return s.s3TCP.latency("slow", 100*time.Millisecond, 80*time.Millisecond) })
-	add(time.Second, 12*time.Second, "bucket latency 100±80 ms", on, off)
-	on, off = tox(s.couchTCP, "reset", func() error { return s.couchTCP.resetPeer("reset", 1) })
-	add(14*time.Second, 3*time.Second, "couch resets", on, off)
-	on, off = tox(s.s3TCP, "hole", func() error { return s.s3TCP.blackHole("hole") })
-	add(19*time.Second, 5*time.Second, "bucket black hole", on, off)
-	on, off = burst(s.couchHTTP)
-	add(26*time.Second, 5*time.Second, "couch 503 burst", on, off)
-	on, off = tox(s.front, "reset", func() error { return s.front.resetPeer("reset", 0.2) })
-	add(33*time.Second, 3*time.Second, "client resets (a fifth of the connections)", on, off)
-	on, off = tox(s.couchTCP, "hole", func() error { return s.couchTCP.blackHole("hole") })
-	add(38*time.Second, 5*time.Second, "couch black hole", on, off)
-	if s.s3HTTP != nil {
-		on, off = burst(s.s3HTTP)
-		add(45*time.Second, 5*time.Second, "bucket 503 burst", on, off)
+	toxic := func(at, dur time.Duration, what string, p *faultnet.Proxy, name string, on func() error) {
+		add(at, dur, what, on, func() error { return p.Remove(name) })
 	}
-	on, off = tox(s.s3TCP, "reset", func() error { return s.s3TCP.resetPeer("reset", 1) })
-	add(52*time.Second, 3*time.Second, "bucket resets", on, off)
+	burst := func(at, dur time.Duration, what string, h *faultnet.HTTPProxy) {
+		add(at, dur, what, func() error { h.Burst(1<<30, nil); return nil }, func() error { h.Stop(); return nil })
+	}
+	toxic(0, 12*time.Second, "couch latency 150±100 ms", s.couchTCP, "slow",
+		func() error {
+			return s.couchTCP.Latency("slow", faultnet.Down, 150*time.Millisecond, 100*time.Millisecond)
+		})
+	toxic(time.Second, 12*time.Second, "bucket latency 100±80 ms", s.s3TCP, "slow",
+		func() error { return s.s3TCP.Latency("slow", faultnet.Down, 100*time.Millisecond, 80*time.Millisecond) })
+	toxic(14*time.Second, 3*time.Second, "couch resets", s.couchTCP, "reset",
+		func() error { return s.couchTCP.ResetPeer("reset", faultnet.Up, 0) })
+	toxic(19*time.Second, 5*time.Second, "bucket black hole", s.s3TCP, "hole",
+		func() error { return s.s3TCP.Timeout("hole", faultnet.Up, 0) })
+	burst(26*time.Second, 5*time.Second, "couch 503 burst", s.couchHTTP)
+	toxic(33*time.Second, time.Second, "client resets", s.front, "reset",
+		func() error { return s.front.ResetPeer("reset", faultnet.Up, 0) })
+	toxic(38*time.Second, 5*time.Second, "couch black hole", s.couchTCP, "hole",
+		func() error { return s.couchTCP.Timeout("hole", faultnet.Up, 0) })
+	if s.s3HTTP != nil {
+		burst(45*time.Second, 5*time.Second, "bucket 503 burst", s.s3HTTP)
+	}
+	toxic(52*time.Second, 3*time.Second, "bucket resets", s.s3TCP, "reset",
+		func() error { return s.s3TCP.ResetPeer("reset", faultnet.Up, 0) })
 	return steps
 }
 
 // faults runs the schedule, cycle after cycle, until ctx ends.
 func (s *soak) faults(ctx context.Context) {
-	if err := s.front.latency("light", 20*time.Millisecond, 15*time.Millisecond); err != nil {
+	if err := s.front.Latency("light", faultnet.Down, 20*time.Millisecond, 15*time.Millisecond); err != nil {
 		s.t.Error(err)
 	}
 	steps := s.schedule()
@@ -103,12 +105,12 @@ func (s *soak) faults(ctx context.Context) {
 
 // liftFaults takes every fault away.
 func (s *soak) liftFaults() {
-	for _, p := range []*tcpProxy{s.couchTCP, s.s3TCP, s.front} {
-		p.removeAll()
+	for _, p := range []*faultnet.Proxy{s.couchTCP, s.s3TCP, s.front} {
+		p.RemoveAll()
 	}
-	for _, h := range []*httpFaults{s.couchHTTP, s.s3HTTP} {
+	for _, h := range []*faultnet.HTTPProxy{s.couchHTTP, s.s3HTTP} {
 		if h != nil {
-			h.failing.Store(false)
+			h.Stop()
 		}
 	}
 }
@@ -133,8 +135,13 @@ func (s *soak) converge() {
 	}
 	s.waitSettled(ctx)
 	var rep struct {
-		Unhandled int          `json:"unhandled"`
-		Clients   []pouchStats `json:"clients"`
+		Unhandled int `json:"unhandled"`
+		Wire      struct {
+			Requests     int `json:"requests"`
+			Failed       int `json:"failed"`
+			ServerErrors int `json:"server_errors"`
+		} `json:"wire"`
+		Clients []pouchStats `json:"clients"`
 	}
 	if err := s.pouch.call(map[string]any{"op": "report"}, &rep); err != nil {
 		t.Fatalf("PouchDB clients' last pull: %v", err)
@@ -152,8 +159,8 @@ func (s *soak) converge() {
 			t.Errorf("PouchDB client %d: %d notes lack chunks after the last pull", c.Client, c.Incomplete)
 		}
 	}
-	t.Logf("PouchDB clients: %d replication errors ridden out (%d rejections PouchDB left unhandled); %d chunks named by served metadata were missing on the relay",
-		errs, rep.Unhandled, violations)
+	t.Logf("PouchDB clients: %d requests, %d failed and %d answered 5xx (retried by PouchDB), %d replication errors, %d rejections PouchDB left unhandled; %d chunks named by served metadata were missing on the relay",
+		rep.Wire.Requests, rep.Wire.Failed, rep.Wire.ServerErrors, errs, rep.Unhandled, violations)
 	if violations != 0 {
 		t.Errorf("the relay served metadata before its chunks %d times", violations)
 	}

@@ -52,10 +52,18 @@ const errText = (e) => String(e && (e.message || e.reason || e.name || JSON.stri
 
 // Requests other than feeds give up after 60 s: a connection the proxy
 // black-holes must not hang a one-shot replication forever.
+// Requests that failed (no answer) and answers of 500 or more are
+// counted: PouchDB's live sync retries them without an event.
+const wire = { requests: 0, failed: 0, server_errors: 0 };
 function timedFetch(url, o = {}) {
-	if (/[?&]feed=(longpoll|continuous)/.test(String(url))) return PouchDB.fetch(url, o);
-	const signal = o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(60000)]) : AbortSignal.timeout(60000);
-	return PouchDB.fetch(url, { ...o, signal });
+	wire.requests++;
+	let signal = o.signal;
+	if (!/[?&]feed=(longpoll|continuous)/.test(String(url))) {
+		signal = o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(60000)]) : AbortSignal.timeout(60000);
+	}
+	return PouchDB.fetch(url, { ...o, signal }).then(
+		(res) => { if (res.status >= 500) wire.server_errors++; return res; },
+		(e) => { wire.failed++; throw e; });
 }
 
 const run = (rep) => new Promise((resolve, reject) => {
@@ -205,9 +213,9 @@ const ops = {
 		if (out.some((r) => r.error)) throw new Error('load: ' + JSON.stringify(out.filter((r) => r.error)));
 		return {};
 	},
-	async stats() { return { unhandled, clients: clients.map((c) => c.stats()) }; },
+	async stats() { return { unhandled, wire, clients: clients.map((c) => c.stats()) }; },
 	async stop() { await Promise.all(clients.map((c) => c.stop())); return {}; },
-	async report() { return { unhandled, clients: await Promise.all(clients.map((c) => c.report())) }; },
+	async report() { return { unhandled, wire, clients: await Promise.all(clients.map((c) => c.report())) }; },
 };
 
 const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });

@@ -16,6 +16,7 @@ import (
 
 	"github.com/livesync-go/livesync-go/adapters/couchdb"
 	"github.com/livesync-go/livesync-go/engine/livesync"
+	"github.com/livesync-go/livesync-go/tests/internal/faultnet"
 )
 
 // The cast: 3 PouchDB writers and 11 PouchDB readers in one node process,
@@ -58,9 +59,9 @@ type soak struct {
 	relayBin, cliBin  string
 	couch             *couchdb.DB
 	bucket            string
-	couchTCP, s3TCP   *tcpProxy
-	front             *tcpProxy // the clients' way to the relay
-	couchHTTP, s3HTTP *httpFaults
+	couchTCP, s3TCP   *faultnet.Proxy
+	front             *faultnet.Proxy // the clients' way to the relay
+	couchHTTP, s3HTTP *faultnet.HTTPProxy
 	r                 *relay
 	codec             *livesync.Codec
 	pouch             *pouch
@@ -80,8 +81,8 @@ func TestSoak(t *testing.T) {
 	s := &soak{t: t, srv: needServers(t)}
 	s.relayBin, s.cliBin = buildBins(t)
 	s.setup()
-	s.startClients()
 	base := s.baseline()
+	s.startClients()
 	t.Logf("running %v: %d PouchDB writers, %d PouchDB readers, %d CLI writers, %d CLI readers; faults every %v",
 		dur, pouchWriters, pouchReaders, cliWriters, cliReaders, faultCycle)
 
@@ -99,7 +100,7 @@ func TestSoak(t *testing.T) {
 	s.flatness(samples, base, runStart, runEnd)
 	t.Logf("ops: %d creates, %d edits, %d deletions; CLI: %d runs, %d failed under faults",
 		s.cnt.creates.Load(), s.cnt.edits.Load(), s.cnt.deletes.Load(), s.cnt.cliRuns.Load(), s.cnt.cliFailures.Load())
-	t.Logf("503s answered by the fault proxies: couch %d, bucket %d", s.couchHTTP.answered.Load(), s.s3HTTP.answeredOr0())
+	t.Logf("503s answered by the fault proxies: couch %d, bucket %d", s.couchHTTP.Failed(), failedOr0(s.s3HTTP))
 	t.Logf("the whole test took %v", time.Since(begin).Round(time.Second))
 }
 
@@ -111,7 +112,7 @@ func (s *soak) setup() {
 	s.bucket = s.srv.bucket(t)
 	couchHost := strings.TrimPrefix(strings.TrimPrefix(s.srv.couchURL, "http://"), "https://")
 	s.couchHTTP = newHTTPFaults(t, couchHost)
-	s.couchTCP = newTCPProxy(t, s.couchHTTP.addr)
+	s.couchTCP = newTCPProxy(t, strings.TrimPrefix(s.couchHTTP.URL(), "http://"))
 	s3Scheme, s3Target := "", s.srv.s3Endpoint
 	tlsLine := ""
 	if s.srv.s3Secure {
@@ -121,13 +122,13 @@ func (s *soak) setup() {
 		tlsLine = fmt.Sprintf("ca_file = %q\n", os.Getenv("LIVESYNC_TEST_S3_CA_FILE"))
 	} else {
 		s.s3HTTP = newHTTPFaults(t, s.srv.s3Endpoint)
-		s3Target = s.s3HTTP.addr
+		s3Target = strings.TrimPrefix(s.s3HTTP.URL(), "http://")
 	}
 	s.s3TCP = newTCPProxy(t, s3Target)
 	ups := fmt.Sprintf("[[databases.upstreams]]\nname = \"couch\"\nkind = \"couchdb\"\nurl = %q\ndatabase = %q\nuser = %q\npassword_env = \"SOAK_COUCH\"\nmode = \"sync\"\n\n",
-		s.couchTCP.url(), s.couch.Name(), s.srv.couchUser) +
+		s.couchTCP.URL(), s.couch.Name(), s.srv.couchUser) +
 		fmt.Sprintf("[[databases.upstreams]]\nname = \"bucket\"\nkind = \"s3\"\nendpoint = %q\nbucket = %q\nprefix = \"vault/\"\nregion = %q\naccess_key = %q\nsecret_key_env = \"SOAK_S3\"\nmode = \"sync\"\npoll_interval = \"1s\"\ndirect_fetch = true\n%s\n",
-			s3Scheme+s.s3TCP.addr(), s.bucket, s.srv.s3Region, s.srv.s3Access, tlsLine)
+			s3Scheme+s.s3TCP.Addr(), s.bucket, s.srv.s3Region, s.srv.s3Access, tlsLine)
 	s.r = startRelay(t, s.relayBin, ups, "SOAK_COUCH="+s.srv.couchPassword, "SOAK_S3="+s.srv.s3Secret)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -149,7 +150,7 @@ func (s *soak) setup() {
 	}
 	s.front = newTCPProxy(t, strings.TrimPrefix(s.r.url, "http://"))
 	s.relayCLI = &cli{bin: s.cliBin, home: t.TempDir(), env: []string{"LIVESYNC_PASSWORD=" + s.r.password, "LIVESYNC_PASSPHRASE=" + passphrase}}
-	rdb, err := couchdb.New(couchdb.Config{URL: s.front.url(), Database: "vault", User: "admin", Password: s.r.password})
+	rdb, err := couchdb.New(couchdb.Config{URL: s.front.URL(), Database: "vault", User: "admin", Password: s.r.password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +168,11 @@ func (s *soak) setup() {
 // first pull each).
 func (s *soak) startClients() {
 	t := s.t
-	s.pouch = startPouch(t, s.front.url(), "admin", s.r.password, pouchWriters+pouchReaders)
+	s.pouch = startPouch(t, s.front.URL(), "admin", s.r.password, pouchWriters+pouchReaders)
 	for i := range pouchWriters {
 		s.writers = append(s.writers, &pouchWriter{p: s.pouch, client: i, codec: s.codec, r: rand.New(rand.NewPCG(uint64(i), 1)), c: &s.cnt})
 	}
-	remote := withUser(s.front.url()+"/vault", "admin")
+	remote := withUser(s.front.URL()+"/vault", "admin")
 	for i := range cliWriters {
 		s.cliW = append(s.cliW, newCLIDevice(s.relayCLI, fmt.Sprintf("cw%d", i), remote, uint64(100+i), &s.cnt))
 	}
