@@ -191,7 +191,7 @@ func resolveTLS(fc *fileConfig, fl flagValues, s *settings) (tlsSettings, error)
 		ts.selfSigned, ts.selfSignedNames = true, t.SelfSignedNames
 		return ts, nil
 	}
-	a := &acmeSettings{email: t.ACMEEmail, directory: t.ACMEDirectory, caFile: fc.resolvePath(t.ACMECAFile), httpListen: t.ACMEHTTPListen}
+	a := &acmeSettings{email: strings.TrimPrefix(t.ACMEEmail, "mailto:"), directory: t.ACMEDirectory, caFile: fc.resolvePath(t.ACMECAFile), httpListen: t.ACMEHTTPListen}
 	for _, d := range t.ACMEDomains {
 		a.domains = append(a.domains, strings.ToLower(d))
 	}

@@ -55,7 +55,7 @@ func TestTLSConfigValidation(t *testing.T) {
 }
 
 func TestTLSResolve(t *testing.T) {
-	c, err := parseConfig("[tls]\nacme_domains = [\"Notes.Example.org\"]\nacme_ca_file = \"ca.pem\"\n", "/etc/relay/relay.toml")
+	c, err := parseConfig("[tls]\nacme_domains = [\"Notes.Example.org\"]\nacme_ca_file = \"ca.pem\"\nacme_email = \"mailto:me@example.org\"\n", "/etc/relay/relay.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestTLSResolve(t *testing.T) {
 	}
 	a := s.tls.acme
 	if a == nil || a.domains[0] != "notes.example.org" || a.directory != "https://acme-v02.api.letsencrypt.org/directory" ||
-		a.caFile != "/etc/relay/ca.pem" || !s.tlsOn() {
+		a.caFile != "/etc/relay/ca.pem" || a.email != "me@example.org" || !s.tlsOn() {
 		t.Fatalf("acme settings %+v", a)
 	}
 	if got := acmeCacheFor("/d/acme", a.directory); got != "/d/acme/acme-v02.api.letsencrypt.org" {
