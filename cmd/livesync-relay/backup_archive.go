@@ -212,17 +212,36 @@ func (a *archiveWriter) addDatabase(spoolDir string, e folderEntry, copyFn func(
 	return a.add(e.rel, fileBolt, info.Format, f, info.Size, time.Now())
 }
 
-// addPlain adds a file that is not a database, read whole first: the
-// relay replaces such files by a rename, so the read sees one version.
+// maxWholeRead is the largest plain file read whole before it is added.
+const maxWholeRead = 16 << 20
+
+// addPlain adds a file that is not a database. A small one (the relay's
+// own files: the admin, the uuid, peer books, the libp2p key) is read
+// whole first: the relay replaces such files by a rename, so the read
+// sees one version. A larger one (a stale database file of a database
+// now kept on CouchDB) is streamed, and fails the backup if it changes
+// size meanwhile.
 func (a *archiveWriter) addPlain(dir string, e folderEntry) error {
-	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(e.rel)))
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(e.rel)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // removed since it was listed
 	}
 	if err != nil {
 		return err
 	}
-	return a.add(e.rel, filePlain, 0, bytesReader(b), int64(len(b)), e.mod)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() > maxWholeRead {
+		return a.add(e.rel, filePlain, 0, io.LimitReader(f, fi.Size()), fi.Size(), fi.ModTime())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxWholeRead+1))
+	if err != nil {
+		return err
+	}
+	return a.add(e.rel, filePlain, 0, bytesReader(b), int64(len(b)), fi.ModTime())
 }
 
 // validArchivePath reports whether rel is a clean relative slash path

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,11 +40,13 @@ flags:
   --password-file FILE   a file holding the admin's password (else
                          $LIVESYNC_RELAY_ADMIN_PASSWORD, $LIVESYNC_RELAY_ADMIN_PASSWORD_FILE,
                          or a prompt on a terminal)
+  --ca-file FILE         trust this certificate (PEM) for an https:// URL, e.g.
+                         the relay's self-signed one
   --data-dir DIR         back up a stopped relay's data folder instead
 `
 
 type backupFlags struct {
-	out, url, user, passwordFile, dataDir string
+	out, url, user, passwordFile, dataDir, caFile string
 }
 
 func runBackup(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
@@ -53,6 +57,7 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	fs.StringVar(&fl.user, "user", "", "")
 	fs.StringVar(&fl.passwordFile, "password-file", "", "")
 	fs.StringVar(&fl.dataDir, "data-dir", "", "")
+	fs.StringVar(&fl.caFile, "ca-file", "", "")
 	if code, done := parseBackupFlags(fs, args, backupUsage, stderr); done {
 		return code
 	}
@@ -164,7 +169,11 @@ func backupOnline(ctx context.Context, fl backupFlags, getenv func(string) strin
 		return nil, usageError{fmt.Sprintf("--url %q: %v", fl.url, err)}
 	}
 	req.SetBasicAuth(user, password)
-	resp, err := http.DefaultClient.Do(req)
+	client, err := backupClient(fl.caFile)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("the relay at %s cannot be reached (%w); if it is stopped, back its folder up with --data-dir", fl.url, err)
 	}
@@ -182,6 +191,25 @@ func backupOnline(ctx context.Context, fl backupFlags, getenv func(string) strin
 		return nil, err
 	}
 	return m, nil
+}
+
+// backupClient is the HTTP client of an online backup: the system's
+// roots, or only the certificates of caFile.
+func backupClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		return http.DefaultClient, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("--ca-file: %v", err)}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageError{fmt.Sprintf("--ca-file %s: no PEM certificate in it", caFile)}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}, nil
 }
 
 // backupRefused explains a relay's answer other than 200.

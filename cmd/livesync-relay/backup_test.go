@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -297,5 +300,33 @@ func TestBackupOnline(t *testing.T) {
 	rn2.user, rn2.pass = user, pass // the restored users.json
 	for i := range 20 {
 		rn2.admin("GET", fmt.Sprintf("/vault/doc-%04d", i), nil, 200)
+	}
+}
+
+// TestBackupClientCAFile: --ca-file trusts the given certificate and no
+// other.
+func TestBackupClientCAFile(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
+	c, err := backupClient(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if c, _ := backupClient(""); c != http.DefaultClient {
+		t.Fatal("no --ca-file: not the default client")
+	}
+	if _, err := http.DefaultClient.Get(srv.URL); err == nil {
+		t.Fatal("the default client trusted the test certificate")
+	}
+	os.WriteFile(ca, []byte("nothing"), 0o600)
+	if _, err := backupClient(ca); err == nil {
+		t.Fatal("a file without a certificate was accepted")
 	}
 }
