@@ -163,7 +163,7 @@ func TestRestoreRefusesDamage(t *testing.T) {
 		"cut in manifest":    archive[:manifestAt],
 		"database bit flip":  flip(dbAt),
 		"manifest bit flip":  flip(manifestAt),
-		"one byte less":      archive[:len(archive)-1025-512],
+		"end cut off":        archive[:len(archive)-1025-512],
 		"header not backup":  bytes.Replace(bytes.Clone(archive), []byte(backupKind), []byte("something-else-xyz"), 1),
 		"newer archive kind": bytes.Replace(bytes.Clone(archive), []byte(`"version": 1`), []byte(`"version": 9`), 1),
 	}
