@@ -217,7 +217,7 @@ func (s *soak) waitSettled(ctx context.Context) {
 func (s *soak) compare(ctx context.Context, pouchClients int) string {
 	want := s.expected()
 	relayCLI := s.relayCLI
-	couchCLI := &cli{bin: s.cliBin, home: relayCLI.home, env: []string{"LIVESYNC_PASSWORD=" + s.srv.couchPassword, "LIVESYNC_PASSPHRASE=" + passphrase}}
+	couchCLI := s.couchCLI()
 	s3CLI := &cli{bin: s.cliBin, home: relayCLI.home, env: []string{"LIVESYNC_S3_SECRET_KEY=" + s.srv.s3Secret, "LIVESYNC_PASSPHRASE=" + passphrase}}
 	sides := []struct {
 		name string
@@ -233,7 +233,7 @@ func (s *soak) compare(ctx context.Context, pouchClients int) string {
 			name string
 			c    *cli
 			args []string
-		}{"CLI " + d.name, relayCLI, []string{"--store", d.store}})
+		}{"CLI " + d.name, d.c, []string{"--store", d.store}})
 	}
 	for _, sd := range sides {
 		out, err := os.MkdirTemp(relayCLI.home, "export-")
@@ -269,6 +269,11 @@ func (s *soak) compare(ctx context.Context, pouchClients int) string {
 		}
 	}
 	return ""
+}
+
+// couchCLI runs the CLI with the CouchDB test server's password.
+func (s *soak) couchCLI() *cli {
+	return &cli{bin: s.cliBin, home: s.relayCLI.home, env: []string{"LIVESYNC_PASSWORD=" + s.srv.couchPassword, "LIVESYNC_PASSPHRASE=" + passphrase}}
 }
 
 // bucketURL is the bucket upstream for the CLI.

@@ -83,7 +83,7 @@ func TestSoak(t *testing.T) {
 	s.setup()
 	base := s.baseline()
 	s.startClients()
-	t.Logf("running %v: %d PouchDB writers, %d PouchDB readers, %d CLI writers, %d CLI readers; faults every %v",
+	t.Logf("running %v: %d PouchDB writers, %d PouchDB readers, %d CLI writers (one on the CouchDB upstream), %d CLI readers; faults every %v",
 		dur, pouchWriters, pouchReaders, cliWriters, cliReaders, faultCycle)
 
 	smp := startSampler(s.r, sampleEvery)
@@ -176,6 +176,10 @@ func (s *soak) startClients() {
 	for i := range cliWriters {
 		s.cliW = append(s.cliW, newCLIDevice(s.relayCLI, fmt.Sprintf("cw%d", i), remote, uint64(100+i), &s.cnt))
 	}
+	// The last CLI writer is a device of the CouchDB upstream, not of the
+	// relay: its notes reach the relay, its clients and the bucket over
+	// the faulty link, through the relay's pull from the upstream.
+	s.cliW[len(s.cliW)-1].c, s.cliW[len(s.cliW)-1].remote = s.couchCLI(), withUser(s.srv.couchURL+"/"+s.couch.Name(), s.srv.couchUser)
 	for i := range cliReaders {
 		s.cliR = append(s.cliR, newCLIDevice(s.relayCLI, fmt.Sprintf("cr%d", i), remote, uint64(200+i), &s.cnt))
 	}
