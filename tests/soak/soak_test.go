@@ -255,6 +255,33 @@ func (s *soak) run(d time.Duration) {
 		every("CLI reader "+d.name, cliReadEvery, i, func() error { return d.replicate(context.Background(), "pull") })
 	}
 	wg.Go(func() { s.faults(ctx) })
+	if d > 5*time.Minute {
+		wg.Go(func() { s.progress(ctx, 5*time.Minute) })
+	}
 	wg.Wait()
 	s.liftFaults()
+}
+
+// progress logs what was done so far every period, for the long form.
+func (s *soak) progress(ctx context.Context, period time.Duration) {
+	start := time.Now()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		sm, err := s.r.sample(sctx)
+		cancel()
+		if err != nil {
+			s.t.Logf("+%v: /metrics: %v", time.Since(start).Round(time.Second), err)
+			continue
+		}
+		s.t.Logf("+%v: %d notes written, %d deleted; relay heap %.1f MiB, rss %.1f MiB, %v goroutines, %v fds",
+			time.Since(start).Round(time.Second), s.cnt.creates.Load()+s.cnt.edits.Load(), s.cnt.deletes.Load(),
+			sm.heap/(1<<20), sm.rss/(1<<20), sm.goroutines, sm.fds)
+	}
 }
