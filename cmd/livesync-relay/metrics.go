@@ -147,7 +147,8 @@ func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHeldDocs, descHeldRevs, descHoldback, descSaveErrors, descPurgatory, descRemembered, descMode, descStoreSize,
 		descUpstreamUp, descUpstreamState, descUpstreamLag, descUpstreamLagDir, descUpstreamResets, descUpstreamErrors, descUpstreamDocs,
 		descHuntRequests, descHuntChunks, descHuntInFlight, descHuntInWindow, descHuntQueued, descHuntMaxInFlight, descHuntMaxInWindow,
-		descHuntLimit, descHuntDocs, descHuntDone, descHuntHedges, descLeaseLeader, descLeaseTakeovers, descSharedRefreshes, descSharedArrivals} {
+		descHuntLimit, descHuntDocs, descHuntDone, descHuntHedges, descLeaseLeader, descLeaseTakeovers, descSharedRefreshes, descSharedArrivals,
+		descDataDirAvail, descDataDirSize} {
 		ch <- d
 	}
 }
@@ -160,6 +161,7 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
+	c.collectDisk(ch)
 	for _, v := range c.dbs.Opened() {
 		s, db := v.Stats(), v.Name
 		gauge(descHeldDocs, float64(s.Purgatory.Active), db, "active")
