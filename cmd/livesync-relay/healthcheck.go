@@ -53,6 +53,7 @@ flags:
   --listen HOST:PORT   the relay's listen address (overrides the configuration)
   --data-dir DIR       the relay's data folder, where a self_signed certificate is
                        kept (overrides the configuration)
+  --tls-self-signed    the relay runs with --tls-self-signed
   --timeout DURATION   for the whole check (default 5s)
   --insecure           do not verify the server's certificate
   --ca FILE            also trust this PEM certificate or CA
@@ -72,7 +73,7 @@ func init() {
 type healthOptions struct {
 	url, config, listen, dataDir, ca string
 	timeout, maxStale                time.Duration
-	insecure, deep                   bool
+	insecure, deep, selfSigned       bool
 }
 
 // healthTarget is where and how the check connects, resolved from the
@@ -100,6 +101,7 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	fs.DurationVar(&o.maxStale, "max-stale", 10*time.Minute, "")
 	fs.BoolVar(&o.insecure, "insecure", false, "")
 	fs.BoolVar(&o.deep, "deep", false, "")
+	fs.BoolVar(&o.selfSigned, "tls-self-signed", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(stderr, healthcheckUsage)
@@ -255,6 +257,9 @@ func resolveHealthTarget(o healthOptions, getenv func(string) string) (*healthTa
 		if fc, err = loadConfig(o.config); err != nil {
 			return nil, err
 		}
+	}
+	if o.selfSigned && !fc.TLS.on() {
+		fc.TLS.SelfSigned = true
 	}
 	t := &healthTarget{}
 	var err error

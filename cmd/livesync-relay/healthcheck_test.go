@@ -192,6 +192,14 @@ func TestHealthcheckSelfSigned(t *testing.T) {
 	wantHC(t, env, 0, []string{"healthy: https://127.0.0.1:" + port + "/healthz ok"}, "--data-dir", data)
 	// Another data folder has no certificate: the check says which.
 	wantHC(t, env, 1, []string{"unhealthy: reading the certificate to trust", selfSignedCertFile})
+
+	// --tls-self-signed instead of the configuration's [tls].
+	port2 := freeLoopbackPort(t)
+	env2 := map[string]string{envAdminPassword: testAdminPW}
+	data = filepath.Join(dir, "data2")
+	start(t, []string{"--data-dir", data, "--listen", "127.0.0.1:" + port2, "--tls-self-signed"}, env2)
+	wantHC(t, env2, 0, []string{"healthy: https://127.0.0.1:" + port2 + "/healthz ok"}, "--data-dir", data, "--listen", "127.0.0.1:"+port2, "--tls-self-signed")
+	wantHC(t, env2, 1, []string{"unhealthy: "}, "--data-dir", data, "--listen", "127.0.0.1:"+port2)
 }
 
 // TestHealthcheckDeep: --deep reports an upstream that stopped
