@@ -33,7 +33,8 @@ $LIVESYNC_RELAY_CONFIG), else 127.0.0.1:5984; a wildcard host (0.0.0.0,
 check uses https and trusts, besides the system's CAs, the certificate
 the relay serves: cert_file, or the self_signed one in the data folder
 (--data-dir, else data_dir) whatever name it carries (the check dials
-loopback, a name certificates rarely have).
+loopback, a name certificates rarely have); with acme_domains it asks
+for the first of them. A certificate from a private CA needs --ca.
 
 /healthz says only that the relay serves: an upstream that is down or a
 growing pile of held documents is not a reason to restart it. --deep
@@ -277,6 +278,11 @@ func resolveHealthTarget(o healthOptions, getenv func(string) string) (*healthTa
 	}
 	if t.tls, err = healthTLS(o, relayTrusts(fc, o.dataDir), derived); err != nil {
 		return nil, err
+	}
+	if derived && len(fc.TLS.ACMEDomains) > 0 {
+		// The relay picks an ACME certificate by the name the client
+		// asks for (SNI); loopback is none of them.
+		t.tls.ServerName = fc.TLS.ACMEDomains[0]
 	}
 	t.client = &http.Client{Transport: &http.Transport{
 		Proxy: nil, TLSClientConfig: t.tls, DisableKeepAlives: true, ForceAttemptHTTP2: true,

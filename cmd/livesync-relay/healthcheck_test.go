@@ -227,3 +227,21 @@ func TestHealthcheckDeep(t *testing.T) {
 	a.pushDocs("vault", meta)
 	wantHC(t, env, 1, []string{"database vault: 1 held documents, at max_held_documents"}, append(url, "--config", filepath.Join(dir, "relay.toml"))...)
 }
+
+// TestHealthcheckACMEAsksForItsName: a relay with ACME certificates picks
+// one by the name the client asks for, so the check of its own address
+// asks for the first of acme_domains.
+func TestHealthcheckACMEAsksForItsName(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "relay.toml")
+	os.WriteFile(cfg, []byte("listen = \":443\"\n\n[tls]\nacme_domains = [\"notes.example.org\", \"b.example.org\"]\n"), 0o600)
+	ht, err := resolveHealthTarget(healthOptions{config: cfg}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ht.base.String(); got != "https://127.0.0.1:443" || ht.tls.ServerName != "notes.example.org" {
+		t.Fatalf("url %s, server name %q", got, ht.tls.ServerName)
+	}
+	if ht, err = resolveHealthTarget(healthOptions{config: cfg, url: "https://b.example.org"}, envOf(nil)); err != nil || ht.tls.ServerName != "" {
+		t.Fatalf("with --url: server name %q (%v), want the URL's", ht.tls.ServerName, err)
+	}
+}
