@@ -138,8 +138,10 @@ func (h *HTTPProxy) Requests() int {
 	return h.requests
 }
 
-// OnRequest sets a function called (under the proxy's lock, so keep it
-// short) with every request as it arrives, before any burst decision.
+// OnRequest sets a function called with every request as it arrives,
+// before any burst decision. It runs under the proxy's lock: keep it
+// short, and change toxics from another goroutine (adding one waits for
+// data on every connection to move, which may need this proxy).
 func (h *HTTPProxy) OnRequest(f func(*http.Request)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
