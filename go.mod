@@ -113,7 +113,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6
-	golang.org/x/crypto v0.59.0 // indirect
+	golang.org/x/crypto v0.59.0
 	golang.org/x/exp v0.0.0-20261113113407-e3970619a1a4 // indirect
 	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
@@ -128,7 +128,13 @@ require (
 )
 
 require (
-	github.com/Shopify/toxiproxy/v2 v2.5.0 // indirect
+	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/rs/zerolog v1.28.0
+	github.com/syumai/workers v0.32.0
+	modernc.org/sqlite v1.62.0
+)
+
+require (
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/letsencrypt/challtestsrv v1.4.2 // indirect
@@ -138,13 +144,10 @@ require (
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/rs/zerolog v1.28.0 // indirect
-	github.com/syumai/workers v0.32.0 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )
 
 tool github.com/letsencrypt/pebble/v2/cmd/pebble
