@@ -16,6 +16,7 @@ type sample struct {
 	at                    time.Time
 	heap, rss, goroutines float64 // bytes, bytes, count
 	fds                   float64
+	nextGC                float64 // the GC's target: twice the heap live after the last GC (GOGC=100)
 }
 
 // metricNames are the series a sample reads.
@@ -24,6 +25,7 @@ var metricNames = map[string]func(*sample) *float64{
 	"process_resident_memory_bytes": func(s *sample) *float64 { return &s.rss },
 	"go_goroutines":                 func(s *sample) *float64 { return &s.goroutines },
 	"process_open_fds":              func(s *sample) *float64 { return &s.fds },
+	"go_memstats_next_gc_bytes":     func(s *sample) *float64 { return &s.nextGC },
 }
 
 func (r *relay) sample(ctx context.Context) (sample, error) {
@@ -176,6 +178,9 @@ func (s *soak) flatness(all []sample, base sample, runStart, runEnd time.Time) {
 	}
 	heap := fit("heap inuse", win, func(s sample) float64 { return s.heap }, 1<<20, "MiB")
 	rss := fit("rss", win, func(s sample) float64 { return s.rss }, 1<<20, "MiB")
+	// The heap live after the last collection, without the garbage
+	// heap inuse also counts: half the GC's next target.
+	live := fit("heap live", win, func(s sample) float64 { return s.nextGC / 2 }, 1<<20, "MiB")
 	gor := fit("goroutines", win, func(s sample) float64 { return s.goroutines }, 1, "")
 	fds := fit("open fds", win, func(s sample) float64 { return s.fds }, 1, "")
 	peak := fit("whole run", between(all, runStart, runEnd), func(s sample) float64 { return s.heap }, 1<<20, "MiB")
@@ -186,7 +191,7 @@ func (s *soak) flatness(all []sample, base sample, runStart, runEnd time.Time) {
 	t.Logf("relay before the clients: heap %.1f MiB, rss %.1f MiB, %v goroutines, %v fds", base.heap/(1<<20), base.rss/(1<<20), base.goroutines, base.fds)
 	t.Logf("fit over %d samples from +%v to +%v of the run (%d whole fault cycles after a %v warm-up):",
 		len(win), from.Sub(runStart).Round(time.Second), to.Sub(runStart).Round(time.Second), cycles, faultCycle)
-	for _, x := range []series{heap, rss, gor, fds} {
+	for _, x := range []series{heap, live, rss, gor, fds} {
 		t.Logf("  %s", x)
 	}
 	t.Logf("peaks over the run: heap %.1f MiB, rss %.1f MiB, %v goroutines, %v fds", peak.max/(1<<20), pr/(1<<20), pg, pf)

@@ -277,7 +277,9 @@ func (s *soak) progress(ctx context.Context, period time.Duration) {
 		sm, err := s.r.sample(sctx)
 		cancel()
 		if err != nil {
-			s.t.Logf("+%v: /metrics: %v", time.Since(start).Round(time.Second), err)
+			if ctx.Err() == nil {
+				s.t.Logf("+%v: /metrics: %v", time.Since(start).Round(time.Second), err)
+			}
 			continue
 		}
 		s.t.Logf("+%v: %d notes written, %d deleted; relay heap %.1f MiB, rss %.1f MiB, %v goroutines, %v fds",
