@@ -5,8 +5,7 @@ package boltstore
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"strconv"
 	"time"
 
@@ -164,52 +163,82 @@ func BackupName(path string, v int, at time.Time) string {
 	return fmt.Sprintf("%s.bak-v%d-%s", path, v, at.UTC().Format("20060102T150405Z"))
 }
 
-// backupCopy writes a consistent copy of db (a read transaction's view)
-// to BackupName, synced, under a temporary name renamed at the end, so
-// that the backup name never holds a partial copy. It never replaces a
-// file: a name already taken gets a numbered suffix.
+// backupCopy writes a consistent copy of db (one read transaction's
+// view) to a new bbolt file named BackupName, and returns its name. It
+// never replaces a file: a name already taken gets a numbered suffix.
+// The engine does no file I/O of its own, so the copy is made through
+// bbolt: a new file whose buckets, keys, values and sequences are those
+// of the read transaction, committed (and synced) in one transaction.
+// A crash before that commit leaves an empty file under the name and the
+// original unmigrated, so nothing is lost.
 func backupCopy(db *bolt.DB, path string, v int) (string, error) {
 	base := BackupName(path, v, timeNow())
 	name := base
 	for i := 2; ; i++ {
-		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+		taken, err := exists(name)
+		if err != nil {
+			return "", err
+		}
+		if !taken {
 			break
 		}
 		name = fmt.Sprintf("%s-%d", base, i)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(name)+".*")
+	dst, err := bolt.Open(name, fs.FileMode(0o600), &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return "", err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after the rename: nothing to remove
-	err = db.View(func(tx *bolt.Tx) error {
-		_, err := tx.WriteTo(f)
-		return err
+	err = db.View(func(src *bolt.Tx) error {
+		return dst.Update(func(out *bolt.Tx) error {
+			return src.ForEach(func(bn []byte, b *bolt.Bucket) error {
+				nb, err := out.CreateBucket(bn)
+				if err != nil {
+					return err
+				}
+				return copyBucket(nb, b)
+			})
+		})
 	})
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
+	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return "", err
 	}
-	// The file's lock is held: nothing else makes copies of it meanwhile.
-	if err := os.Rename(tmp, name); err != nil {
-		return "", err
-	}
-	syncDir(filepath.Dir(path))
 	return name, nil
 }
 
-// syncDir makes a rename or link in dir durable, where the platform allows.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+// copyBucket copies every key, value and nested bucket of src into dst,
+// and src's sequence.
+func copyBucket(dst, src *bolt.Bucket) error {
+	dst.FillPercent = 1 // keys arrive in order: pack the pages
+	if err := dst.SetSequence(src.Sequence()); err != nil {
+		return err
 	}
+	return src.ForEach(func(k, v []byte) error {
+		if v != nil {
+			return dst.Put(k, v)
+		}
+		nb, err := dst.CreateBucket(k)
+		if err != nil {
+			return err
+		}
+		return copyBucket(nb, src.Bucket(k))
+	})
+}
+
+// exists reports whether name is taken, by opening it read-only as a
+// bbolt file: any answer but "not found" counts as taken.
+func exists(name string) (bool, error) {
+	db, err := bolt.Open(name, 0o600, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Millisecond})
+	if err == nil {
+		db.Close()
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return true, nil
 }
 
 // ReadFormat reports the store format recorded in the bbolt file at path
@@ -234,8 +263,8 @@ func openReadOnly(path string, timeout time.Duration) (*bolt.DB, error) {
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("boltstore: %w", err)
+	if taken, _ := exists(path); !taken {
+		return nil, fmt.Errorf("boltstore: %s: %w", path, fs.ErrNotExist)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {
