@@ -146,13 +146,19 @@ func WriteFile(root *os.Root, rel string, data []byte, mtimeMillis int64) error 
 // leaves the old file or the new one, never half of one. It is for the
 // secrets a program keeps beside its data: account files, keys.
 func WritePrivate(path string, data []byte) error {
+	return WriteAtomic(path, data, 0o600)
+}
+
+// WriteAtomic writes data to path with mode perm as WritePrivate does:
+// through a synced temporary file renamed into place.
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // after a successful rename: nothing to remove
-	if err := f.Chmod(0o600); err != nil {
+	if err := f.Chmod(perm); err != nil {
 		f.Close()
 		return err
 	}

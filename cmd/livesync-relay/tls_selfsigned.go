@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/livesync-go/livesync-go/adapters/folder"
 )
 
 const (
@@ -119,10 +121,10 @@ func loadOrCreateSelfSigned(dir string, all, required []string, now time.Time) (
 		return nil, fmt.Errorf("tls: making a self-signed certificate: %w", err)
 	}
 	// The key first: a certificate is never kept without its key.
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := folder.WriteAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return nil, fmt.Errorf("tls: self-signed certificate: %w", err)
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := folder.WriteAtomic(certPath, certPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("tls: self-signed certificate: %w", err)
 	}
 	c, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -181,31 +183,4 @@ func makeSelfSigned(names []string, now time.Time) (certPEM, keyPEM []byte, err 
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), nil
-}
-
-// writeFileAtomic writes name through a temporary file in its folder,
-// so a crash leaves the old file or the new one.
-func writeFileAtomic(name string, b []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }
