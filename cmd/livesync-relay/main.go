@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -42,6 +43,8 @@ environment:
   LIVESYNC_RELAY_ADMIN_PASSWORD_FILE  a file holding it
   LIVESYNC_RELAY_CPUPROFILE           write a Go CPU profile of the whole run to this
                                       file (diagnostics; written at a clean stop)
+  LIVESYNC_RELAY_MEMPROFILE           write a Go heap profile to this file at a clean
+                                      stop (diagnostics: what the relay still holds)
 `
 
 // Exit codes.
@@ -70,7 +73,28 @@ func main() {
 	stopProfile := startCPUProfile(os.Getenv("LIVESYNC_RELAY_CPUPROFILE"))
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil)
 	stopProfile()
+	writeHeapProfile(os.Getenv("LIVESYNC_RELAY_MEMPROFILE"))
 	os.Exit(code)
+}
+
+// writeHeapProfile writes a Go heap profile to path (nothing if path is
+// empty), after a collection, so that it shows what the relay still
+// holds when it stops.
+func writeHeapProfile(path string) {
+	if path == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "livesync-relay: heap profile: %v\n", err)
+	}
 }
 
 // startCPUProfile starts a CPU profile written to path (nothing if path

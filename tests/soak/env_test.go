@@ -207,6 +207,13 @@ func startRelay(t *testing.T, bin, ups string, env ...string) *relay {
 	r.cmd = exec.Command(bin, "--config", filepath.Join(wd, "relay.toml"), "--listen", "127.0.0.1:0", "--log-level", "warn")
 	r.cmd.Dir = wd
 	r.cmd.Env = append([]string{"HOME=" + wd, "TMPDIR=" + os.TempDir(), "SOAK_ADMIN=" + r.password, "SOAK_PASSPHRASE=" + passphrase}, env...)
+	// The relay's diagnostics pass through: a CPU or heap profile of the
+	// soaked relay, written when it stops.
+	for _, k := range []string{"LIVESYNC_RELAY_CPUPROFILE", "LIVESYNC_RELAY_MEMPROFILE"} {
+		if v := os.Getenv(k); v != "" {
+			r.cmd.Env = append(r.cmd.Env, k+"="+v)
+		}
+	}
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
