@@ -170,7 +170,13 @@ func (p *Proxy) Slicer(name string, dir Direction, avg, variation int, delay tim
 	return p.add(name, "slicer", dir, 1, &toxics.SlicerToxic{AverageSize: avg, SizeVariation: variation, Delay: int(delay.Microseconds())})
 }
 
-// Remove takes the named toxic away; data it held back is delivered.
+// Remove takes the named toxic away. It first closes every connection
+// through the proxy (as Cut does) and listens again afterwards:
+// toxiproxy can deadlock removing a toxic from connections that are
+// moving data (its link waits on a toxic blocked writing to the link
+// itself, while holding the lock new connections need), which hung whole
+// test runs. A fault test treats the closed connections as one more
+// reset, which its clients ride out.
 func (p *Proxy) Remove(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -178,15 +184,38 @@ func (p *Proxy) Remove(name string) error {
 		return fmt.Errorf("faultnet: no toxic named %q", name)
 	}
 	delete(p.names, name)
-	return p.proxy.Toxics.RemoveToxic(context.Background(), name)
+	return p.withoutLinks(func() error {
+		return p.proxy.Toxics.RemoveToxic(context.Background(), name)
+	})
 }
 
-// RemoveAll takes every toxic away.
+// RemoveAll takes every toxic away, closing every connection as Remove
+// does.
 func (p *Proxy) RemoveAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.names)
-	p.proxy.Toxics.ResetToxics(context.Background())
+	_ = p.withoutLinks(func() error {
+		p.proxy.Toxics.ResetToxics(context.Background())
+		return nil
+	})
+}
+
+// withoutLinks runs fn with the proxy stopped (no connection open), then
+// starts it again if it was running.
+func (p *Proxy) withoutLinks(fn func() error) error {
+	p.proxy.Lock()
+	running := p.proxy.Enabled
+	p.proxy.Unlock()
+	if !running {
+		return fn()
+	}
+	p.proxy.Stop()
+	err := fn()
+	if rerr := p.Restore(); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // Toxics lists the names of the toxics in place.
