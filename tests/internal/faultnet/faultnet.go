@@ -170,13 +170,7 @@ func (p *Proxy) Slicer(name string, dir Direction, avg, variation int, delay tim
 	return p.add(name, "slicer", dir, 1, &toxics.SlicerToxic{AverageSize: avg, SizeVariation: variation, Delay: int(delay.Microseconds())})
 }
 
-// Remove takes the named toxic away. It first closes every connection
-// through the proxy (as Cut does) and listens again afterwards:
-// toxiproxy can deadlock removing a toxic from connections that are
-// moving data (its link waits on a toxic blocked writing to the link
-// itself, while holding the lock new connections need), which hung whole
-// test runs. A fault test treats the closed connections as one more
-// reset, which its clients ride out.
+// Remove takes the named toxic away; data it held back is delivered.
 func (p *Proxy) Remove(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -184,38 +178,56 @@ func (p *Proxy) Remove(name string) error {
 		return fmt.Errorf("faultnet: no toxic named %q", name)
 	}
 	delete(p.names, name)
-	return p.withoutLinks(func() error {
+	return p.unstuck("remove "+name, func() error {
 		return p.proxy.Toxics.RemoveToxic(context.Background(), name)
 	})
 }
 
-// RemoveAll takes every toxic away, closing every connection as Remove
-// does.
+// RemoveAll takes every toxic away.
 func (p *Proxy) RemoveAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	clear(p.names)
-	_ = p.withoutLinks(func() error {
+	_ = p.unstuck("remove all toxics", func() error {
 		p.proxy.Toxics.ResetToxics(context.Background())
 		return nil
 	})
 }
 
-// withoutLinks runs fn with the proxy stopped (no connection open), then
-// starts it again if it was running.
-func (p *Proxy) withoutLinks(fn func() error) error {
+// stuckAfter is how long a toxic's removal may take before the proxy's
+// connections are closed to end it.
+const stuckAfter = 3 * time.Second
+
+// unstuck runs fn, a removal of toxics. toxiproxy can deadlock removing a
+// toxic from connections that are moving data (a link waits on a toxic
+// blocked writing to that link), which once hung a whole test run. If fn
+// has not returned after stuckAfter, the proxy is stopped, which closes
+// every connection and so ends the wait, and then listens again: the
+// tests see one more reset. Stopping and listening again is kept for
+// that case only, because another socket can take the port in between.
+func (p *Proxy) unstuck(what string, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(stuckAfter):
+	}
 	p.proxy.Lock()
 	running := p.proxy.Enabled
 	p.proxy.Unlock()
-	if !running {
-		return fn()
+	go p.proxy.Stop()
+	select {
+	case err := <-done:
+		if running {
+			if rerr := p.Restore(); err == nil {
+				err = rerr
+			}
+		}
+		return err
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("faultnet: %s: toxiproxy did not finish, even with its connections closed", what)
 	}
-	p.proxy.Stop()
-	err := fn()
-	if rerr := p.Restore(); err == nil {
-		err = rerr
-	}
-	return err
 }
 
 // Toxics lists the names of the toxics in place.
