@@ -199,13 +199,9 @@ func backupClient(caFile string) (*http.Client, error) {
 	if caFile == "" {
 		return http.DefaultClient, nil
 	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, usageError{fmt.Sprintf("--ca-file: %v", err)}
-	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, usageError{fmt.Sprintf("--ca-file %s: no PEM certificate in it", caFile)}
+	if err := addPEMCerts(pool, caFile); err != nil {
+		return nil, usageError{"--ca-file: " + err.Error()}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
@@ -243,11 +239,10 @@ func adminCredentials(fl backupFlags, getenv func(string) string) (user, passwor
 		file = getenv(envAdminPasswordFile)
 	}
 	if password == "" && file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", "", usageError{fmt.Sprintf("reading the admin password: %v", err)}
+		// Read as the relay reads it, so both see the same password.
+		if password, err = readSecretFile(file, "admin password"); err != nil {
+			return "", "", usageError{err.Error()}
 		}
-		password = strings.TrimRight(string(b), "\r\n")
 	}
 	if password == "" && term.IsTerminal(int(os.Stdin.Fd())) {
 		fmt.Fprintf(os.Stderr, "password of %s: ", user)
