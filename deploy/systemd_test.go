@@ -72,6 +72,9 @@ func TestSystemdUnit(t *testing.T) {
 
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("systemd-analyze is not installed but CI is: .ci/run installs it (Debian's systemd package) so that the unit is verified")
+		}
 		t.Skip("systemd-analyze is not installed: the unit's directives were checked, not verified by systemd")
 	}
 	bin := relayBinary(t)
